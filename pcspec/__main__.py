@@ -1,0 +1,5 @@
+import sys
+
+from pcspec.cli import main
+
+sys.exit(main())

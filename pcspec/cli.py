@@ -1,0 +1,64 @@
+"""The ``pcspec`` command line.
+
+Each sub-command lives in its own module exposing ``register(subparsers)``; the module sets
+``func`` on its parser to a callable ``(args) -> int`` (the exit code). Exit codes: 0 when
+everything matched expectations, 1 when a check found something (a violation, a deviation,
+a mismatch with the oracle), 2 for bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from pcspec.errors import PcspecError
+
+# Sub-command modules, in the order ``pcspec --help`` lists them.
+COMMAND_MODULES = (
+    "pcspec.commands.verify",
+    "pcspec.commands.fuzz",
+    "pcspec.commands.replay",
+    "pcspec.commands.check_log",
+    "pcspec.commands.slotfile",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pcspec",
+        description="Executable specification and verifier of llama-server's prompt cache "
+        "and context checkpoints.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # not written yet: the command is simply absent
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.func(args)
+    except PcspecError as exc:
+        print(f"pcspec: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pcspec: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Z3 proof obligations over the model's encoding."""

@@ -1,0 +1,1 @@
+"""The invariant catalogue, the expected-verdict oracle and the Hypothesis state machine."""
