@@ -1,0 +1,194 @@
+"""Pure decision rules of llama-server's prompt cache and checkpoints.
+
+Each function here is one decision the C++ makes, written over plain numbers so that the
+model (``pcspec.model``), the log checker (which only sees the numbers a log prints) and the
+Z3 encodings all use the same rule. Nothing here touches state: the caller applies the
+decision. Every function cites the C++ it mirrors (file: function).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# server-task.cpp: server_prompt_cache::load -- "don't trash large prompts"
+LOAD_F_KEEP_FLOOR = 0.25
+
+# server-context.cpp: get_available_slot -- save to the cache only when more than half the
+# slot's context is about to be lost.
+UPDATE_CACHE_F_KEEP = 0.5
+
+
+def load_baseline(lcp0: int, n_slot: int, n_new: int) -> tuple[float, float]:
+    """The (f_keep, f_sim) a cache entry must beat (server-task.cpp: server_prompt_cache::load).
+
+    An empty slot gets ``f_keep = -1`` so that any entry with ``f_sim > 0`` wins for it.
+    """
+    f_keep = lcp0 / n_slot if n_slot > 0 else -1.0
+    f_sim = lcp0 / n_new if n_new > 0 else 0.0
+    return f_keep, f_sim
+
+
+def entry_fractions(lcp: int, n_entry: int, n_new: int) -> tuple[float, float]:
+    """(f_keep, f_sim) of one cache entry against the new prompt."""
+    f_keep = lcp / n_entry if n_entry > 0 else 0.0
+    f_sim = lcp / n_new if n_new > 0 else 0.0
+    return f_keep, f_sim
+
+
+def load_select(
+    f_keep_base: float, f_sim_base: float, candidates: Sequence[tuple[float, float]]
+) -> int | None:
+    """Index of the entry ``load`` picks, or None (server-task.cpp: server_prompt_cache::load).
+
+    Entries are scanned front (oldest) to back. An entry is skipped when its ``f_keep`` is
+    below 0.25; otherwise it becomes the best only when it is *strictly* better than the
+    running best on both ``f_keep`` and ``f_sim`` (the running best starts at the slot's
+    own values). Ties keep the older entry. This is a Pareto-style gate, not "best overall":
+    issue #28276 shows a short slot state blocking a longer entry through it.
+    """
+    best: int | None = None
+    f_keep_best, f_sim_best = f_keep_base, f_sim_base
+    for i, (f_keep, f_sim) in enumerate(candidates):
+        if f_keep < LOAD_F_KEEP_FLOOR:
+            continue
+        if f_keep_best < f_keep and f_sim_best < f_sim:
+            best, f_keep_best, f_sim_best = i, f_keep, f_sim
+    return best
+
+
+def sweep_too_close(
+    ckpts: Sequence[tuple[int, int]], id_task: int, min_step: int, cap: int
+) -> list[int]:
+    """Indices (ascending) the too-close sweep erases (server-context.cpp: create_checkpoint).
+
+    ``ckpts`` is the slot's list in order as ``(n_tokens, id_task)``. Walking front to back
+    with ``last`` = the ``n_tokens`` of the last kept checkpoint, a checkpoint not created by
+    the current task is erased when ``last >= 0`` and ``n_tokens <= last + min_step``. As of
+    November 2026 (seed 001) the walk runs only while ``len(list) + 1 >= cap``, i.e. the list
+    is full or about to be; the condition is re-evaluated after every erasure, exactly as the
+    C++ ``for`` condition is.
+    """
+    erased: list[int] = []
+    n_left = len(ckpts)
+    last = -1
+    for i, (n_tokens, owner) in enumerate(ckpts):
+        if not n_left + 1 >= cap:
+            break
+        if owner != id_task and last >= 0 and n_tokens <= last + min_step:
+            erased.append(i)
+            n_left -= 1
+            continue
+        last = n_tokens
+    return erased
+
+
+def cap_evictions(n_ckpts: int, cap: int) -> int:
+    """How many checkpoints ``create_checkpoint`` erases from the front to make room for one
+    more (server-context.cpp: create_checkpoint, ``while size >= n_ctx_checkpoints``)."""
+    return max(0, n_ckpts - cap + 1) if cap > 0 else n_ckpts
+
+
+def pos_min_threshold(pos_next: int, n_swa: int, has_new_tokens: bool) -> int:
+    """The largest useful ``pos_min`` (server-context.cpp: update_slots, #24110): one lower
+    when the prompt brings no new token, which forces a restore for an identical prompt."""
+    return max(0, pos_next - n_swa - (0 if has_new_tokens else 1))
+
+
+def restore_choice(ckpts: Sequence[tuple[int, int]], pos_next: int, thold: int) -> int | None:
+    """Index of the checkpoint restored at prompt start, or None (server-context.cpp:
+    update_slots, ``SLOT_STATE_STARTED``). ``ckpts`` are ``(pos_min, pos_max)`` in list
+    order; the scan runs newest (back) to oldest and takes the first with
+    ``pos_max <= pos_next`` (the [TAG_CHECKPOINTS_FIX_POS_MIN] workaround, #24411) and
+    ``pos_min < thold or pos_min == 0``."""
+    for i in range(len(ckpts) - 1, -1, -1):
+        pos_min, pos_max = ckpts[i]
+        if pos_max <= pos_next and (pos_min < thold or pos_min == 0):
+            return i
+    return None
+
+
+def restored_positions(
+    pos_next: int, ck_pos_min: int, ck_pos_max: int, ck_n_tokens: int
+) -> tuple[int, int]:
+    """``(pos_next, n_past)`` after restoring a checkpoint (text tokens: one position each).
+
+    A recurrent checkpoint (``pos_min == pos_max == P``) resumes at ``P + 1``; an SWA one
+    (``pos_min + 1 < pos_max``) at ``pos_max``, so the token at ``pos_max`` is recomputed.
+    """
+    new_pos_next = min(pos_next, max(ck_pos_min + 1, ck_pos_max))
+    return new_pos_next, min(new_pos_next, ck_n_tokens)
+
+
+def invalidated(ckpts: Sequence[tuple[int, int]], pos_next: int, n_prefix: int) -> list[int]:
+    """Indices of checkpoints erased at prompt start (server-context.cpp: update_slots).
+
+    ``ckpts`` are ``(pos_max, n_tokens)``. November 2026 (seed 001): erased when
+    ``pos_max > pos_next`` or ``n_tokens > n_prefix`` (tokens not shared with the new prompt).
+    """
+    return [
+        i for i, (pos_max, n_tokens) in enumerate(ckpts) if pos_max > pos_next or n_tokens > n_prefix
+    ]
+
+
+def is_oversize(new_size: int, limit_size: int) -> bool:
+    """``alloc`` step 3: an entry larger than the whole byte limit is skipped
+    (server-task.cpp: server_prompt_cache::alloc). ``limit_size == 0`` means no limit."""
+    return limit_size > 0 and new_size > limit_size
+
+
+def make_room(sizes: Sequence[int], new_size: int, limit_size: int) -> int:
+    """How many entries ``alloc`` pops from the front so that the new one fits (FIFO,
+    server-task.cpp: server_prompt_cache::alloc, #25070). ``sizes`` are the entries' sizes as
+    the cache accounts them, front first."""
+    if limit_size <= 0:
+        return 0
+    total = sum(sizes)
+    n = 0
+    while n < len(sizes) and total + new_size > limit_size:
+        total -= sizes[n]
+        n += 1
+    return n
+
+
+def token_limit_estimate(total_size: int, total_tokens: int, limit_size: int, limit_tokens: int) -> int:
+    """``limit_tokens_cur`` of ``update`` (server-task.cpp: server_prompt_cache::update)."""
+    if limit_size <= 0:
+        return limit_tokens
+    size_per_token = max(1.0, total_size / max(1, total_tokens))
+    return max(limit_tokens, int(limit_size / size_per_token))
+
+
+def update_evictions(
+    sizes: Sequence[int], n_tokens: Sequence[int], limit_size: int, limit_tokens: int
+) -> tuple[int, int]:
+    """``(byte evictions, token evictions)`` ``update`` pops from the front, in that order
+    (server-task.cpp: server_prompt_cache::update). Since #25070 this may empty the cache."""
+    sizes = list(sizes)
+    toks = list(n_tokens)
+    n_bytes = 0
+    if limit_size > 0:
+        total = sum(sizes)
+        while n_bytes < len(sizes) and total > limit_size:
+            total -= sizes[n_bytes]
+            n_bytes += 1
+    rest_sizes, rest_toks = sizes[n_bytes:], toks[n_bytes:]
+    n_tok = 0
+    if limit_tokens > 0:
+        cur = token_limit_estimate(sum(rest_sizes), sum(rest_toks), limit_size, limit_tokens)
+        total_toks = sum(rest_toks)
+        while n_tok < len(rest_toks) and total_toks > cur:
+            total_toks -= rest_toks[n_tok]
+            n_tok += 1
+    return n_bytes, n_tok
+
+
+def limit_after_bad_alloc(total_size: int) -> int:
+    """The byte limit after a ``std::bad_alloc`` in ``alloc``: 40 % of the current size, at
+    least 1 byte, for good (server-task.cpp: server_prompt_cache::alloc)."""
+    return max(1, int(0.4 * total_size))
+
+
+def update_cache_on_lcp(f_keep: float) -> bool:
+    """Whether an LCP-similarity slot pick also saves/loads the cache (server-context.cpp:
+    get_available_slot). NaN (an empty pinned slot) compares false."""
+    return f_keep < UPDATE_CACHE_F_KEEP
