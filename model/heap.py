@@ -1,0 +1,188 @@
+"""Symbolic heap: buffers with written extents and content identity, refcounts, events.
+
+A buffer never holds bytes. It records its size, whether it was zero-filled at allocation,
+how many bytes from offset 0 a fill wrote (``filled``; every fill in llama.cpp writes
+sequentially from the start and stops where it fails), and the *identity* of what was
+written (a ``StateImage``: the state of a token prefix). "Uninitialized" means bytes that
+neither a zero-fill nor a fill wrote; zero-filled bytes are initialized but are not a state.
+
+Ownership is reference counting, as ``std::shared_ptr`` does it: a holder ``retain``s what it
+keeps and ``release``s it when it lets go; the count reaching zero frees the buffer. The
+properties rebuild the holder graph independently (``pcspec.model.ownership``) and compare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class BadAlloc(Exception):  # noqa: N818 - named after std::bad_alloc on purpose
+    """``std::bad_alloc``: an allocation failed (injected, or beyond ``host_ram``)."""
+
+
+class Abort(Exception):  # noqa: N818 - named after GGML_ABORT on purpose
+    """``GGML_ABORT`` or an uncaught C++ exception: the server process dies.
+
+    The model raises it where the C++ aborts and ``Server`` turns it into a recorded crash;
+    it never escapes the model's public API.
+    """
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        self.message = message
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class Event:
+    """One thing that happened inside an operation (``op`` is its index in the trace)."""
+
+    op: int
+    kind: str
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "kind": self.kind, **self.data}
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A heap byte buffer (``common_state_data`` / ``std::vector<uint8_t>``)."""
+
+    id: int
+    size: int
+    role: str  # main | drft | ckpt_tgt | ckpt_dft | ckpt_spec | file
+    zeroed: bool
+    filled: int = 0
+    content: object = None  # what the fill wrote; meaningful only when filled == size
+    refs: int = 0
+    freed: bool = False
+
+    @property
+    def unwritten(self) -> int:
+        """Bytes that hold whatever the heap had before (never written, not zeroed)."""
+        return 0 if self.zeroed else self.size - self.filled
+
+    @property
+    def complete(self) -> bool:
+        return self.filled == self.size
+
+    def fingerprint(self) -> tuple[object, ...]:
+        return (self.id, self.size, self.zeroed, self.filled, self.content)
+
+
+class Faults:
+    """One-shot faults armed by the fault model, consumed where the C++ can fail.
+
+    Sites (see ``SITES``) name a place in the code, e.g. ``save.read.tgt`` is the
+    ``llama_state_seq_get_data_ext`` of ``prompt_save`` on the target context.
+    """
+
+    SITES: tuple[str, ...] = (
+        "save.alloc.main",  # server_prompt_cache::alloc: state_data_tgt.resize
+        "save.alloc.drft",  # server_prompt_cache::alloc: state_data_dft.resize
+        "save.alloc.entry",  # server_prompt_cache::alloc: states.push_back (clone + copies)
+        "save.read.tgt",  # server_slot::prompt_save: get_data_ext(ctx_tgt) comes up short
+        "save.read.dft",  # server_slot::prompt_save: get_data_ext(ctx_dft) comes up short
+        "load.write.tgt",  # server_prompt_cache::load: set_data_ext(ctx_tgt) fails
+        "load.write.dft",  # server_prompt_cache::load: set_data_ext(ctx_dft) fails
+        "ckpt.read.tgt",  # common_prompt_checkpoint::update_tgt: short read
+        "ckpt.read.dft",  # common_prompt_checkpoint::update_dft: short read
+        "ckpt.write.tgt",  # common_prompt_checkpoint::load_tgt at restore fails
+        "ckpt.write.dft",  # common_prompt_checkpoint::load_dft at restore fails
+        "ckpt.alloc",  # create_checkpoint: the checkpoint buffers
+        "file.write.tgt",  # slot restore: llama_state_seq_load_file fails to load the state
+    )
+
+    def __init__(self) -> None:
+        self.armed: dict[str, int] = {}
+
+    def arm(self, site: str, count: int = 1) -> None:
+        self.armed[site] = self.armed.get(site, 0) + count
+
+    def hit(self, site: str) -> bool:
+        """True (and consume one) when a fault is armed at ``site``."""
+        n = self.armed.get(site, 0)
+        if n <= 0:
+            return False
+        if n == 1:
+            del self.armed[site]
+        else:
+            self.armed[site] = n - 1
+        return True
+
+
+@dataclass
+class Heap:
+    """All live buffers, the event history, and the fault plan."""
+
+    host_ram: int
+    faults: Faults = field(default_factory=Faults)
+    events: list[Event] = field(default_factory=list)
+    live: dict[int, Buffer] = field(default_factory=dict)
+    op: int = 0
+    _next_id: int = 1
+    _live_bytes: int = 0
+
+    def emit(self, kind: str, **data: Any) -> None:
+        self.events.append(Event(self.op, kind, data))
+
+    def new_id(self) -> int:
+        i = self._next_id
+        self._next_id += 1
+        return i
+
+    # -- allocation ----------------------------------------------------------------------
+
+    def allocate(self, size: int, role: str, zero_init: bool, site: str | None = None) -> Buffer:
+        """Allocate ``size`` bytes (``resize`` of an empty vector). Raises ``BadAlloc`` when a
+        fault is armed at ``site`` or the host has no room. The caller holds one reference."""
+        if (site is not None and self.faults.hit(site)) or self._live_bytes + size > self.host_ram:
+            self.emit("alloc_failed", size=size, role=role, site=site)
+            raise BadAlloc(site or role)
+        buf = Buffer(self.new_id(), size, role, zeroed=zero_init, refs=1)
+        self.live[buf.id] = buf
+        self._live_bytes += size
+        self.emit("alloc", buf=buf.id, size=size, role=role, zeroed=zero_init)
+        return buf
+
+    def fill(self, buf: Buffer, content: object, n: int) -> None:
+        """A state read wrote ``n`` bytes from offset 0 (``n < size``: it stopped short)."""
+        buf.filled = max(0, min(n, buf.size))
+        buf.content = content if n >= buf.size else ("short", content)
+        self.emit("fill", buf=buf.id, n=buf.filled, complete=buf.complete)
+
+    def copy(self, src: Buffer, role: str, zero_init: bool, site: str | None = None) -> Buffer:
+        """A deep copy (``std::vector`` copy constructor): a new buffer with the same bytes."""
+        dst = self.allocate(src.size, role, zero_init=zero_init, site=site)
+        dst.zeroed = src.zeroed or zero_init
+        dst.filled = src.filled
+        dst.content = src.content
+        self.emit("copy_payload", src=src.id, dst=dst.id, bytes=src.size)
+        return dst
+
+    # -- ownership -----------------------------------------------------------------------
+
+    def retain(self, buf: Buffer) -> Buffer:
+        buf.refs += 1
+        return buf
+
+    def release(self, buf: Buffer | None) -> None:
+        if buf is None or buf.freed:
+            return
+        buf.refs -= 1
+        if buf.refs <= 0:
+            self.free(buf)
+
+    def free(self, buf: Buffer) -> None:
+        if buf.freed:
+            return
+        buf.freed = True
+        self.live.pop(buf.id, None)
+        self._live_bytes -= buf.size
+        self.emit("free", buf=buf.id, size=buf.size)
+
+    @property
+    def physical_bytes(self) -> int:
+        return self._live_bytes

@@ -1,0 +1,207 @@
+"""Sequence memory of a context, by memory kind, with content identity.
+
+The state of a sequence is a pure function of the tokens it processed (a deterministic model
+at temperature 0), so memory is represented by *which token prefix* its cells derive from:
+
+* ``attn``: the tokens whose attention cells are present, positions ``[0, len(attn))``
+  (plain KV, the full-attention half of iSWA, the attention half of hybrid);
+* ``part``: the tokens the non-rollbackable part derives from: the sliding-window cells
+  ``[part_lo, len(part))`` of iSWA, or the recurrent state after ``len(part)`` tokens;
+* ``garbage``: the memory holds bytes that are no token state (loaded from an uninitialized
+  buffer, or computed over a missing window).
+
+"Memory agrees with bookkeeping" (STATE-1) is then a comparison of tuples. Every operation
+mirrors a llama.cpp memory call and cites it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pcspec.model.config import STATE_HEADER, MemoryKind
+
+Tokens = tuple[int, ...]
+
+FULL = 0  # LLAMA_STATE_SEQ_FLAGS_NONE
+PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (alias SWA_ONLY)
+
+
+@dataclass(frozen=True)
+class StateImage:
+    """What a state blob holds: the identity a ``state_seq_get_data`` wrote.
+
+    ``attn`` is None for a partial image (the attention part is not in it) or a memory kind
+    without attention; ``part`` is None for kinds without a non-rollbackable part.
+    """
+
+    kind: MemoryKind
+    scope: int
+    attn: Tokens | None
+    part: Tokens | None
+    part_lo: int
+
+    def describes(self) -> Tokens:
+        """The token prefix this image is the state of."""
+        if self.part is not None:
+            return self.part
+        return self.attn or ()
+
+
+@dataclass
+class SeqMemory:
+    """One sequence's memory in one context (llama_memory_i for one ``seq_id``)."""
+
+    kind: MemoryKind
+    n_swa: int
+    swa_cells: int
+    n_rs: int
+    cell_bytes: int
+    rs_bytes: int
+    attn: Tokens = ()
+    part: Tokens = ()
+    part_lo: int = 0
+    garbage: bool = False
+
+    @property
+    def has_attn(self) -> bool:
+        return self.kind in (MemoryKind.KV, MemoryKind.SWA, MemoryKind.HYBRID)
+
+    @property
+    def has_part(self) -> bool:
+        return self.kind in (MemoryKind.SWA, MemoryKind.RECURRENT, MemoryKind.HYBRID)
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.attn) if self.has_attn else len(self.part)
+
+    # -- positions (llama_memory_seq_pos_min / _max) --------------------------------------
+
+    def pos_range(self) -> tuple[int, int]:
+        """``(pos_min, pos_max)``; ``(-1, -1)`` for an empty sequence. For memories made of two
+        caches the C++ takes the larger ``pos_min`` (llama-memory-hybrid / -kv-cache-iswa)."""
+        if self.kind == MemoryKind.KV:
+            n = len(self.attn)
+            return (0, n - 1) if n else (-1, -1)
+        if self.kind == MemoryKind.RECURRENT:
+            n = len(self.part)
+            return (n - 1, n - 1) if n else (-1, -1)
+        n_attn, n_part = len(self.attn), len(self.part)
+        if n_attn == 0 and n_part == 0:
+            return (-1, -1)
+        attn_min = 0 if n_attn else -1
+        if self.kind == MemoryKind.SWA:
+            part_min = self.part_lo if n_part > self.part_lo else -1
+        else:
+            part_min = n_part - 1 if n_part else -1
+        return (max(attn_min, part_min), max(n_attn, n_part) - 1)
+
+    def window_cells(self) -> int:
+        """SWA cells a state write stores: only the last ``n_swa`` (the real logs show a
+        restored checkpoint bringing back exactly ``n_swa`` cells)."""
+        return min(self.n_swa, max(0, len(self.part) - self.part_lo))
+
+    # -- consistency ---------------------------------------------------------------------
+
+    def can_continue(self) -> bool:
+        """Whether decoding the next token computes a correct state."""
+        if self.garbage:
+            return False
+        if self.kind == MemoryKind.SWA:
+            n = len(self.attn)
+            return self.part == self.attn and self.part_lo <= max(0, n - self.n_swa + 1)
+        if self.kind == MemoryKind.HYBRID:
+            return self.part == self.attn
+        return True
+
+    def is_state_of(self, tokens: Tokens) -> bool:
+        """STATE-1 for one context: the memory is exactly the state of ``tokens``."""
+        if not tokens:
+            return self.n_tokens == 0 and not self.part and not self.attn
+        if self.garbage:
+            return False
+        if self.has_attn and self.attn != tokens:
+            return False
+        if self.has_part and self.part != tokens:
+            return False
+        if self.kind == MemoryKind.SWA:
+            return self.part_lo <= max(0, len(tokens) - self.n_swa + 1)
+        return True
+
+    # -- operations ----------------------------------------------------------------------
+
+    def decode(self, new: Tokens) -> None:
+        """``llama_decode`` of ``new`` appended at the end of the sequence."""
+        if not new:
+            return
+        ok = self.n_tokens == 0 or self.can_continue()
+        if self.has_attn:
+            self.attn = self.attn + new
+        if self.has_part:
+            self.part = self.part + new
+            if self.kind == MemoryKind.SWA:
+                self.part_lo = max(self.part_lo, len(self.part) - self.swa_cells)
+        if not ok:
+            self.garbage = True
+
+    def clear(self) -> None:
+        self.attn = ()
+        self.part = ()
+        self.part_lo = 0
+        self.garbage = False
+
+    def seq_rm(self, p0: int) -> bool:
+        """``llama_memory_seq_rm(mem, seq, p0, -1)``: remove positions ``[p0, end)``.
+
+        Returns False when the memory refuses: a recurrent state can only be dropped whole,
+        or rolled back within ``n_rs`` tokens (llama-memory-recurrent.cpp: seq_rm).
+        """
+        if p0 <= 0:
+            self.clear()
+            return True
+        if self.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID):
+            n = len(self.part)
+            if p0 < n:
+                if n - p0 > self.n_rs:
+                    return False
+                self.part = self.part[:p0]
+        if self.has_attn:
+            self.attn = self.attn[:p0]
+        if self.kind == MemoryKind.SWA:
+            self.part = self.part[:p0]
+            if len(self.part) <= self.part_lo:
+                self.part, self.part_lo = (), 0
+        return True
+
+    # -- state blobs (llama_state_seq_get_size_ext / get_data_ext / set_data_ext) -------
+
+    def state_size(self, scope: int) -> int:
+        if self.n_tokens == 0:
+            return STATE_HEADER
+        rs = self.rs_bytes if self.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID) else 0
+        swa = self.window_cells() * self.cell_bytes
+        if scope == PARTIAL_ONLY and self.kind != MemoryKind.KV:
+            return STATE_HEADER + swa + rs
+        attn = len(self.attn) * self.cell_bytes if self.has_attn else 0
+        return STATE_HEADER + attn + swa + rs
+
+    def image(self, scope: int) -> StateImage:
+        """The identity ``get_data_ext`` writes. A partial image of a plain KV cache is the
+        full one (the flag is ignored there)."""
+        partial = scope == PARTIAL_ONLY and self.kind != MemoryKind.KV
+        attn = None if partial or not self.has_attn else self.attn
+        if self.has_part:
+            lo = len(self.part) - self.window_cells() if self.kind == MemoryKind.SWA else 0
+            return StateImage(self.kind, scope, attn, self.part, lo)
+        return StateImage(self.kind, scope, attn, None, 0)
+
+    def load_image(self, img: StateImage) -> None:
+        """A successful ``set_data_ext``: a full image replaces the sequence; a partial one
+        replaces only the non-rollbackable part (the attention cells stay)."""
+        self.garbage = False
+        if img.attn is not None or not self.has_attn:
+            self.attn = img.attn or ()
+        if img.part is not None:
+            self.part = img.part
+            self.part_lo = img.part_lo
+        elif img.attn is not None and self.kind == MemoryKind.KV:
+            self.part = ()

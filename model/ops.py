@@ -1,0 +1,144 @@
+"""The operation vocabulary: one JSON object per server action, applied to a ``Server``.
+
+This is what trace files, the fuzzer, the simulator and C++ ports share. Each operation is
+validated before it runs; a malformed one raises ``PcspecError`` naming the field.
+
+=================  ==========================================================================
+op                 fields (defaults)
+=================  ==========================================================================
+``request``        ``tokens`` [int], ``spans`` [int] ([]), ``n_predict`` (4), ``id_slot`` (-1),
+                   ``cache_prompt`` (true), ``type`` ("completion")
+``step``           one ``update_slots`` iteration
+``run``            ``max_steps`` (10000): steps until idle (each step is one operation)
+``inject``         ``site`` (a fault site), ``count`` (1)
+``slot_save``      ``id_slot``, ``filename``
+``slot_restore``   ``id_slot``, ``filename``
+``slot_erase``     ``id_slot``
+``corrupt_file``   ``filename``, ``offset``, ``data`` ([int] bytes written there) or
+                   ``truncate`` (new length)
+``sleep_wake``     sleep and wake (the cache and the slots are lost)
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from pcspec.errors import PcspecError
+from pcspec.model.heap import Faults
+from pcspec.model.server import Server
+from pcspec.model.slot import TaskType
+
+OPS = (
+    "request",
+    "step",
+    "run",
+    "inject",
+    "slot_save",
+    "slot_restore",
+    "slot_erase",
+    "corrupt_file",
+    "sleep_wake",
+)
+
+
+def _int(op: dict[str, Any], key: str, default: int | None = None, lo: int | None = None) -> int:
+    v = op.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise PcspecError(f"field {key!r} must be an integer (got {v!r})")
+    if lo is not None and v < lo:
+        raise PcspecError(f"field {key!r} must be >= {lo} (got {v})")
+    return v
+
+
+def _ints(op: dict[str, Any], key: str, default: list[int] | None = None) -> tuple[int, ...]:
+    v = op.get(key, default)
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        raise PcspecError(f"field {key!r} must be a list of integers")
+    return tuple(v)
+
+
+def _str(op: dict[str, Any], key: str) -> str:
+    v = op.get(key)
+    if not isinstance(v, str) or not v:
+        raise PcspecError(f"field {key!r} must be a non-empty string (got {v!r})")
+    return v
+
+
+def validate(op: object) -> dict[str, Any]:
+    """Check an operation's shape; returns it (as a dict) or raises ``PcspecError``."""
+    if not isinstance(op, dict):
+        raise PcspecError("an operation must be a JSON object")
+    name = op.get("op")
+    if name not in OPS:
+        raise PcspecError(f"unknown op {name!r}; valid ops: {', '.join(OPS)}")
+    if name == "request":
+        _ints(op, "tokens")
+        spans = _ints(op, "spans", [])
+        if list(spans) != sorted(set(spans)):
+            raise PcspecError("field 'spans' must be strictly increasing positions")
+        _int(op, "n_predict", 4, lo=1)
+        _int(op, "id_slot", -1, lo=-1)
+        if not isinstance(op.get("cache_prompt", True), bool):
+            raise PcspecError("field 'cache_prompt' must be true or false")
+        t = op.get("type", "completion")
+        if t not in {x.value for x in TaskType}:
+            raise PcspecError(f"field 'type' must be one of {', '.join(x.value for x in TaskType)} (got {t!r})")
+    elif name == "run":
+        _int(op, "max_steps", 10_000, lo=1)
+    elif name == "inject":
+        site = _str(op, "site")
+        if site not in Faults.SITES:
+            raise PcspecError(f"unknown fault site {site!r}; valid sites: {', '.join(Faults.SITES)}")
+        _int(op, "count", 1, lo=1)
+    elif name in ("slot_save", "slot_restore"):
+        _int(op, "id_slot", lo=0)
+        _str(op, "filename")
+    elif name == "slot_erase":
+        _int(op, "id_slot", lo=0)
+    elif name == "corrupt_file":
+        _str(op, "filename")
+        if "truncate" in op:
+            _int(op, "truncate", lo=0)
+        else:
+            _int(op, "offset", lo=0)
+            data = _ints(op, "data")
+            if any(not 0 <= b <= 255 for b in data):
+                raise PcspecError("field 'data' must hold bytes (0..255)")
+    return op
+
+
+def apply(srv: Server, op: dict[str, Any]) -> Iterator[None]:
+    """Apply one operation; yields after every model operation it performs (a ``run`` is
+    many steps), so that callers can judge the properties after each."""
+    op = validate(op)
+    name = op["op"]
+    if name in ("slot_save", "slot_restore", "slot_erase") and _int(op, "id_slot") >= srv.cfg.n_slots:
+        raise PcspecError(f"field 'id_slot' is {op['id_slot']} but the server has {srv.cfg.n_slots} slot(s)")
+    simple: dict[str, Callable[[], object]] = {
+        "step": srv.step,
+        "sleep_wake": srv.sleep_wake,
+        "inject": lambda: srv.inject(op["site"], op.get("count", 1)),
+        "slot_save": lambda: srv.slot_action("save", op["id_slot"], op["filename"]),
+        "slot_restore": lambda: srv.slot_action("restore", op["id_slot"], op["filename"]),
+        "slot_erase": lambda: srv.slot_action("erase", op["id_slot"]),
+        "corrupt_file": lambda: srv.corrupt_file(op["filename"], op.get("offset", 0), bytes(op.get("data", [])), op.get("truncate")),
+        "request": lambda: srv.request(
+            tuple(op["tokens"]),
+            tuple(op.get("spans", [])),
+            op.get("n_predict", 4),
+            op.get("id_slot", -1),
+            op.get("cache_prompt", True),
+            TaskType(op.get("type", "completion")),
+        ),
+    }
+    if name == "run":
+        for _ in range(op.get("max_steps", 10_000)):
+            if srv.idle or srv.crash is not None:
+                return
+            srv.step()
+            yield
+        return
+    simple[name]()
+    yield

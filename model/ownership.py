@@ -1,0 +1,83 @@
+"""The ownership graph: who holds which checkpoint and which buffer.
+
+Rebuilt from the state (not from the refcounts the model keeps), so that the properties can
+compare the two: holders (``slot:N``, ``entry:K``) point at checkpoint objects
+(``ckpt:J``) and data buffers (``buf:B``); checkpoints point at their payload buffers. From it
+follow refcounts (in-degrees), reachability, leaks and unique bytes. It can be written as a
+DOT file for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import networkx as nx
+
+from pcspec.model.checkpoint import Checkpoint
+from pcspec.model.heap import Buffer
+from pcspec.model.memory import Tokens
+from pcspec.model.server import Server
+
+
+@dataclass(frozen=True)
+class Holder:
+    name: str  # slot:N | entry:K
+    tokens: Tokens
+    checkpoints: tuple[Checkpoint, ...]
+    data: tuple[Buffer, ...]
+    task_tokens: Tokens | None  # a slot processing a prompt: the task's prompt
+
+
+def holders(srv: Server) -> Iterator[Holder]:
+    for s in srv.slots:
+        task_tokens = s.task.tokens if s.task is not None else None
+        yield Holder(f"slot:{s.id}", s.prompt.tokens, tuple(s.prompt.checkpoints), (), task_tokens)
+    if srv.cache is not None:
+        for e in srv.cache.entries:
+            yield Holder(f"entry:{e.id}", e.prompt.tokens, tuple(e.prompt.checkpoints), tuple(e.data_buffers()), None)
+
+
+def reachable_buffers(srv: Server) -> dict[int, Buffer]:
+    out: dict[int, Buffer] = {}
+    for h in holders(srv):
+        for b in h.data:
+            out[b.id] = b
+        for ck in h.checkpoints:
+            for b in ck.buffers():
+                out[b.id] = b
+    return out
+
+
+def graph(srv: Server) -> nx.DiGraph:
+    g = nx.DiGraph()
+    for h in holders(srv):
+        g.add_node(h.name, kind="holder")
+        for b in h.data:
+            g.add_node(f"buf:{b.id}", kind="buffer", obj=b)
+            g.add_edge(h.name, f"buf:{b.id}")
+        for ck in h.checkpoints:
+            g.add_node(f"ckpt:{ck.id}", kind="ckpt", obj=ck)
+            g.add_edge(h.name, f"ckpt:{ck.id}")
+            for b in ck.buffers():
+                g.add_node(f"buf:{b.id}", kind="buffer", obj=b)
+                g.add_edge(f"ckpt:{ck.id}", f"buf:{b.id}")
+    return g
+
+
+def to_dot(g: nx.DiGraph) -> str:
+    """A Graphviz rendering of the ownership graph (no pydot dependency)."""
+    lines = ["digraph ownership {", "  rankdir=LR;"]
+    shapes = {"holder": "box", "ckpt": "ellipse", "buffer": "note"}
+    for n, d in g.nodes(data=True):
+        label = n
+        obj = d.get("obj")
+        if isinstance(obj, Checkpoint):
+            label = f"{n}\\nn_tokens={obj.n_tokens} task={obj.id_task}"
+        elif isinstance(obj, Buffer):
+            label = f"{n}\\n{obj.role} {obj.size} B refs={obj.refs}"
+        lines.append(f'  "{n}" [shape={shapes.get(d.get("kind", ""), "box")}, label="{label}"];')
+    for a, b in g.edges():
+        lines.append(f'  "{a}" -> "{b}";')
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,147 @@
+"""A server slot and its task: ``server_slot`` (tools/server/server-context.cpp).
+
+The slot's own operations on the cache live here (``prompt_save``, ``prompt_load``,
+``prompt_clear``, ``release``); prompt processing and checkpoints are in
+``pcspec.model.processing``; slot selection and the task loop in ``pcspec.model.server``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from pcspec.model.cache import CacheEntry
+from pcspec.model.checkpoint import Checkpoint, Prompt, drop_all
+from pcspec.model.memory import FULL, Tokens
+
+if TYPE_CHECKING:
+    from pcspec.model.server import Server
+
+
+class SlotState(StrEnum):
+    IDLE = "idle"
+    STARTED = "started"
+    PROCESSING_PROMPT = "processing_prompt"
+    GENERATING = "generating"
+
+
+class TaskType(StrEnum):
+    COMPLETION = "completion"
+    INFILL = "infill"
+    EMBEDDING = "embedding"
+    RERANK = "rerank"
+
+
+@dataclass(frozen=True)
+class Task:
+    """server_task: the fields the cache and checkpoints depend on."""
+
+    id: int
+    tokens: Tokens
+    spans: tuple[int, ...] = ()  # user-message start positions (message_spans)
+    n_predict: int = 4
+    id_slot: int = -1
+    cache_prompt: bool = True
+    type: TaskType = TaskType.COMPLETION
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def last_user_pos(self) -> int:
+        """message_spans::last_user_message_pos (-1 without spans)."""
+        return self.spans[-1] if self.spans else -1
+
+
+@dataclass(eq=False)
+class Slot:
+    id: int
+    prompt: Prompt = field(default_factory=Prompt)
+    state: SlotState = SlotState.IDLE
+    task: Task | None = None
+    t_last_used: int = -1
+    n_gen: int = 0
+    next_token: int = -1
+    restored: Checkpoint | None = None  # the checkpoint this task restored at prompt start
+    n_prompt_cached: int = 0
+    truncated: bool = False
+
+    @property
+    def is_processing(self) -> bool:
+        return self.state != SlotState.IDLE
+
+    @property
+    def task_id(self) -> int:
+        return self.task.id if self.task is not None else -1
+
+    # -- server_slot::prompt_save -----------------------------------------------------------
+
+    def prompt_save(self, srv: Server) -> bool:
+        """server-context.cpp: server_slot::prompt_save. The slot keeps its tokens, memory and
+        checkpoints; the cache gets a copy (how the checkpoints are copied is the variant's)."""
+        cache = srv.cache
+        assert cache is not None
+        if not self.prompt.tokens:
+            return False
+        heap = srv.heap
+        before = srv.cache_fingerprint()
+        heap.emit("save_begin", slot=self.id, n_tokens=self.prompt.n_tokens)
+        v = srv.variant
+        if v.save_protocol == "transactional":
+            ok = cache.save_transactional(self.prompt, srv.ctx_tgt, srv.ctx_dft, self.id)
+        else:
+            size_tgt = srv.ctx_tgt.get_size(self.id, FULL)
+            size_dft = srv.ctx_dft.get_size(self.id, FULL) if srv.ctx_dft is not None else 0
+            entry = cache.alloc(self.prompt, size_tgt, size_dft)
+            ok = entry is not None and self._fill(srv, entry, size_tgt, size_dft)
+        for e in cache.entries:  # what the save built is published now that it returned
+            if e.sealed is None:
+                e.sealed = e.fingerprint()
+        heap.emit("save_end", slot=self.id, ok=ok, before=before, after=srv.cache_fingerprint())
+        return ok
+
+    def _fill(self, srv: Server, entry: CacheEntry, size_tgt: int, size_dft: int) -> bool:
+        """The fill after ``alloc``: unchecked (master), or checked with ``pop_back`` (#30137)."""
+        cache = srv.cache
+        assert cache is not None
+        heap = srv.heap
+        n_tgt = srv.ctx_tgt.get_data(heap, self.id, entry.main, FULL, "save.read.tgt") if entry.main else 0
+        n_dft = 0
+        if srv.ctx_dft is not None and entry.drft is not None:
+            n_dft = srv.ctx_dft.get_data(heap, self.id, entry.drft, FULL, "save.read.dft")
+        if srv.variant.validates_save and (n_tgt != size_tgt or n_dft != size_dft):
+            heap.emit("save_fill_short", entry=entry.id)  # "failed to save complete prompt state"
+            cache.pop_back(entry)
+            return False
+        return True
+
+    # -- server_slot::prompt_load / prompt_clear / release --------------------------------------
+
+    def prompt_load(self, srv: Server, tokens: Tokens) -> bool:
+        """server-context.cpp: server_slot::prompt_load."""
+        assert srv.cache is not None
+        ok = srv.cache.load(self.prompt, tokens, srv.ctx_tgt, srv.ctx_dft, self.id)
+        if not ok:
+            srv.heap.emit("prompt_load_failed", slot=self.id)
+        return ok
+
+    def prompt_clear(self, srv: Server) -> None:
+        """server-context.cpp: server_slot::prompt_clear: ``mem.seq_rm(id, -1, -1)`` on both
+        contexts, then ``prompt.clear()`` (tokens and, since #25649, checkpoints)."""
+        srv.heap.emit("prompt_clear", slot=self.id, n_tokens=self.prompt.n_tokens)
+        for ctx in srv.contexts():
+            ctx.seqs[self.id].seq_rm(-1)
+        self.prompt.tokens = ()
+        drop_all(srv.heap, self.prompt)
+        self.restored = None
+
+    def release(self, srv: Server) -> None:
+        """server-context.cpp: server_slot::release."""
+        srv.heap.emit("release", slot=self.id, task=self.task_id, n_tokens=self.prompt.n_tokens)
+        srv.clock += 1
+        self.t_last_used = srv.clock
+        self.state = SlotState.IDLE
+        self.task = None
+        self.restored = None

@@ -1,0 +1,317 @@
+"""``POST /slots/{id}?action=save|restore|erase`` (server-context.cpp: handle_slots_action).
+
+Files are byte-exact slot files (``pcspec.model.slotfile``) kept in the server's in-memory
+disk (``Server.files``). The opaque sequence-state blobs are, in the model, a compact
+self-delimiting encoding of the symbolic state (``encode_content``): a real ``state_write``
+layout would cost the modelled bytes, and nothing in the server looks inside the blob except
+``state_read``, which the model mirrors by decoding it.
+
+Semantics as of the seeds (November 2026, #26004 + #30137):
+
+* save writes the target state and, when the slot has checkpoints, the SCKP appendix; the
+  draft state is not saved (the C++ never saves it);
+* restore fails (400, slot cleared) on a bad header or tokens, a prompt that does not fit,
+  or a state that does not load; a bad appendix is ignored with a reason; restored
+  checkpoints get ``id_task = -1`` and are capped at the last ``n_ctx_checkpoints``; one
+  draft checkpoint is test-loaded and the draft sequence is then removed (seed 001), and
+  the draft data of all restored checkpoints is dropped if it did not fit;
+* a state whose cell count is 0 (a file saved from an empty slot) clears nothing in the C++;
+* ``fixed`` clears the sequence before restoring and re-processes the tokens into the draft
+  context, so target and draft memory agree with the restored tokens (STATE-1).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from pcspec.errors import PcspecError
+from pcspec.model.checkpoint import Checkpoint, drop_all, hold
+from pcspec.model.config import MemoryKind
+from pcspec.model.heap import Abort, BadAlloc, Buffer
+from pcspec.model.memory import FULL, PARTIAL_ONLY, StateImage
+from pcspec.model.slotfile import (
+    HEADER_BYTES,
+    FileCheckpoint,
+    SlotFile,
+    read_slot_file,
+    write_slot_file,
+)
+
+if TYPE_CHECKING:
+    from pcspec.model.server import Server
+    from pcspec.model.slot import Slot
+
+_MAGIC = b"PCSY"
+_KINDS = list(MemoryKind)
+_TAG_IMAGE, _TAG_SPEC, _TAG_GARBAGE = 1, 2, 0
+
+
+# -- the symbolic blob codec ----------------------------------------------------------------------
+
+
+def encode_content(content: object, unwritten: bool = False) -> bytes:
+    """A self-delimiting blob: ``PCSY``, u32 total length, u8 tag, then the identity."""
+    body: bytes
+    if unwritten:
+        body = bytes([_TAG_GARBAGE])
+    elif isinstance(content, StateImage):
+        attn = content.attn
+        part = content.part
+        body = struct.pack("<BBBi", _TAG_IMAGE, _KINDS.index(content.kind), content.scope, content.part_lo)
+        for seq in (attn, part):
+            if seq is None:
+                body += struct.pack("<i", -1)
+            else:
+                body += struct.pack(f"<i{len(seq)}i", len(seq), *seq)
+    elif isinstance(content, tuple) and len(content) == 2 and content[0] == "spec":
+        toks = content[1]
+        body = struct.pack(f"<Bi{len(toks)}i", _TAG_SPEC, len(toks), *toks)
+    else:
+        body = bytes([_TAG_GARBAGE])
+    return _MAGIC + struct.pack("<I", 8 + len(body)) + body
+
+
+def decode_content(blob: bytes) -> object | None:
+    """``state_read`` of a blob: the identity, or None when it does not parse."""
+    if len(blob) < 9 or blob[:4] != _MAGIC or struct.unpack_from("<I", blob, 4)[0] != len(blob):
+        return None
+    tag = blob[8]
+    try:
+        if tag == _TAG_IMAGE:
+            kind_i, scope, part_lo = struct.unpack_from("<BBi", blob, 9)
+            if kind_i >= len(_KINDS) or scope not in (FULL, PARTIAL_ONLY):
+                return None
+            pos = 15
+            seqs: list[tuple[int, ...] | None] = []
+            for _ in range(2):
+                (n,) = struct.unpack_from("<i", blob, pos)
+                pos += 4
+                if n == -1:
+                    seqs.append(None)
+                    continue
+                if n < 0 or pos + 4 * n > len(blob):
+                    return None
+                seqs.append(struct.unpack_from(f"<{n}i", blob, pos))
+                pos += 4 * n
+            if pos != len(blob):
+                return None
+            return StateImage(_KINDS[kind_i], scope, seqs[0], seqs[1], part_lo)
+        if tag == _TAG_SPEC:
+            (n,) = struct.unpack_from("<i", blob, 9)
+            if n < 0 or 13 + 4 * n != len(blob):
+                return None
+            return ("spec", struct.unpack_from(f"<{n}i", blob, 13))
+    except struct.error:
+        return None
+    return None
+
+
+def _peek_state_size(data: bytes) -> int | None:
+    """What the target's ``state_read`` will consume: the blob's own length field."""
+    if len(data) < HEADER_BYTES:
+        return None
+    (n_words,) = struct.unpack_from("<I", data, 8)
+    at = HEADER_BYTES + 4 * n_words
+    if at + 8 > len(data) or data[at : at + 4] != _MAGIC:
+        return None
+    size: int = struct.unpack_from("<I", data, at + 4)[0]
+    return size if size >= 4 else None
+
+
+# -- actions -----------------------------------------------------------------------------------------
+
+
+def handle(srv: Server, action: str, id_slot: int, filename: str) -> None:
+    slot = srv.slots[id_slot]
+    if action == "erase":
+        srv.last_result = {"n_erased": slot.prompt.n_tokens}
+        slot.prompt_clear(srv)
+        return
+    if slot.is_processing:
+        # The C++ defers the action until the slot is idle; the model answers "busy" instead,
+        # which is what a client sees if it does not wait.
+        srv.heap.emit("slot_busy", slot=id_slot, action=action)
+        return
+    if action == "save":
+        save(srv, slot, filename)
+    elif action == "restore":
+        restore(srv, slot, filename)
+    else:
+        raise PcspecError(f"unknown slot action {action!r} (save, restore, erase)")
+
+
+def summary(slot: Slot) -> tuple[object, ...]:
+    """What a file must bring back: the tokens and each checkpoint's metadata and payloads."""
+    return (
+        slot.prompt.tokens,
+        tuple(
+            (ck.n_tokens, ck.pos_min, ck.pos_max, tuple(b.content for b in ck.buffers()))
+            for ck in slot.prompt.checkpoints
+        ),
+    )
+
+
+def _file_checkpoint(ck: Checkpoint) -> tuple[FileCheckpoint, int]:
+    unwritten = 0
+    blobs: list[bytes] = []
+    for b in (ck.tgt, ck.dft, ck.spec):
+        if b is None:
+            blobs.append(b"")
+            continue
+        unwritten += b.unwritten
+        blobs.append(encode_content(b.content if b.complete else None, unwritten=b.unwritten > 0))
+    return FileCheckpoint(ck.n_tokens, ck.pos_min, ck.pos_max, *blobs), unwritten
+
+
+def save(srv: Server, slot: Slot, filename: str) -> None:
+    """Slot save: ``llama_state_seq_save_file`` of the target, then the appendix."""
+    img = srv.ctx_tgt.seqs[slot.id].image(FULL)
+    records: list[FileCheckpoint] = []
+    unwritten = 0
+    for ck in slot.prompt.checkpoints:
+        rec, n = _file_checkpoint(ck)
+        records.append(rec)
+        unwritten += n
+    data = write_slot_file(slot.prompt.tokens, encode_content(img), records)
+    srv.files[filename] = data
+    srv.written[filename] = data
+    srv.written_meta[filename] = summary(slot)
+    srv.last_result = {"n_saved": slot.prompt.n_tokens, "n_written": len(data)}
+    srv.heap.emit(
+        "file_write",
+        slot=slot.id,
+        filename=filename,
+        n_saved=slot.prompt.n_tokens,
+        n_written=len(data),
+        unwritten=unwritten,
+        checkpoints=[(r.n_tokens, r.pos_min, r.pos_max) for r in records],
+    )
+
+
+def _fail(srv: Server, slot: Slot, filename: str, reason: str) -> None:
+    """"Unable to restore slot: <reason>" -- the slot is cleared (prompt_clear)."""
+    srv.heap.emit("file_restore_failed", slot=slot.id, filename=filename, reason=reason)
+    srv.last_result = {"error": reason}
+    slot.prompt_clear(srv)
+
+
+def _trusting_walk(srv: Server, data: bytes, parsed: SlotFile) -> None:
+    """Mutant trust-size-field: allocate every appendix blob from its length field, unchecked."""
+    at = parsed.appendix_offset
+    if at is None or at + 12 > len(data):
+        return
+    (count,) = struct.unpack_from("<I", data, at + 8)
+    pos = at + 12
+    for _ in range(min(count, 64)):
+        pos += 16
+        for _ in range(3):
+            if pos + 8 > len(data):
+                return
+            (n,) = struct.unpack_from("<Q", data, pos)
+            try:
+                buf = srv.heap.allocate(n, "file", zero_init=False)
+            except BadAlloc:
+                raise Abort("load_slot_checkpoints", f"uncaught std::bad_alloc allocating {n} bytes") from None
+            srv.heap.release(buf)
+            pos += 8 + min(n, len(data))
+
+
+def restore(srv: Server, slot: Slot, filename: str) -> None:
+    """Slot restore (server-context.cpp; seed 001 for the appendix)."""
+    heap, cfg, v = srv.heap, srv.cfg, srv.variant
+    data = srv.files.get(filename)
+    if data is None:
+        _fail(srv, slot, filename, "failed to open file")
+        return
+    try:
+        parsed = read_slot_file(data, filename, cfg.n_ctx_checkpoints, state_size=_peek_state_size(data))
+    except PcspecError as exc:
+        _fail(srv, slot, filename, exc.why)
+        return
+    if v.trust_size_field:
+        _trusting_walk(srv, data, parsed)
+    if len(parsed.tokens) > cfg.n_ctx_slot:
+        _fail(srv, slot, filename, "Restored prompt does not fit in the slot context")
+        return
+    img = decode_content(parsed.state)
+    mem = srv.ctx_tgt.seqs[slot.id]
+    if heap.faults.hit("file.write.tgt") or not isinstance(img, StateImage) or img.kind != mem.kind:
+        mem.clear()  # state_read failed: the destination sequence was removed
+        _fail(srv, slot, filename, "No available space in KV cache or invalid slot save file")
+        return
+    tokens = tuple(parsed.tokens)
+    if img.describes() != tokens and not (img.attn is not None and img.attn == tokens):
+        # The server cannot see this (the blob is opaque to it); the model can, and keeps
+        # the C++ behaviour: the tokens are installed as written.
+        heap.emit("file_semantic_mismatch", filename=filename)
+    if v.resync_on_file_restore:
+        mem.clear()
+    if img.describes() or img.attn:
+        mem.load_image(img)  # state_read_meta runs seq_rm(dest) first, then loads
+    # else: a state with cell_count == 0 clears nothing (llama-kv-cache.cpp: state_read)
+    if v.resync_on_file_restore and mem.n_tokens != len(tokens):
+        # fixed: the state's positions must cover exactly the restored tokens. The C++ does
+        # not compare them, so a token list that still parses after corruption (a packed
+        # list whose marker became a legacy list, say) is installed over a state of
+        # another length.
+        mem.clear()
+        _fail(srv, slot, filename, f"the state holds {img.describes().__len__()} positions but the file has {len(tokens)} tokens")
+        return
+    slot.prompt.tokens = tokens  # slot.prompt.clear(), then the tokens are installed
+    drop_all(heap, slot.prompt)
+    slot.restored = None
+    if srv.ctx_dft is not None and v.resync_on_file_restore:
+        dmem = srv.ctx_dft.seqs[slot.id]
+        dmem.clear()
+        dmem.decode(tokens)  # fixed: re-process the restored tokens into the draft context
+    _restore_checkpoints(srv, slot, parsed, filename)
+    srv.last_result = {"n_restored": len(tokens), "n_read": parsed.n_read}
+    written = srv.written.get(filename)
+    heap.emit(
+        "file_restore",
+        slot=slot.id,
+        filename=filename,
+        n_restored=len(tokens),
+        n_read=parsed.n_read,
+        size=len(data),
+        pristine=written == data,
+        appendix=parsed.appendix_status,
+        saved=srv.written_meta.get(filename) if written == data else None,
+        restored=summary(slot),
+    )
+
+
+def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: str) -> None:
+    heap, v = srv.heap, srv.variant
+    if parsed.appendix_status in ("truncated", "invalid"):
+        heap.emit("file_appendix_ignored", filename=filename, reason=parsed.appendix_reason)
+    restored: list[Checkpoint] = []
+    for rec in parsed.checkpoints or []:
+        ck = Checkpoint(heap.new_id(), rec.n_tokens, -1, rec.pos_min, rec.pos_max)
+        bufs: list[Buffer | None] = []
+        for role, blob in (("ckpt_tgt", rec.data_tgt), ("ckpt_dft", rec.data_dft), ("ckpt_spec", rec.data_spec)):
+            if not blob:
+                bufs.append(None)
+                continue
+            buf = heap.allocate(len(blob), role, v.zero_init)
+            content = decode_content(blob)
+            heap.fill(buf, content if content is not None else ("garbage", filename), len(blob))
+            bufs.append(buf)
+        ck.tgt, ck.dft, ck.spec = bufs
+        restored.append(ck)
+    dft = srv.ctx_dft
+    if dft is not None and restored and restored[-1].dft is not None:
+        # Test-load one draft checkpoint, then remove the draft sequence (seed 001).
+        ok = dft.set_data(heap, slot.id, restored[-1].dft, "ckpt.write.dft") == restored[-1].dft.size
+        dft.seqs[slot.id].seq_rm(-1)
+        if v.resync_on_file_restore:
+            dft.seqs[slot.id].decode(slot.prompt.tokens)
+        if not ok:
+            heap.emit("file_draft_dropped", filename=filename)
+            for ck in restored:  # clear_dft: drops data_dft and data_spec
+                heap.release(ck.dft)
+                heap.release(ck.spec)
+                ck.dft = ck.spec = None
+    for ck in restored:
+        hold(heap, slot.prompt, ck)  # the buffers' one reference each is the checkpoint's

@@ -1,0 +1,186 @@
+"""The designs under test: one implementation with a few named decision points (seams).
+
+A ``Variant`` is the November 2026 server with its choice at each seam (DESIGN.md section 4).
+The four designs are ``master`` (parent of #30137), ``pr30137`` (seeds 000/001), ``pr27451``
+(seed 003) and ``fixed`` (our proposal). Mutants are deliberately broken designs that show
+each property can fail; each names the one seam it breaks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from pcspec.errors import PcspecError
+
+
+class Sharing(StrEnum):
+    DEEP_COPY = "deep_copy"  # std::list<common_prompt_checkpoint> copied by value
+    SHARED_OBJECT = "shared_object"  # std::shared_ptr<const common_prompt_checkpoint>
+    SHARED_PAYLOAD = "shared_payload"  # metadata by value, payload buffers shared (#27451)
+
+
+class SaveProtocol(StrEnum):
+    APPEND_FILL = "append_fill"  # alloc appends, prompt_save fills; nothing checked
+    APPEND_FILL_POP = "append_fill_pop"  # ... and pop_back() when the fill came up short
+    TRANSACTIONAL = "transactional"  # build and fill off the list; publish only if whole
+
+
+class AllocScope(StrEnum):
+    RESIZE = "resize"  # try covers the two resize() calls only; push_back unguarded
+    ENTRY = "entry"  # try covers the whole entry construction (#27451)
+
+
+class Accounting(StrEnum):
+    PER_HOLDER = "per_holder"  # each entry counts every checkpoint it holds
+    UNIQUE = "unique"  # each buffer reachable from the cache counted once
+    UNDERCOUNT = "undercount"  # mutant: a checkpoint shared with another holder counts 0
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    summary: str
+    sharing: Sharing
+    zero_init: bool  # state buffers zero-filled on allocation (std::vector resize)
+    save_protocol: SaveProtocol
+    alloc_scope: AllocScope
+    accounting: Accounting
+    # The restored checkpoint stays with the task that restored it: the sweep exempts it and
+    # an identical re-creation at the same n_tokens is skipped (#30683).
+    keep_restored: bool
+    # Failed cache loads and checkpoint fill/restore mismatches are contained (entry dropped,
+    # slot cleared, no abort) instead of what the C++ does.
+    contain_failures: bool
+    # bad_alloc in alloc sets limit_size = 0.4 * size() for good.
+    shrink_limit_on_bad_alloc: bool
+    # Seams of `fixed` found by the model (DESIGN.md: "fix the design at a new seam"):
+    # restoring a slot file clears the sequence first and resynchronises the draft context;
+    # an empty pinned slot consults the cache.
+    resync_on_file_restore: bool = False
+    consult_cache_for_empty_pinned: bool = False
+    # -- mutant seams (all False/True as in the real code for the four designs) ------------
+    inplace_update: bool = False  # the cap eviction recycles the oldest payload in place
+    free_on_evict: bool = False  # eviction frees payload buffers even when still held
+    make_room: bool = True  # False: reject an entry that would fit after eviction
+    invalidate: bool = True  # False: checkpoints beyond pos_next survive a new prompt
+    cap_checkpoints: bool = True  # False: the checkpoint list is never capped
+    trust_size_field: bool = False  # slot-file reader allocates from an unchecked length
+    mutant: bool = False
+
+    @property
+    def validates_save(self) -> bool:
+        return self.save_protocol != SaveProtocol.APPEND_FILL
+
+
+MASTER = Variant(
+    name="master",
+    summary="parent of #30137: deep-copied checkpoints, zero-filled buffers, unvalidated save",
+    sharing=Sharing.DEEP_COPY,
+    zero_init=True,
+    save_protocol=SaveProtocol.APPEND_FILL,
+    alloc_scope=AllocScope.RESIZE,
+    accounting=Accounting.PER_HOLDER,
+    keep_restored=False,
+    contain_failures=False,
+    shrink_limit_on_bad_alloc=True,
+)
+
+PR30137 = replace(
+    MASTER,
+    name="pr30137",
+    summary="#30137 (merged): shared immutable checkpoints, no-init buffers, pop_back on a short fill",
+    sharing=Sharing.SHARED_OBJECT,
+    zero_init=False,
+    save_protocol=SaveProtocol.APPEND_FILL_POP,
+)
+
+PR27451 = replace(
+    MASTER,
+    name="pr27451",
+    summary="#27451 (competing): shared payload buffers, zero-filled, bad_alloc caught for the whole entry",
+    sharing=Sharing.SHARED_PAYLOAD,
+    alloc_scope=AllocScope.ENTRY,
+)
+
+FIXED = Variant(
+    name="fixed",
+    summary="our proposal: shared immutable checkpoints, transactional save, unique accounting",
+    sharing=Sharing.SHARED_OBJECT,
+    zero_init=False,
+    save_protocol=SaveProtocol.TRANSACTIONAL,
+    alloc_scope=AllocScope.ENTRY,
+    accounting=Accounting.UNIQUE,
+    keep_restored=True,
+    contain_failures=True,
+    shrink_limit_on_bad_alloc=False,
+    resync_on_file_restore=True,
+    consult_cache_for_empty_pinned=True,
+)
+
+DESIGNS: dict[str, Variant] = {v.name: v for v in (MASTER, PR30137, PR27451, FIXED)}
+
+
+def _mutant(base: Variant, name: str, summary: str, **seams: object) -> Variant:
+    return replace(base, name=f"mutant:{name}", summary=summary, mutant=True, **seams)  # type: ignore[arg-type]
+
+
+MUTANTS: dict[str, Variant] = {
+    m.name: m
+    for m in (
+        _mutant(
+            PR27451,
+            "inplace-update",
+            "the cap eviction recycles the oldest checkpoint's shared payload buffer in place",
+            inplace_update=True,
+        ),
+        _mutant(
+            FIXED,
+            "noinit-unchecked",
+            "no-init buffers without fill validation (the append-then-fill save of master)",
+            save_protocol=SaveProtocol.APPEND_FILL,
+        ),
+        _mutant(
+            FIXED,
+            "free-shared",
+            "evicting an entry frees its checkpoint payloads even when a slot still holds them",
+            free_on_evict=True,
+        ),
+        _mutant(
+            FIXED,
+            "undercount",
+            "a checkpoint shared with another holder is counted zero times",
+            accounting=Accounting.UNDERCOUNT,
+        ),
+        _mutant(
+            FIXED,
+            "no-make-room",
+            "an entry that would fit after eviction is rejected instead",
+            make_room=False,
+        ),
+        _mutant(
+            FIXED,
+            "keep-invalidated",
+            "checkpoints beyond pos_next survive a new prompt",
+            invalidate=False,
+        ),
+        _mutant(FIXED, "no-cap", "the checkpoint list is not capped", cap_checkpoints=False),
+        _mutant(
+            FIXED,
+            "trust-size-field",
+            "the slot-file reader allocates from an unchecked length field",
+            trust_size_field=True,
+        ),
+    )
+}
+
+ALL: dict[str, Variant] = {**DESIGNS, **MUTANTS}
+
+
+def get_variant(name: str) -> Variant:
+    """Look a variant up by name (``mutant:NAME`` or just ``NAME`` for mutants)."""
+    if name in ALL:
+        return ALL[name]
+    if f"mutant:{name}" in MUTANTS:
+        return MUTANTS[f"mutant:{name}"]
+    raise PcspecError(f"unknown variant {name!r}; valid variants: {', '.join(ALL)}")

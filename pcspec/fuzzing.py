@@ -1,0 +1,125 @@
+"""Fuzz campaigns over the state machine: surveys, hunts, and the verdict of each cell.
+
+* A *survey* runs the machine on a variant with every property judged and none failing the
+  example: it tells which properties some run violated, and how many steps were examined.
+* A *hunt* runs the machine with one target property: its first violation fails the
+  example, and Hypothesis shrinks it to a short trace.
+
+Verdicts are three-valued: ``violated`` (with the trace), ``holds`` (no violation found in
+the steps examined; the whole budget ran), ``unknown`` (the time budget ran out first). Same
+seed and same commit give the same result, unless a time budget cut the run short.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import Phase, settings
+from hypothesis.internal.conjecture import engine as _engine
+from hypothesis.stateful import run_state_machine_as_test
+
+from pcspec.model.variants import Variant
+from pcspec.properties.catalogue import CATALOGUE, get_property
+from pcspec.properties.machine import PROFILES, CacheMachine, machine_for
+from pcspec.trace import Trace
+
+
+@dataclass
+class Run:
+    steps: int
+    seconds: float
+    complete: bool  # False: the time budget ran out before the example budget
+
+
+@dataclass
+class Hit:
+    property: str
+    message: str
+    op: int
+    trace: Trace
+    shrunk: bool
+
+
+def _budgeted(cls: type[CacheMachine], deadline: float) -> type[CacheMachine]:
+    """Once the deadline passes every operation becomes a no-op, so the remaining examples
+    finish at once; the run is then marked incomplete (never a pass)."""
+    original = cls.do
+    state = {"late": False}
+
+    def do(self: CacheMachine, op: dict[str, Any]) -> None:
+        # Once a target violation was found, shrinking and the final replay must see the
+        # same behaviour, so the budget no longer applies.
+        if type(self).found.last is None and (state["late"] or time.monotonic() > deadline):
+            state["late"] = True
+            return
+        original(self, op)
+
+    sub = type(cls.__name__, (cls,), {"do": do})
+    sub._budget_state = state  # type: ignore[attr-defined]
+    return sub
+
+
+# Hypothesis shrinks for up to 300 s and has no public setting for it; a hunt's trace is
+# short long before that, so cap it (the trace is still the minimal one found by then).
+SHRINK_SECONDS = 10
+
+
+def _run(
+    cls: type[CacheMachine], profile: str, seed: int, examples: int | None, seconds: float, hypothesis_shrink: bool = False
+) -> Run:
+    _engine.MAX_SHRINKING_SECONDS = SHRINK_SECONDS  # type: ignore[misc]
+    cls = _budgeted(cls, time.monotonic() + seconds)
+    cls._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]  # what @seed does
+    base = PROFILES[profile]
+    # By default a hunt stops at the first failing example and pcspec.shrink shrinks it by
+    # replay, which is much faster than Hypothesis shrinking a stateful run.
+    phases = base.phases if hypothesis_shrink else [p for p in base.phases if p != Phase.shrink]
+    s = settings(base, derandomize=False, max_examples=examples or base.max_examples, phases=phases)
+    t0 = time.monotonic()
+    try:
+        run_state_machine_as_test(cls, settings=s)
+    except AssertionError:
+        if not cls.targets:
+            raise
+    elapsed = time.monotonic() - t0
+    return Run(cls.found.steps, elapsed, not cls._budget_state["late"])  # type: ignore[attr-defined]
+
+
+def survey(
+    variant: Variant,
+    profile: str = "ci",
+    seed: int = 0,
+    examples: int | None = None,
+    seconds: float = 60.0,
+    properties: Sequence[str] | None = None,
+) -> tuple[Run, dict[str, Hit]]:
+    props = [get_property(p) for p in properties] if properties else list(CATALOGUE)
+    cls = machine_for(variant, props=props)
+    run = _run(cls, profile, seed, examples, seconds)
+    hits = {
+        pid: Hit(pid, v.message, v.op, Trace(variant, cfg, tr, seed, [_expect(v)]), shrunk=False)
+        for pid, (v, tr, cfg) in cls.found.first.items()
+    }
+    return run, hits
+
+
+def _expect(v: Any) -> dict[str, Any]:
+    return {"property": v.property, "op": v.op, "message": v.message}
+
+
+def hunt(
+    variant: Variant, pid: str, profile: str = "ci", seed: int = 0, examples: int | None = None, seconds: float = 30.0
+) -> tuple[Run, Hit | None]:
+    # Judge only the target: a hunt's examples (and its shrinking) run many times over.
+    cls = machine_for(variant, targets=[pid], props=[get_property(pid)])
+    run = _run(cls, profile, seed, examples, seconds)
+    if cls.found.last is None:
+        return run, None
+    v, tr, cfg = cls.found.last
+    return run, Hit(pid, v.message, v.op, Trace(variant, cfg, tr, seed, [_expect(v)]), shrunk=False)
+
+
+__all__ = ["CATALOGUE", "Hit", "Run", "hunt", "survey"]

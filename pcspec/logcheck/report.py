@@ -1,0 +1,146 @@
+"""The check-log report: JSON (``--json``) and a readable text form.
+
+The text form uses rich tables when the output is a terminal and plain lines otherwise (so that
+pipes, files and CI logs get stable text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from pcspec.logcheck.checker import CheckResult
+from pcspec.logcheck.rules import RULES
+from pcspec.logcheck.stats import Stats
+
+MAX_TEXT_DEVIATIONS = 100  # the text report lists this many; --json lists all
+
+
+def to_json(results: Sequence[CheckResult]) -> dict[str, Any]:
+    """One log: its object. Several: their sums at the top level and each under ``logs``."""
+    if len(results) == 1:
+        return results[0].as_dict()
+    stats = Stats()
+    for r in results:
+        stats.merge(r.stats)
+    return {
+        "schema": 1,
+        "lines": sum(r.n_lines for r in results),
+        "events": stats.event_counts(),
+        "deviations": [dict(d.as_dict(), file=r.source) for r in results for d in r.deviations],
+        "stats": stats.as_dict(),
+        "logs": [r.as_dict() for r in results],
+    }
+
+
+def _summary_lines(r: CheckResult) -> list[str]:
+    s = r.stats.as_dict()
+    ck, fr, ca, un = s["checkpoints"], s["full_reprocess"], s["cache"], s["unique_accounting"]
+    er = ck["erased"]
+    hit = f"{ca['hit_rate'] * 100:.1f} %" if ca["hit_rate"] is not None else "n/a"
+    ev = ca["evictions"]
+    out = [
+        f"requests            {s['requests']}",
+        f"checkpoints         created {ck['created']}, restored {ck['restored']}; erased: "
+        f"invalidated {er['invalidated']}, old {er['old']}, too close {er['too_close']}, "
+        f"superseded {er['superseded']}, cleared {er['cleared']}",
+        f"                    erased after being restored, by the same task: "
+        f"{ck['erased_after_restore_by_same_task']}",
+        f"full re-processing  forced {fr['forced']} (no usable checkpoint "
+        f"{fr['no_usable_checkpoint']}, no checkpoints {fr['no_checkpoints']}); "
+        f"cache miss {fr['cache_miss']}",
+        f"prompt cache        lookups {ca['lookups']}, loads {ca['loads']} (hit rate {hit}), "
+        f"load failures {ca['load_failed']}",
+        f"                    saves {ca['saves']} (skipped: already cached "
+        f"{ca['skipped_already_cached']}, oversize {ca['skipped_oversize']}; failed "
+        f"{ca['save_failed'] + ca['alloc_failed']})",
+        f"                    evictions {ev['total']} (making room {ev['make_room']}, byte "
+        f"limit {ev['limit_bytes']}, token limit {ev['limit_tokens']}), obsolete removed "
+        f"{ca['obsolete_removed']}",
+        f"                    peak {ca['peak_mib']:.3f} MiB with {ca['peak_prompts']} prompt(s)"
+        + (f" (line {ca['peak_line']})" if ca["peak_line"] else ""),
+        f"unique accounting   largest saving {un['max_saving_mib']:.3f} MiB"
+        + (f" (line {un['max_saving_line']}: {un['accounted_mib_there']:.3f} accounted, "
+           f"{un['unique_mib_there']:.3f} unique)" if un["max_saving_line"] else "")
+        + f"; shared with slots up to {un['shared_with_slots_max_mib']:.3f} MiB; evictions it "
+        f"would have avoided {un['evictions_avoidable']} "
+        f"({un['evictions_avoidable_mib']:.3f} MiB)",
+    ]
+    for item in ck["erased_after_restore"][:10]:
+        out.append(" " * 20 + f"restored line {item['restored_line']}, erased line "
+                   f"{item['erased_line']} ({item['reason']}) by task {item['task']}: "
+                   f"{item['checkpoint']}")
+    return out
+
+
+def _rules_line(r: CheckResult) -> list[str]:
+    out = []
+    for i, run in enumerate(r.runs):
+        tag = f"run {i + 1}: " if len(r.runs) > 1 else ""
+        out.append(f"{tag}build era {run.era} ({run.era_evidence}); sweep={run.sweep} "
+                   f"invalidation={run.invalidation} supersede={'on' if run.supersede else 'off'}"
+                   f" positions={run.positions} restored-owner={run.restored_owner}")
+    return out
+
+
+def render_plain(results: Sequence[CheckResult], out: TextIO) -> None:
+    for r in results:
+        out.write(f"== {r.source}: {r.n_lines} lines, {len(r.events)} events\n")
+        for line in _rules_line(r):
+            out.write(line + "\n")
+        for line in _summary_lines(r):
+            out.write(line + "\n")
+        for k, v in sorted(r.weakened.items()):
+            out.write(f"weakened check      {v} x {k}\n")
+        for note in r.notes:
+            out.write(f"note: {note}\n")
+        if r.deviations:
+            out.write(f"{len(r.deviations)} deviation(s):\n")
+            for d in r.deviations[:MAX_TEXT_DEVIATIONS]:
+                out.write(f"  line {d.line}: [{d.rule}] {d.message}\n")
+            if len(r.deviations) > MAX_TEXT_DEVIATIONS:
+                out.write(f"  ... {len(r.deviations) - MAX_TEXT_DEVIATIONS} more (see --json)\n")
+        else:
+            out.write("no deviations: the log shows behaviour the spec allows\n")
+
+
+def render_rich(results: Sequence[CheckResult], out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out)
+    for r in results:
+        console.rule(f"{r.source}: {r.n_lines} lines, {len(r.events)} events")
+        for line in _rules_line(r):
+            console.print(line, highlight=False, markup=False)
+        counts = Table(title="events", show_header=True)
+        counts.add_column("event")
+        counts.add_column("count", justify="right")
+        for k, v in r.stats.event_counts().items():
+            counts.add_row(k, str(v))
+        console.print(counts)
+        summary = Table(title="statistics", show_header=False)
+        summary.add_column("what", style="bold")
+        summary.add_column("figures")
+        for line in _summary_lines(r):
+            # the plain lines put the label in the first 20 columns
+            summary.add_row(line[:20].strip(), line[20:].strip())
+        console.print(summary)
+        for k, v in sorted(r.weakened.items()):
+            console.print(f"weakened check: {v} x {k}", highlight=False, markup=False)
+        for note in r.notes:
+            console.print(f"note: {note}", highlight=False, markup=False)
+        if r.deviations:
+            table = Table(title=f"{len(r.deviations)} deviation(s)", show_lines=False)
+            table.add_column("line", justify="right")
+            table.add_column("rule")
+            table.add_column("message")
+            for d in r.deviations[:MAX_TEXT_DEVIATIONS]:
+                table.add_row(str(d.line), d.rule, d.message)
+            console.print(table)
+        else:
+            console.print("[green]no deviations[/green]: the log shows behaviour the spec allows")
+
+
+def rules_help() -> str:
+    return "\n".join(f"  {k:18} {v}" for k, v in RULES.items())

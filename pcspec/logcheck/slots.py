@@ -1,0 +1,679 @@
+"""Per-slot replay: checkpoint creation (create_checkpoint) and prompt start (update_slots,
+SLOT_STATE_STARTED), checked against the pure rules of ``pcspec.model.policy``.
+
+Creation is a transaction: the too-close sweep, capacity and superseding erasures of one
+``create_checkpoint`` call are logged before its "created ... k of N" line, so they are
+buffered and judged together when that line arrives (sweep -> cap -> supersede -> append, the
+order of the November 2026 code).
+
+A prompt start is judged at its first "cached n_tokens" line, when all its lines are in:
+the "checking" scan, the restore or the forced re-processing, the invalidations and the
+``n_past -= 1`` rule. The one input the log does not print is ``n_past`` before the restore
+(the lcp of the slot's tokens and the new prompt, which is also ``n_prefix``). It is taken from
+the slot selection ("checking sim = ... (lcp/n)") or the cache load ("prompt with length ...,
+lcp = ...") when those lines precede the task, else from the logged threshold (``against T``
+with the server's ``n_swa``), else every value that could matter is tried: the start is
+accepted when one value explains all its lines.
+"""
+
+from __future__ import annotations
+
+from pcspec.logcheck import events as ev
+from pcspec.logcheck.context import Context
+from pcspec.logcheck.mib import Approx
+from pcspec.logcheck.state import UNKNOWN_TASK, Ckpt, PromptStart, SlotState, find
+from pcspec.model import policy
+
+_BIG = 1 << 60  # "no bound": n_prefix under the pos_max-only rule, pos_next before #24411
+
+_Erasure = ev.CheckpointErasedTooClose | ev.CheckpointErasedOld | ev.CheckpointSuperseded
+
+
+class SlotChecker:
+    def __init__(self, ctx: Context, exact_start: bool, checks_visible: bool = True) -> None:
+        self.ctx = ctx
+        self.exact_start = exact_start
+        # builds (or verbosities) that print restores but no "checking checkpoint" lines
+        self.checks_visible = checks_visible
+        self.slots: dict[int, SlotState] = {}
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+
+    def slot(self, sid: int) -> SlotState:
+        s = self.slots.get(sid)
+        if s is None:
+            s = SlotState(sid, [], self.exact_start, 0 if self.exact_start else None)
+            self.slots[sid] = s
+        return s
+
+    def settle(self, s: SlotState) -> None:
+        """Close a prompt start or a creation whose closing line never came."""
+        if s.start is not None:
+            self._finish_start(s, None)
+        if s.pending_create:
+            # erasures without a "created" line (TRACE hidden, or the log was cut): apply them
+            pend, s.pending_create = s.pending_create, []
+            for e in pend:
+                self._erase_logged(s, e, e.task)
+
+    def all_ckpts(self) -> list[Ckpt]:
+        return [c for s in self.slots.values() for c in s.ckpts]
+
+    def clear(self, sid: int) -> None:
+        s = self.slot(sid)
+        self.settle(s)
+        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
+        s.clear()
+        s.clear_after_save = False
+
+    def forget(self, sid: int, n_tokens: int | None = None) -> None:
+        """The slot's tokens changed in a way the log does not detail (context shift)."""
+        s = self.slot(sid)
+        self.settle(s)
+        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
+        s.ckpts, s.exact, s.n_tokens = [], True, n_tokens
+
+    def hand_over(self, sid: int, ckpts: list[Ckpt] | None, n_tokens: int | None,
+                  lcp: int | None) -> None:
+        """server_prompt_cache::load success: the slot's prompt becomes the entry's."""
+        s = self.slot(sid)
+        self.settle(s)
+        s.ckpts = list(ckpts) if ckpts is not None else []
+        s.exact = ckpts is not None
+        s.n_tokens = n_tokens
+        s.prefix_hint = lcp
+
+    # ---- event handlers ------------------------------------------------------------------
+
+    def on_new_prompt(self, e: ev.NewPrompt) -> None:
+        s = self.slot(e.slot)
+        self.settle(s)
+        s.task = e.task
+        s.start = PromptStart(e, s.prefix_hint)
+        s.prefix_hint = None
+        s.last_cached = s.last_do = None
+        self.ctx.stats.requests += 1
+
+    def on_start_line(
+        self,
+        e: ev.CheckpointChecked | ev.CheckpointRestored | ev.FullReprocess
+        | ev.CheckpointInvalidated | ev.NeedEvaluate | ev.NPastSet | ev.CacheReuse,
+    ) -> None:
+        s = self.slot(e.slot)
+        st = s.start
+        if st is None or st.new.task != e.task:
+            # a start line without its "new prompt" line: nothing to judge it against, but it
+            # still counts and still changes the list
+            if isinstance(e, ev.CheckpointInvalidated):
+                self._erase_logged(s, e, e.task)
+            elif isinstance(e, ev.FullReprocess):
+                self.ctx.stats.full_reprocess += 1
+            elif isinstance(e, ev.CheckpointRestored):
+                self.ctx.stats.ckpt_restored += 1
+                idx = find(s.ckpts, e.pos_min, e.pos_max, e.n_tokens)
+                if idx is not None:
+                    s.restored_by[s.ckpts[idx].uid] = (e.task, e.line)
+            return
+        if isinstance(e, ev.CheckpointChecked):
+            st.checks.append(e)
+        elif isinstance(e, ev.CheckpointRestored):
+            st.restored = e
+        elif isinstance(e, ev.FullReprocess):
+            st.forcing = e
+        elif isinstance(e, ev.CheckpointInvalidated):
+            st.invalidated.append(e)
+            if e.n_swa is not None:
+                self.ctx.config.n_swa = e.n_swa
+        elif isinstance(e, ev.NeedEvaluate):
+            st.need = e
+        elif isinstance(e, ev.NPastSet):
+            st.npast_set = e
+        else:
+            st.reuse = True
+
+    def on_cached(self, e: ev.CachedTokens) -> None:
+        s = self.slot(e.slot)
+        if s.start is not None and s.start.new.task == e.task:
+            self._finish_start(s, e)
+        s.last_cached = e
+        s.n_tokens = e.n_tokens
+
+    def on_do_checkpoint(self, e: ev.DoCheckpoint) -> None:
+        s = self.slot(e.slot)
+        if s.start is not None:
+            self._finish_start(s, None)
+        s.last_do = e
+
+    def on_erasure(self, e: _Erasure) -> None:
+        s = self.slot(e.slot)
+        if s.start is not None:
+            self._finish_start(s, None)
+        s.pending_create.append(e)
+
+    def on_released(self, e: ev.SlotReleased) -> None:
+        s = self.slot(e.slot)
+        self.settle(s)
+        s.n_tokens = e.n_tokens
+        s.task = -1
+
+    def on_slot_file(self, e: ev.SlotFileCheckpoints) -> None:
+        # the file's checkpoints replace the list; their positions are not logged
+        s = self.slot(e.slot)
+        self.settle(s)
+        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
+        s.ckpts = []
+        s.exact = e.count == 0
+        s.n_tokens = None
+
+    # ---- create_checkpoint ---------------------------------------------------------------------
+
+    def on_created(self, e: ev.CheckpointCreated) -> None:
+        ctx = self.ctx
+        s = self.slot(e.slot)
+        if s.start is not None:
+            self._finish_start(s, None)
+        pend, s.pending_create = s.pending_create, []
+        ctx.stats.ckpt_created += 1
+        self._check_position(s, e)
+        cap = ctx.config.cap if ctx.config.cap is not None else e.cap
+        if e.cap is not None and ctx.config.cap is not None and e.cap != ctx.config.cap:
+            ctx.deviate(e.line, "ckpt-count",
+                        f"'created ... {e.index} of {e.cap}' but --ctx-checkpoints is "
+                        f"{ctx.config.cap} (start-up line)")
+        if e.index is not None and e.cap is not None and e.index > e.cap:
+            ctx.deviate(e.line, "ckpt-cap",
+                        f"slot {e.slot} holds {e.index} checkpoints, above the cap of {e.cap}")
+        sweep = [x for x in pend if isinstance(x, ev.CheckpointErasedTooClose)]
+        old = [x for x in pend if isinstance(x, ev.CheckpointErasedOld)]
+        sup = [x for x in pend if isinstance(x, ev.CheckpointSuperseded)]
+        if s.exact:
+            self._check_sweep(s, e, sweep, cap)
+            self._check_cap_evict(s, e, old, cap)
+            self._check_supersede(s, e, sup)
+            if e.index is not None and e.index != len(s.ckpts) + 1:
+                ctx.deviate(e.line, "ckpt-count",
+                            f"'created ... {e.index} of {e.cap}' but slot {e.slot} held "
+                            f"{len(s.ckpts)} checkpoints after its erasures, so the new one is "
+                            f"number {len(s.ckpts) + 1}")
+            if cap is not None and cap > 0 and len(s.ckpts) + 1 > cap and (
+                e.index is None or e.index <= (e.cap or cap)
+            ):
+                ctx.deviate(e.line, "ckpt-cap",
+                            f"slot {e.slot} holds {len(s.ckpts) + 1} checkpoints after this "
+                            f"creation, above the cap of {cap}")
+        else:
+            for x in pend:
+                self._erase_logged(s, x, e.task)
+            if old and not sup and cap is not None and e.index is not None and e.index != cap:
+                ctx.deviate(e.line, "ckpt-cap-evict",
+                            f"{len(old)} capacity erasure(s) although the list ends with "
+                            f"{e.index} of {cap} checkpoints (erasures only run on a full list)")
+            if e.index == 1:
+                # "1 of N": the list was empty before the append, so it is known again
+                self._drop_all(s, e.task, e.line, "cleared")
+                s.exact = True
+        s.ckpts.append(
+            Ckpt(e.n_tokens, e.pos_min, e.pos_max, Approx.logged(e.size), e.task, e.line)
+        )
+
+    def _check_position(self, s: SlotState, e: ev.CheckpointCreated) -> None:
+        ctx = self.ctx
+        problems: list[str] = []
+        if e.pos_min > e.pos_max:
+            problems.append(f"pos_min {e.pos_min} > pos_max {e.pos_max}")
+        if e.n_tokens is not None:
+            if ctx.rules.positions == "text" and e.n_tokens != e.pos_max + 1:
+                problems.append(f"n_tokens = {e.n_tokens} but pos_max + 1 = {e.pos_max + 1}")
+            elif ctx.rules.positions == "mtmd" and e.n_tokens < e.pos_max + 1:
+                problems.append(f"n_tokens = {e.n_tokens} < pos_max + 1 = {e.pos_max + 1}")
+        do, s.last_do = s.last_do, None
+        if do is not None and do.task == e.task:
+            if not do.yes:
+                problems.append(f"line {do.line} logged main/do_checkpoint = no")
+            elif (do.pos_min, do.pos_max) != (e.pos_min, e.pos_max):
+                problems.append(f"the memory held [{do.pos_min}, {do.pos_max}] (line {do.line})"
+                                f" but the checkpoint records [{e.pos_min}, {e.pos_max}]")
+        cached, s.last_cached = s.last_cached, None
+        if (cached is not None and cached.task == e.task and e.n_tokens is not None
+                and cached.n_tokens != e.n_tokens):
+            problems.append(f"the batch started at cached n_tokens = {cached.n_tokens} "
+                            f"(line {cached.line}) but the checkpoint has n_tokens = {e.n_tokens}")
+        for p in problems:
+            ctx.deviate(e.line, "ckpt-position", f"checkpoint created by task {e.task}: {p}")
+
+    def _owner(self, s: SlotState, c: Ckpt, task: int) -> int:
+        if self.ctx.rules.restored_owner == "restorer":
+            restored = s.restored_by.get(c.uid)
+            if restored is not None and restored[0] == task:
+                return task
+        return c.id_task
+
+    def _match_all(self, s: SlotState,
+                   items: list[tuple[int, int, int | None]]) -> list[int] | None:
+        """Indices of the logged checkpoints in the slot's list (each used once), or None."""
+        taken: set[int] = set()
+        out: list[int] = []
+        for pos_min, pos_max, n_tokens in items:
+            idx = next((i for i, c in enumerate(s.ckpts)
+                        if i not in taken and c.matches(pos_min, pos_max, n_tokens)), None)
+            if idx is None:
+                return None
+            taken.add(idx)
+            out.append(idx)
+        return out
+
+    def _check_sweep(self, s: SlotState, e: ev.CheckpointCreated,
+                     sweep: list[ev.CheckpointErasedTooClose], cap: int | None) -> None:
+        ctx = self.ctx
+        rule = ctx.rules.sweep
+        observed = self._match_all(s, [(x.pos_min, x.pos_max, x.n_tokens) for x in sweep])
+        if observed is None:
+            ctx.deviate(sweep[0].line, "ckpt-sweep",
+                        f"too-close erasure of a checkpoint slot {e.slot} does not hold "
+                        f"(holds {self._show(s.ckpts)})")
+            for x in sweep:
+                self._erase_logged(s, x, e.task)
+            return
+        expected: list[int] | None
+        if rule == "none":
+            expected = []
+        elif ctx.config.min_step is None or cap is None or any(c.n_tokens is None for c in s.ckpts):
+            expected = None
+            ctx.weaken("too-close sweep: min spacing, cap or n_tokens not in the log")
+        else:
+            pairs = [(c.n_tokens or 0, self._owner(s, c, e.task)) for c in s.ckpts]
+            # the "always" sweep of the August 2026 code is the same walk without the
+            # list-is-full condition; the condition `size + 1 >= cap` is vacuous at cap 0
+            expected = policy.sweep_too_close(
+                pairs, e.task, ctx.config.min_step, cap if rule == "when-full" else 0
+            )
+        if expected is not None and sorted(observed) != expected:
+            line = sweep[0].line if sweep else e.line
+            ctx.deviate(line, "ckpt-sweep",
+                        f"task {e.task} swept {self._show([s.ckpts[i] for i in sorted(observed)])} "
+                        f"but sweep_too_close ({rule}, min spacing {ctx.config.min_step}, cap "
+                        f"{cap}) over {self._show(s.ckpts)} erases "
+                        f"{self._show([s.ckpts[i] for i in expected])}")
+        self._remove(s, sorted(observed), e.task, [x.line for x in sweep], "too_close")
+
+    def _check_cap_evict(self, s: SlotState, e: ev.CheckpointCreated,
+                         old: list[ev.CheckpointErasedOld], cap: int | None) -> None:
+        ctx = self.ctx
+        for i, x in enumerate(old):
+            if i >= len(s.ckpts) or not s.ckpts[i].matches(x.pos_min, x.pos_max, x.n_tokens):
+                ctx.deviate(x.line, "ckpt-cap-evict",
+                            f"capacity erasure of [{x.pos_min}, {x.pos_max}] which is not "
+                            f"the oldest checkpoint of slot {e.slot} (holds "
+                            f"{self._show(s.ckpts)})")
+                for y in old:
+                    self._erase_logged(s, y, e.task)
+                return
+        if cap is not None:
+            expected = policy.cap_evictions(len(s.ckpts), cap)
+            if expected != len(old):
+                line = old[0].line if old else e.line
+                ctx.deviate(line, "ckpt-cap-evict",
+                            f"{len(old)} capacity erasure(s) but the list held {len(s.ckpts)} "
+                            f"with a cap of {cap}: cap_evictions gives {expected}")
+        self._remove(s, list(range(len(old))), e.task, [x.line for x in old], "old")
+
+    def _check_supersede(self, s: SlotState, e: ev.CheckpointCreated,
+                         sup: list[ev.CheckpointSuperseded]) -> None:
+        ctx = self.ctx
+        if e.n_tokens is None:
+            for x in sup:
+                self._erase_logged(s, x, e.task)
+            return
+        same = [i for i, c in enumerate(s.ckpts) if c.n_tokens == e.n_tokens]
+        expected = same if ctx.rules.supersede else []
+        wrong = [x for x in sup if x.n_tokens != e.n_tokens]
+        if wrong or len(sup) != len(expected):
+            line = sup[0].line if sup else e.line
+            what = (f"superseded n_tokens {[x.n_tokens for x in sup]}" if sup
+                    else "superseded nothing")
+            ctx.deviate(line, "ckpt-supersede",
+                        f"task {e.task} {what} before creating n_tokens = {e.n_tokens}; the "
+                        f"list held {len(same)} checkpoint(s) at that n_tokens "
+                        f"(superseding {'on' if ctx.rules.supersede else 'off'} for this build)")
+        n = min(len(same), len([x for x in sup if x.n_tokens == e.n_tokens]))
+        self._remove(s, same[:n], e.task, [x.line for x in sup], "superseded")
+
+    # ---- prompt start ---------------------------------------------------------------------------
+
+    def _finish_start(self, s: SlotState, cached: ev.CachedTokens | None) -> None:
+        st = s.start
+        assert st is not None
+        s.start = None
+        ctx = self.ctx
+        new = st.new
+        thold = st.checks[0].thold if st.checks else None
+        if st.checks and any(c.thold != thold for c in st.checks):
+            ctx.deviate(st.checks[-1].line, "restore-scan",
+                        "the checkpoints of one prompt start were checked against different "
+                        "thresholds")
+        if not s.exact and st.forcing is not None and self.checks_visible:
+            self._learn_from_scan(s, st)
+        scan_ok = self._check_scan(s, st) if s.exact and self.checks_visible else True
+        # statistics of the outcome
+        stats = ctx.stats
+        if st.forcing is not None:
+            stats.full_reprocess += 1
+            if st.checks:
+                stats.reprocess_no_usable += 1
+            else:
+                stats.reprocess_no_checkpoints += 1
+        elif st.restored is not None:
+            stats.ckpt_restored += 1
+        elif cached is not None and cached.n_tokens == 0 and new.n_tokens > 0:
+            stats.cache_miss += 1
+        stats.ckpt_invalidated += len(st.invalidated)
+        if scan_ok:
+            self._judge_start(s, st, cached, thold)
+        # effects: the restored checkpoint is remembered, invalidated ones go
+        if st.restored is not None:
+            r = st.restored
+            idx = find(s.ckpts, r.pos_min, r.pos_max, r.n_tokens)
+            if idx is not None:
+                s.restored_by[s.ckpts[idx].uid] = (new.task, r.line)
+        for x in st.invalidated:
+            self._erase_logged(s, x, new.task, count=False)
+        if cached is not None:
+            s.n_tokens = cached.n_tokens
+
+    def _learn_from_scan(self, s: SlotState, st: PromptStart) -> None:
+        """A scan that ends in "forcing" names every checkpoint, newest first."""
+        rebuilt: list[Ckpt] = []
+        for c in reversed(st.checks):
+            idx = find(s.ckpts, c.pos_min, c.pos_max, None)
+            if idx is not None:
+                rebuilt.append(s.ckpts[idx])
+                continue
+            n_tokens = c.pos_max + 1 if self.ctx.rules.positions == "text" else None
+            for x in st.invalidated:
+                if (x.pos_min, x.pos_max) == (c.pos_min, c.pos_max) and x.n_tokens is not None:
+                    n_tokens = x.n_tokens
+            rebuilt.append(Ckpt(n_tokens, c.pos_min, c.pos_max, Approx.unknown(),
+                                UNKNOWN_TASK, 0))
+        s.ckpts = rebuilt
+        s.exact = True
+
+    def _check_scan(self, s: SlotState, st: PromptStart) -> bool:
+        """The "checking" lines walk the list newest first and stop at the restored one."""
+        ctx = self.ctx
+        newest_first = list(reversed(s.ckpts))
+        line = st.checks[0].line if st.checks else st.new.line
+        for i, c in enumerate(st.checks):
+            if i >= len(newest_first):
+                ctx.deviate(c.line, "restore-scan",
+                            f"checked [{c.pos_min}, {c.pos_max}] but slot {s.id} holds only "
+                            f"{len(newest_first)} checkpoint(s): {self._show(s.ckpts)}")
+                return False
+            k = newest_first[i]
+            if (k.pos_min, k.pos_max) != (c.pos_min, c.pos_max):
+                ctx.deviate(c.line, "restore-scan",
+                            f"checked [{c.pos_min}, {c.pos_max}] where the next checkpoint, "
+                            f"newest first, is [{k.pos_min}, {k.pos_max}] "
+                            f"(slot holds {self._show(s.ckpts)})")
+                return False
+        if st.restored is not None:
+            r = st.restored
+            last = st.checks[-1] if st.checks else None
+            if last is None or (last.pos_min, last.pos_max) != (r.pos_min, r.pos_max):
+                ctx.deviate(r.line, "restore-scan",
+                            f"restored [{r.pos_min}, {r.pos_max}] which is not the last "
+                            "checkpoint checked")
+                return False
+        elif st.forcing is not None and len(st.checks) != len(s.ckpts):
+            ctx.deviate(st.forcing.line, "restore-scan",
+                        f"gave up after checking {len(st.checks)} of the {len(s.ckpts)} "
+                        f"checkpoints slot {s.id} holds ({self._show(s.ckpts)})")
+            return False
+        elif st.checks and st.restored is None and st.forcing is None:
+            ctx.deviate(line, "restore-scan",
+                        "checkpoints were checked but neither a restore nor a forced "
+                        "re-processing followed")
+            return False
+        return True
+
+    def _candidates(self, s: SlotState, st: PromptStart, cached: ev.CachedTokens | None,
+                    thold: int | None, branch: bool) -> tuple[list[int], bool]:
+        """Values of n_past before the restore (= pos_next for text = n_prefix) to try, and
+        whether the value is known rather than enumerated."""
+        n_task = st.new.n_tokens
+        n_swa = self.ctx.config.n_swa
+        legacy = self.ctx.rules.legacy_restore
+        if st.prefix is not None and not st.reuse:
+            # cache_prompt = false starts from 0 whatever the lcp
+            return ([st.prefix, 0] if not branch else [st.prefix]), True
+        if not branch:
+            if st.need is not None:
+                return [st.need.n_past], True
+            if cached is not None:
+                return [cached.n_tokens], True
+        if thold is not None and thold > 0 and n_swa is not None:
+            cands = [q for q in (thold + n_swa, thold + n_swa + 1)
+                     if policy.pos_min_threshold(q, n_swa, q < n_task) == thold
+                     or (legacy and max(0, q - n_swa) == thold)]
+            if cands:
+                return cands, True
+        # enumerate every value at which some outcome changes
+        lo, hi = (1 if branch else 0), n_task
+        if thold == 0 and n_swa is not None:
+            hi = min(hi, n_swa + 1)
+        points = {lo, hi}
+        for c in s.ckpts:
+            for v in (c.pos_min + 1, c.pos_max - 1, c.pos_max, c.pos_max + 1):
+                points.add(v)
+            if c.n_tokens is not None:
+                points.update((c.n_tokens - 1, c.n_tokens))
+        if st.restored is not None and st.restored.n_past is not None:
+            points.update((st.restored.n_past, st.restored.n_past + 1))
+        for x in st.invalidated:
+            if x.pos_next is not None:
+                points.add(x.pos_next)
+        if cached is not None:
+            points.update((cached.n_tokens, cached.n_tokens + 1))
+        return sorted(p for p in points if lo <= p <= hi), False
+
+    def _judge_start(self, s: SlotState, st: PromptStart, cached: ev.CachedTokens | None,
+                     thold: int | None) -> None:
+        ctx = self.ctx
+        branch = bool(st.checks) or st.restored is not None or st.forcing is not None
+        cands, known = self._candidates(s, st, cached, thold, branch)
+        if not known:
+            ctx.weaken("n_past before the restore (= n_prefix) not in the log: values "
+                       "enumerated, invalidation also accepted under the pos_max rule alone")
+        if not s.exact:
+            ctx.weaken("prompt start on a checkpoint list the log did not fully show")
+        best: tuple[int, str, str, int] | None = None
+        for p in cands:
+            failure = self._explain(s, st, cached, thold, branch, p, known)
+            if failure is None:
+                return
+            if best is None or failure[0] > best[0]:
+                best = failure
+        if best is not None:
+            _stage, rule, message, line = best
+            if not known and len(cands) > 1:
+                message += f" (n_past before the restore not logged; tried {cands})"
+            ctx.deviate(line, rule, message)
+
+    def _explain(self, s: SlotState, st: PromptStart, cached: ev.CachedTokens | None,
+                 thold: int | None, branch: bool, p: int,
+                 prefix_known: bool = True) -> tuple[int, str, str, int] | None:
+        """Why ``p`` (n_past before the restore) does not explain the prompt start, as
+        (stage reached, rule, message, line); None when it does."""
+        rules = self.ctx.rules
+        n_swa = self.ctx.config.n_swa
+        new = st.new
+        n_task = new.n_tokens
+        ckpts = s.ckpts
+        exact = s.exact
+        # the threshold of the "against" number (update_slots, #24110)
+        if thold is not None and n_swa is not None:
+            expect = policy.pos_min_threshold(p, n_swa, p < n_task)
+            if thold != expect and not (rules.legacy_restore and thold == max(0, p - n_swa)):
+                return (0, "restore-threshold",
+                        f"checked against {thold} but n_past = {p}, n_swa = {n_swa}, "
+                        f"has_new_tokens = {p < n_task} give pos_min_threshold = {expect}",
+                        st.checks[0].line)
+        # the choice (update_slots: newest first, pos_max <= pos_next, pos_min < thold or 0)
+        chosen: Ckpt | None = None
+        if st.restored is not None:
+            r = st.restored
+            idx = find(ckpts, r.pos_min, r.pos_max, r.n_tokens)
+            if idx is None and exact:
+                return (1, "restore-choice",
+                        f"restored [{r.pos_min}, {r.pos_max}] which slot {s.id} does not hold "
+                        f"({self._show(ckpts)})", r.line)
+            chosen = ckpts[idx] if idx is not None else None
+        if branch and exact and thold is not None:
+            ranges = [(c.pos_min, c.pos_max) for c in ckpts]
+            allowed = {policy.restore_choice(ranges, p, thold)}
+            if rules.legacy_restore:
+                allowed.add(policy.restore_choice(ranges, _BIG, thold))
+            got = find(ckpts, st.restored.pos_min, st.restored.pos_max, st.restored.n_tokens) \
+                if st.restored is not None else None
+            if got not in allowed:
+                want = [f"[{ckpts[i].pos_min}, {ckpts[i].pos_max}]" if i is not None
+                        else "none (full re-processing)" for i in sorted(allowed, key=str)]
+                what = (f"restored [{ckpts[got].pos_min}, {ckpts[got].pos_max}]"
+                        if got is not None else "forced full re-processing")
+                line = st.restored.line if st.restored else (st.forcing.line if st.forcing
+                                                             else new.line)
+                return (1, "restore-choice",
+                        f"{what} but restore_choice over {self._show(ckpts)} with pos_next = "
+                        f"{p}, threshold {thold} picks {' or '.join(want)}", line)
+        # positions after the restore or reset
+        if st.restored is not None:
+            r = st.restored
+            n_tok = r.n_tokens if r.n_tokens is not None else (
+                chosen.n_tokens if chosen is not None else None)
+            if n_tok is None:
+                return None  # too old a format to say more
+            pos_next, n_past = policy.restored_positions(p, r.pos_min, r.pos_max, n_tok)
+            if r.n_past is not None and r.n_past != n_past:
+                return (2, "restore-position",
+                        f"restored with n_past = {r.n_past} but restored_positions(pos_next = "
+                        f"{p}, [{r.pos_min}, {r.pos_max}], n_tokens = {n_tok}) gives {n_past}",
+                        r.line)
+        elif st.forcing is not None:
+            pos_next, n_past = 0, 0
+        else:
+            pos_next, n_past = p, p
+        # invalidation (update_slots: pos_max > pos_next, or n_tokens > n_prefix)
+        for x in st.invalidated:
+            if x.pos_next is not None and x.pos_next != pos_next:
+                return (3, "invalidate",
+                        f"invalidation logged pos_next = {x.pos_next} but the prompt start "
+                        f"leaves pos_next = {pos_next}", x.line)
+        if exact:
+            n_prefix = p if rules.invalidation == "n-prefix" else _BIG
+            pairs = [(c.pos_max, c.n_tokens if c.n_tokens is not None else c.pos_max + 1)
+                     for c in ckpts]
+            expected = set(policy.invalidated(pairs, pos_next, n_prefix))
+            # n_prefix not in the log: the pos_max rule alone is accepted too
+            pos_max_only = (set(policy.invalidated(pairs, pos_next, _BIG))
+                            if not prefix_known and n_prefix != _BIG else expected)
+            observed: set[int] = set()
+            for x in st.invalidated:
+                i = find(ckpts, x.pos_min, x.pos_max, x.n_tokens)
+                if i is None:
+                    return (3, "invalidate",
+                            f"erased [{x.pos_min}, {x.pos_max}] which slot {s.id} does not "
+                            f"hold ({self._show(ckpts)})", x.line)
+                observed.add(i)
+            if observed not in (expected, pos_max_only):
+                missing = sorted(expected - observed)
+                extra = sorted(observed - expected)
+                parts = []
+                if missing:
+                    parts.append(f"kept {self._show([ckpts[i] for i in missing])} which "
+                                 "must be erased")
+                if extra:
+                    parts.append(f"erased {self._show([ckpts[i] for i in extra])} which "
+                                 "must be kept")
+                line = (st.invalidated[0].line if st.invalidated
+                        else (cached.line if cached is not None else new.line))
+                return (3, "invalidate",
+                        "; ".join(parts) + f" (pos_next = {pos_next}, n_prefix = "
+                        f"{'n/a' if n_prefix == _BIG else n_prefix}, rule {rules.invalidation})",
+                        line)
+        # [TAG_PROMPT_LOGITS]: a prompt fully in cache evaluates its last token again
+        final = n_past
+        if n_past == n_task and n_task > 0:
+            final = n_past - 1
+            if st.need is None and cached is not None:
+                return (4, "n-past",
+                        f"n_past = {n_past} covers the whole prompt but no 'need to evaluate' "
+                        f"line (n_past -= 1) followed", cached.line)
+        elif st.need is not None:
+            return (4, "n-past",
+                    f"'need to evaluate' with n_past = {st.need.n_past} but n_past is {n_past} "
+                    f"of {n_task} tokens", st.need.line)
+        if st.npast_set is not None and st.npast_set.n_past != final:
+            return (4, "n-past", f"n_past set to {st.npast_set.n_past}, expected {final}",
+                    st.npast_set.line)
+        if cached is not None and cached.n_tokens != final:
+            return (4, "n-past",
+                    f"first step starts at cached n_tokens = {cached.n_tokens} but the prompt "
+                    f"start leaves n_past = {final}", cached.line)
+        return None
+
+    # ---- erasure helpers ------------------------------------------------------------------
+
+    def _remove(self, s: SlotState, indices: list[int], task: int, lines: list[int],
+                reason: str) -> None:
+        for k, i in enumerate(sorted(indices, reverse=True)):
+            c = s.ckpts.pop(i)
+            line = lines[min(k, len(lines) - 1)] if lines else 0
+            self._count_erasure(s, c, task, line, reason)
+
+    def _erase_logged(self, s: SlotState, e: ev.CheckpointInvalidated | _Erasure, task: int,
+                      count: bool = True) -> None:
+        """Apply an erasure line without judging it (the checks ran elsewhere, or cannot)."""
+        if isinstance(e, ev.CheckpointSuperseded):
+            idx = next((i for i, c in enumerate(s.ckpts) if c.n_tokens == e.n_tokens), None)
+            reason = "superseded"
+        else:
+            idx = find(s.ckpts, e.pos_min, e.pos_max, e.n_tokens)
+            reason = {ev.CheckpointInvalidated: "invalidated", ev.CheckpointErasedOld: "old",
+                      ev.CheckpointErasedTooClose: "too_close"}[type(e)]
+        if idx is not None:
+            c = s.ckpts.pop(idx)
+            self._count_erasure(s, c, task, e.line, reason, count_kind=count)
+        elif count:
+            self._count_kind(reason)
+
+    def _drop_all(self, s: SlotState, task: int, line: int, reason: str) -> None:
+        for c in s.ckpts:
+            self._count_erasure(s, c, task, line, reason, count_kind=False)
+        s.ckpts = []
+
+    def _count_erasure(self, s: SlotState, c: Ckpt, task: int, line: int, reason: str,
+                       count_kind: bool = True) -> None:
+        if count_kind:
+            self._count_kind(reason)
+        restored = s.restored_by.pop(c.uid, None)
+        if restored is not None and restored[0] == task:
+            self.ctx.stats.restored_then_erased.append({
+                "task": task, "checkpoint": c.show(), "restored_line": restored[1],
+                "erased_line": line, "reason": reason,
+            })
+
+    def _count_kind(self, reason: str) -> None:
+        st = self.ctx.stats
+        if reason == "too_close":
+            st.ckpt_erased_too_close += 1
+        elif reason == "old":
+            st.ckpt_erased_old += 1
+        elif reason == "superseded":
+            st.ckpt_superseded += 1
+        elif reason == "invalidated":
+            st.ckpt_invalidated += 1
+
+    @staticmethod
+    def _show(ckpts: list[Ckpt]) -> str:
+        if not ckpts:
+            return "[]"
+        return "[" + ", ".join(c.show() for c in ckpts) + "]"

@@ -1,0 +1,247 @@
+"""Statistics people ask about a llama-server log, and the unique-accounting estimate.
+
+Counts come from what the log shows (a "created" line is a created checkpoint) or from what the
+checker infers (a "saving prompt" line not followed by a skip or failure is a saved entry).
+
+Full re-processings and why:
+
+* ``no_usable_checkpoint``: "forcing full prompt re-processing" after checking at least one
+  checkpoint (none was old enough or all lay beyond the new prompt's shared prefix);
+* ``no_checkpoints``: the same line with nothing to check (the slot held no checkpoint);
+* ``cache_miss``: a prompt that started from position 0 without that line: nothing in the slot
+  or the prompt cache shared a prefix with it (a cold start, or a load that found nothing).
+
+Unique accounting (DESIGN.md glossary: *unique bytes* are the distinct buffers reachable from
+cache entries, each counted once). The server accounts every entry at ``data + sum of its
+checkpoint sizes`` (server_prompt_cache_state::size), so a checkpoint held by several entries
+counts once per entry. The checker tracks each checkpoint by identity: the "created" line that
+made it; a cache save or a load hand-over copies references, so two entries that hold "the same"
+checkpoint hold one created at the same line (hence the same slot, n_tokens and positions).
+Checkpoints that only happen to have equal n_tokens and positions but were created by different
+lines hold different data and are not merged. An entry whose checkpoints the log did not show
+counts in full (no sharing assumed). Estimates:
+
+* at every ``cache state`` line: accounted MiB (as logged) versus unique MiB; the largest gap;
+* ``shared_with_slots``: checkpoint MiB in the cache that a slot also holds (bytes that shared
+  ownership, #30137, stores once while the accounting above counts them per holder);
+* at every eviction (``making room`` in alloc, ``cache size limit reached`` in update): how many
+  of the evicted entries would have stayed under unique accounting at that moment, and their
+  size. Each eviction is judged on its own against the cache as logged; later evictions are not
+  re-simulated, so the total is an estimate of what unique accounting keeps, not a replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pcspec.logcheck.state import Ckpt, Entry
+
+
+@dataclass(slots=True)
+class Stats:
+    requests: int = 0
+    # checkpoints
+    ckpt_created: int = 0
+    ckpt_restored: int = 0
+    ckpt_invalidated: int = 0
+    ckpt_erased_old: int = 0
+    ckpt_erased_too_close: int = 0
+    ckpt_superseded: int = 0
+    ckpt_dropped_by_clear: int = 0
+    restored_then_erased: list[dict[str, Any]] = field(default_factory=list)
+    # prompt starts
+    full_reprocess: int = 0
+    reprocess_no_usable: int = 0
+    reprocess_no_checkpoints: int = 0
+    cache_miss: int = 0
+    # prompt cache
+    cache_updates: int = 0
+    cache_saves: int = 0
+    cache_skipped_already: int = 0
+    cache_skipped_oversize: int = 0
+    cache_save_failed: int = 0
+    cache_alloc_failed: int = 0
+    cache_lookups: int = 0
+    cache_loads: int = 0
+    cache_load_failed: int = 0
+    evict_make_room: int = 0
+    evict_limit_bytes: int = 0
+    evict_limit_tokens: int = 0
+    obsolete_removed: int = 0
+    peak_cache_mib: float = 0.0
+    peak_cache_line: int = 0
+    peak_cache_prompts: int = 0
+    # unique accounting
+    unique_summaries: int = 0
+    unique_max_gap_mib: float = 0.0
+    unique_max_gap_line: int = 0
+    unique_accounted_at_gap: float = 0.0
+    unique_at_gap: float = 0.0
+    shared_with_slots_max_mib: float = 0.0
+    evictions_avoidable: int = 0
+    evictions_avoidable_mib: float = 0.0
+
+    def cache_evicted(self) -> int:
+        return self.evict_make_room + self.evict_limit_bytes + self.evict_limit_tokens
+
+    def event_counts(self) -> dict[str, int]:
+        """The ``events`` object of ``--json``."""
+        return {
+            "requests": self.requests,
+            "checkpoint_created": self.ckpt_created,
+            "checkpoint_restored": self.ckpt_restored,
+            "checkpoint_invalidated": self.ckpt_invalidated,
+            "checkpoint_erased_old": self.ckpt_erased_old,
+            "checkpoint_erased_too_close": self.ckpt_erased_too_close,
+            "checkpoint_superseded": self.ckpt_superseded,
+            "full_reprocess": self.full_reprocess,
+            "cache_saved": self.cache_saves,
+            "cache_loaded": self.cache_loads,
+            "cache_evicted": self.cache_evicted(),
+            "cache_obsolete_removed": self.obsolete_removed,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        lookups = self.cache_lookups
+        return {
+            "requests": self.requests,
+            "checkpoints": {
+                "created": self.ckpt_created,
+                "restored": self.ckpt_restored,
+                "erased": {
+                    "invalidated": self.ckpt_invalidated,
+                    "old": self.ckpt_erased_old,
+                    "too_close": self.ckpt_erased_too_close,
+                    "superseded": self.ckpt_superseded,
+                    "cleared": self.ckpt_dropped_by_clear,
+                },
+                "erased_after_restore_by_same_task": len(self.restored_then_erased),
+                "erased_after_restore": self.restored_then_erased,
+            },
+            "full_reprocess": {
+                "forced": self.full_reprocess,
+                "no_usable_checkpoint": self.reprocess_no_usable,
+                "no_checkpoints": self.reprocess_no_checkpoints,
+                "cache_miss": self.cache_miss,
+            },
+            "cache": {
+                "updates": self.cache_updates,
+                "saves": self.cache_saves,
+                "skipped_already_cached": self.cache_skipped_already,
+                "skipped_oversize": self.cache_skipped_oversize,
+                "save_failed": self.cache_save_failed,
+                "alloc_failed": self.cache_alloc_failed,
+                "lookups": lookups,
+                "loads": self.cache_loads,
+                "load_failed": self.cache_load_failed,
+                "hit_rate": round(self.cache_loads / lookups, 4) if lookups else None,
+                "evictions": {
+                    "make_room": self.evict_make_room,
+                    "limit_bytes": self.evict_limit_bytes,
+                    "limit_tokens": self.evict_limit_tokens,
+                    "total": self.cache_evicted(),
+                },
+                "obsolete_removed": self.obsolete_removed,
+                "peak_mib": round(self.peak_cache_mib, 3),
+                "peak_line": self.peak_cache_line,
+                "peak_prompts": self.peak_cache_prompts,
+            },
+            "unique_accounting": {
+                "summaries": self.unique_summaries,
+                "max_saving_mib": round(self.unique_max_gap_mib, 3),
+                "max_saving_line": self.unique_max_gap_line,
+                "accounted_mib_there": round(self.unique_accounted_at_gap, 3),
+                "unique_mib_there": round(self.unique_at_gap, 3),
+                "shared_with_slots_max_mib": round(self.shared_with_slots_max_mib, 3),
+                "evictions_avoidable": self.evictions_avoidable,
+                "evictions_avoidable_mib": round(self.evictions_avoidable_mib, 3),
+            },
+        }
+
+    def merge(self, other: Stats) -> None:
+        """Add another log's statistics (counts add, peaks take the maximum)."""
+        for name in self.__slots__:
+            mine = getattr(self, name)
+            theirs = getattr(other, name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif name.startswith(("peak_", "unique_max", "unique_accounted", "unique_at",
+                                  "shared_with")):
+                continue
+            elif isinstance(mine, int | float):
+                setattr(self, name, mine + theirs)
+        if other.peak_cache_mib > self.peak_cache_mib:
+            self.peak_cache_mib = other.peak_cache_mib
+            self.peak_cache_line = other.peak_cache_line
+            self.peak_cache_prompts = other.peak_cache_prompts
+        if other.unique_max_gap_mib > self.unique_max_gap_mib:
+            self.unique_max_gap_mib = other.unique_max_gap_mib
+            self.unique_max_gap_line = other.unique_max_gap_line
+            self.unique_accounted_at_gap = other.unique_accounted_at_gap
+            self.unique_at_gap = other.unique_at_gap
+        self.shared_with_slots_max_mib = max(
+            self.shared_with_slots_max_mib, other.shared_with_slots_max_mib
+        )
+
+
+# ---- unique accounting ----------------------------------------------------------------------
+
+
+def unique_mib(entries: Iterable[Entry], extra: Sequence[Ckpt] = (), extra_state: float = 0.0,
+               drop: int = 0) -> float:
+    """Unique MiB of ``entries[drop:]`` plus an optional new entry (``extra_state`` MiB of data
+    and the checkpoints ``extra``): every checkpoint identity counted once."""
+    seen: set[int] = set()
+    acc = 0.0
+    for e in list(entries)[drop:]:
+        if e.ckpts is None:
+            acc += e.size.mid
+            continue
+        acc += e.state_size().mid
+        for c in e.ckpts:
+            if c.uid not in seen:
+                seen.add(c.uid)
+                acc += c.size.mid
+    acc += extra_state
+    for c in extra:
+        if c.uid not in seen:
+            seen.add(c.uid)
+            acc += c.size.mid
+    return acc
+
+
+def shared_with_slots_mib(entries: Iterable[Entry], slot_ckpts: Iterable[Ckpt]) -> float:
+    held = {c.uid for c in slot_ckpts}
+    seen: set[int] = set()
+    acc = 0.0
+    for e in entries:
+        for c in e.ckpts or ():
+            if c.uid in held and c.uid not in seen:
+                seen.add(c.uid)
+                acc += c.size.mid
+    return acc
+
+
+def avoidable_evictions(
+    before: Sequence[Entry],
+    n_evicted: int,
+    limit_mib: float,
+    new_state: float | None = None,
+    new_ckpts: Sequence[Ckpt] = (),
+) -> tuple[int, float]:
+    """Of the ``n_evicted`` front entries, how many (and how many accounted MiB) unique
+    accounting would have kept: it pops only while the unique size (plus the new entry, for
+    alloc's make-room) is over the limit."""
+    if n_evicted <= 0 or limit_mib <= 0:
+        return 0, 0.0
+    n_unique = 0
+    while n_unique < n_evicted:
+        # update(): size() > limit; alloc(): size() + new_size > limit (the new entry is in
+        # the unique size when new_state is given)
+        if unique_mib(before, new_ckpts, new_state or 0.0, n_unique) <= limit_mib:
+            break
+        n_unique += 1
+    kept = before[n_unique:n_evicted]
+    return len(kept), sum(e.size.mid for e in kept)

@@ -1,0 +1,89 @@
+"""The log's events as a pcspec trace file (``pcspec check-log --trace OUT.jsonl``).
+
+Format, schema 1, JSON lines (UTF-8, one object per line):
+
+* a header per log: ``{"schema": 1, "kind": "pcspec-log-events", "source": "<log path>"}``;
+* then one object per event of that log, in log order:
+  ``{"event": "<name>", "line": <int>, "level": "<letter or empty>", <fields>}``,
+  where ``<name>`` is the event's ``kind`` (``checkpoint_created``, ``cache_make_room``, ...)
+  and the fields are those of the event class in ``pcspec.logcheck.events`` (``slot`` and
+  ``task`` for slot lines; sizes in MiB as logged; fields an older build does not print are
+  ``null``; a ``nan`` value, which the server prints for an empty pinned slot, is ``null``).
+
+Several logs are written one after the other, each opened by its own header. ``load_trace``
+reads the file back into the same event objects.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from pcspec.errors import PcspecError
+from pcspec.logcheck import events as ev
+
+SCHEMA = 1
+KIND = "pcspec-log-events"
+
+_BY_NAME: dict[str, type[ev.Event]] = {t.kind: t for t in ev.ALL_EVENT_TYPES}
+
+
+def event_record(e: ev.Event) -> dict[str, Any]:
+    rec: dict[str, Any] = {"event": e.kind}
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, float) and math.isnan(v):
+            v = None
+        rec[f.name] = v
+    return rec
+
+
+def write_trace(path: str | Path, logs: Sequence[tuple[str, Iterable[ev.Event]]]) -> None:
+    """Write ``(source, events)`` pairs to ``path``."""
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            for source, events in logs:
+                out.write(json.dumps({"schema": SCHEMA, "kind": KIND, "source": source}) + "\n")
+                for e in events:
+                    out.write(json.dumps(event_record(e)) + "\n")
+    except OSError as exc:
+        raise PcspecError(f"cannot write the trace: {exc.strerror or exc}", str(path)) from None
+
+
+def load_trace(path: str | Path) -> list[tuple[str, list[ev.Event]]]:
+    """Read a file written by ``write_trace``; raises PcspecError naming the bad line."""
+    logs: list[tuple[str, list[ev.Event]]] = []
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PcspecError(f"cannot read the trace: {exc}", str(path)) from None
+    for n, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            rec = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise PcspecError(f"not JSON: {exc.msg}", where) from None
+        if not isinstance(rec, dict):
+            raise PcspecError("expected a JSON object", where)
+        if rec.get("kind") == KIND:
+            if rec.get("schema") != SCHEMA:
+                raise PcspecError(f"unsupported schema {rec.get('schema')!r}", where)
+            logs.append((str(rec.get("source", "")), []))
+            continue
+        if not logs:
+            raise PcspecError("event before the header line", where)
+        cls = _BY_NAME.get(str(rec.get("event")))
+        if cls is None:
+            raise PcspecError(f"unknown event {rec.get('event')!r}", where)
+        try:
+            args = {f.name: rec[f.name] for f in fields(cls)}
+            logs[-1][1].append(cls(**args))
+        except (KeyError, TypeError) as exc:
+            raise PcspecError(f"bad fields for {cls.kind}: {exc}", where) from None
+    return logs

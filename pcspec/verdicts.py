@@ -1,0 +1,172 @@
+"""The verdict matrix: every (variant, property) cell fuzzed against the oracle, every
+mutant hunted by the properties meant to catch it.
+
+A cell's verdict comes from a survey of the variant (all properties judged, nothing fails)
+plus, for each property the survey saw violated or the oracle expects violated, a hunt that
+shrinks a counterexample. Every trace found is written as JSON lines and a pytest snippet,
+then replayed to confirm it reproduces. A cell matches the oracle when ``violated`` meets
+``x`` or ``holds`` meets ``.``; ``unknown`` never matches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pcspec.fuzzing import Hit, hunt, survey
+from pcspec.model.variants import DESIGNS, MUTANTS, Variant
+from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
+from pcspec.replay import replay
+from pcspec.shrink import shrink
+from pcspec.trace import pytest_snippet
+
+
+@dataclass
+class Cell:
+    variant: str
+    property: str
+    expected: str  # "x" | "." | "?" (no expectation: extended catalogue or mutant survey)
+    verdict: str  # "violated" | "holds" | "unknown"
+    steps: int
+    seconds: float
+    trace: str | None = None
+    length: int | None = None
+    message: str | None = None
+    replayed: bool | None = None
+
+    @property
+    def ok(self) -> bool:
+        if self.verdict == "unknown":
+            return False
+        if self.verdict == "violated" and self.replayed is False:
+            return False
+        if self.expected == "?":
+            return True
+        return (self.verdict == "violated") == (self.expected == "x")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant,
+            "property": self.property,
+            "expected": self.expected,
+            "verdict": self.verdict,
+            "steps": self.steps,
+            "seconds": round(self.seconds, 3),
+            "trace": self.trace,
+            "length": self.length,
+            "message": self.message,
+            "replayed": self.replayed,
+            "ok": self.ok,
+        }
+
+
+@dataclass
+class Matrix:
+    cells: list[Cell] = field(default_factory=list)
+    mutants: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.cells) and all(self.mutants.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "ok": self.ok,
+            "fuzz": [c.to_json() for c in self.cells],
+            "mutants": [{"mutant": m, "caught_by": by} for m, by in self.mutants.items()],
+        }
+
+
+@dataclass
+class Budget:
+    profile: str = "ci"
+    seed: int = 0
+    survey_examples: int | None = None
+    survey_seconds: float = 40.0
+    hunt_examples: int = 600
+    hunt_seconds: float = 20.0
+
+
+def _save(hit: Hit, out: Path | None) -> tuple[str | None, bool, int]:
+    """Shrink the trace, write it and its pytest snippet, replay it; return (path,
+    reproduced, length)."""
+    hit.trace = shrink(hit.trace, hit.property)
+    hit.message = hit.trace.expect[0]["message"] if hit.trace.expect else hit.message
+    reproduced = replay(hit.trace).matches(hit.trace.expect)
+    if out is None:
+        return None, reproduced, len(hit.trace.ops)
+    stem = f"{hit.trace.variant.name.replace(':', '-')}__{hit.property}"
+    path = out / f"{stem}.jsonl"
+    hit.trace.write(path)
+    (out / f"test_{stem.replace('-', '_')}.py").write_text(pytest_snippet(hit.trace, stem), encoding="utf-8")
+    return str(path), reproduced, len(hit.trace.ops)
+
+
+def fuzz_variant(
+    v: Variant,
+    budget: Budget,
+    out: Path | None,
+    properties: Sequence[str] | None = None,
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> list[Cell]:
+    expected_row = ORACLE.get(v.name, {})
+    pids = list(properties) if properties else [p.id for p in CATALOGUE]
+    progress(f"{v.name}: survey")
+    run, hits = survey(v, budget.profile, budget.seed, budget.survey_examples, budget.survey_seconds)
+    cells: list[Cell] = []
+    for pid in pids:
+        exp = expected_row.get(pid, "?")
+        if pid in hits or exp == "x":
+            if pid in hits:
+                hrun, hit = run, hits[pid]
+            else:
+                progress(f"{v.name}: hunt {pid}")
+                hrun, hit = hunt(v, pid, budget.profile, budget.seed, budget.hunt_examples, budget.hunt_seconds)
+            if hit is not None:
+                path, ok, n = _save(hit, out)
+                cells.append(Cell(v.name, pid, exp, "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok))
+                continue
+            complete = hrun.complete and run.complete
+            cells.append(Cell(v.name, pid, exp, "holds" if complete else "unknown", run.steps + hrun.steps, run.seconds + hrun.seconds))
+            continue
+        cells.append(Cell(v.name, pid, exp, "holds" if run.complete else "unknown", run.steps, run.seconds))
+    return cells
+
+
+def verify(
+    budget: Budget,
+    out: Path | None,
+    variants: Sequence[str] | None = None,
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> Matrix:
+    m = Matrix()
+    for name, v in DESIGNS.items():
+        if variants and name not in variants:
+            continue
+        m.cells += fuzz_variant(v, budget, out, progress=progress)
+    for name, v in MUTANTS.items():
+        if variants and name not in variants:
+            continue
+        # A mutant is caught once one of its target properties is violated: hunt for each in
+        # turn (a hunt stops at the first violation, a survey would run its whole budget).
+        caught: list[str] = []
+        misses: list[Cell] = []
+        for pid in MUTANT_TARGETS[name]:
+            progress(f"{name}: hunt {pid}")
+            hrun, hit = hunt(v, pid, budget.profile, budget.seed, budget.hunt_examples, budget.hunt_seconds)
+            if hit is None:
+                misses.append(Cell(name, pid, "x", "holds" if hrun.complete else "unknown", hrun.steps, hrun.seconds))
+                continue
+            path, ok, n = _save(hit, out)
+            m.cells.append(Cell(name, pid, "x", "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok))
+            if ok:
+                caught.append(pid)
+                break
+        if not caught:
+            m.cells += misses  # shown as mismatches: nothing caught this mutant
+        m.mutants[name] = caught
+    return m

@@ -1,0 +1,75 @@
+"""ACC and LIMIT families: the cache counts what it holds, each buffer once (review point 1
+of seed 000; #27451 keeps per-holder counting on purpose, seed 003).
+
+ACC-1 compares the variant's accounting with unique bytes; ACC-2 and ACC-3 judge each
+rejection and eviction with the numbers the model recorded at that moment (unique bytes of
+the cache plus the candidate, the limit); LIMIT-1 bounds unique bytes and tokens; LIVE-1
+flags a limit that a transient failure reduced for good.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pcspec.model import policy
+from pcspec.model.heap import Event
+from pcspec.model.server import Server
+from pcspec.properties.base import events_of
+
+
+def acc1_accounted_equals_unique(srv: Server, events: Sequence[Event]) -> list[str]:
+    if srv.cache is None:
+        return []
+    acc, uniq = srv.accounted_bytes, srv.unique_bytes
+    if acc == uniq:
+        return []
+    return [f"the cache accounts {acc} bytes but holds {uniq} unique bytes ({acc - uniq:+d})"]
+
+
+def acc2_reject_iff_oversize(srv: Server, events: Sequence[Event]) -> list[str]:
+    out: list[str] = []
+    for e in events_of(events, "save_reject_oversize"):
+        if e.data["own_unique"] <= e.data["limit"]:
+            out.append(
+                f"an entry of {e.data['own_unique']} unique bytes was rejected as oversize "
+                f"though the limit is {e.data['limit']} (counted as {e.data['size']})"
+            )
+    for e in events_of(events, "entry_insert"):
+        limit = e.data["limit"]
+        if limit > 0 and e.data["own_unique"] > limit:
+            out.append(f"entry #{e.data['entry']} of {e.data['own_unique']} unique bytes admitted over the limit {limit}")
+    return out
+
+
+def acc3_minimal_eviction(srv: Server, events: Sequence[Event]) -> list[str]:
+    return [
+        f"entry #{e.data['entry']} evicted ({e.data['reason']}) though unique bytes "
+        f"{e.data['unique_total']} were within the limit {e.data['limit']}"
+        for e in events_of(events, "entry_evict")
+        if e.data["reason"] in ("make_room", "limit_bytes") and e.data["unique_total"] <= e.data["limit"]
+    ]
+
+
+def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
+    cache = srv.cache
+    if cache is None:
+        return []
+    out: list[str] = []
+    limit = cache.limit_size
+    for e in events_of(events, "entry_insert"):
+        if limit > 0 and e.data["unique_after"] > limit:
+            out.append(f"entry #{e.data['entry']} published with {e.data['unique_after']} unique bytes over the limit {limit}")
+    uniq = srv.unique_bytes
+    if limit > 0 and uniq > limit:
+        out.append(f"the cache holds {uniq} unique bytes over the limit {limit}")
+    est = policy.token_limit_estimate(cache.size(), cache.n_tokens(), limit, cache.limit_tokens)
+    if cache.limit_tokens > 0 and cache.n_tokens() > est:
+        out.append(f"the cache holds {cache.n_tokens()} tokens over the token limit {est}")
+    return out
+
+
+def live1_limit_not_reduced(srv: Server, events: Sequence[Event]) -> list[str]:
+    cache = srv.cache
+    if cache is None or cache.limit_size == srv.cfg.limit_size:
+        return []
+    return [f"the cache byte limit is {cache.limit_size}, reduced for good from {srv.cfg.limit_size}"]

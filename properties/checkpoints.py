@@ -1,0 +1,90 @@
+"""CKPT and RESTORE families: the checkpoint list of a slot, and what checkpoints describe.
+
+Content identity makes "describes a prefix" a comparison: a checkpoint's target payload is
+the state image of a token prefix, which must equal the holder's tokens up to ``n_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pcspec.model.checkpoint import Checkpoint
+from pcspec.model.heap import Event
+from pcspec.model.memory import StateImage, Tokens
+from pcspec.model.ownership import holders
+from pcspec.model.server import Server
+from pcspec.properties.base import events_of
+
+
+def ckpt1_slot_list_shape(srv: Server, events: Sequence[Event]) -> list[str]:
+    out: list[str] = []
+    cap = srv.cfg.n_ctx_checkpoints
+    for s in srv.slots:
+        cks = s.prompt.checkpoints
+        if len(cks) > cap:
+            out.append(f"slot {s.id} holds {len(cks)} checkpoints, over the cap {cap}")
+        n = [c.n_tokens for c in cks]
+        dup = sorted({x for x in n if n.count(x) > 1})
+        if dup:
+            out.append(f"slot {s.id} holds several checkpoints at n_tokens {dup}")
+        for c in cks:
+            if not c.pos_min <= c.pos_max == c.n_tokens - 1:
+                out.append(f"slot {s.id}: {c.describe()} breaks pos_min <= pos_max = n_tokens - 1")
+    return out
+
+
+def describes_prefix(ck: Checkpoint, tokens: Tokens) -> bool:
+    """The checkpoint's target payload is the state of ``tokens[:n_tokens]``."""
+    if ck.n_tokens > len(tokens) or ck.tgt is None:
+        return False
+    img = ck.tgt.content
+    return isinstance(img, StateImage) and img.describes() == tokens[: ck.n_tokens]
+
+
+def ckpt2_describes_prefix(srv: Server, events: Sequence[Event]) -> list[str]:
+    out: list[str] = []
+    seen: set[tuple[str, int]] = set()
+    for h in holders(srv):
+        for ck in h.checkpoints:
+            if (h.name, ck.id) in seen:
+                continue
+            seen.add((h.name, ck.id))
+            if describes_prefix(ck, h.tokens):
+                continue
+            if h.task_tokens is not None and describes_prefix(ck, h.task_tokens):
+                continue
+            out.append(f"{h.name} holds {ck.describe()} that is not the state of a prefix of its tokens ({len(h.tokens)} tokens)")
+    return out
+
+
+def restore1_prompt_start(srv: Server, events: Sequence[Event]) -> list[str]:
+    """Judged on what ``prompt_start`` kept, as of that moment (later work in the same
+    ``update_slots`` iteration, such as a deferred task's cache load, is not its doing)."""
+    out: list[str] = []
+    for e in events_of(events, "prompt_start"):
+        prompt: Tokens = e.data["prompt"]
+        for ck in e.data["kept"]:
+            if not describes_prefix(ck, prompt):
+                out.append(
+                    f"task {e.data['task']} on slot {e.data['slot']} kept {ck.describe()}, which is not a "
+                    f"prefix of the new prompt (shared prefix {e.data['n_prefix']} tokens)"
+                )
+            elif ck.id == e.data["restored"] and ck.pos_max > e.data["n_prefix"]:
+                out.append(f"task {e.data['task']} restored {ck.describe()} beyond pos_next {e.data['n_prefix']}")
+    return out
+
+
+def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
+    out = [
+        f"task {e.data['task']} erased the checkpoint it restored (ckpt#{e.data['ckpt']}, "
+        f"n_tokens={e.data['n_tokens']}, reason {e.data['reason']})"
+        for e in events_of(events, "ckpt_erase")
+        if e.data["restored_by_task"]
+    ]
+    out += [
+        f"task {e.data['task']} re-created the checkpoint it restored, byte-identical "
+        f"(n_tokens={e.data['n_tokens']})"
+        for e in events_of(events, "ckpt_create")
+        if e.data["identical_to_restored"]
+    ]
+    return out

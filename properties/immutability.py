@@ -1,0 +1,47 @@
+"""IMM family: what was published does not change (review: "checkpoints are only mutated
+before publication", seed 000; #27451's copy-on-update)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pcspec.model.heap import Event
+from pcspec.model.ownership import holders
+from pcspec.model.server import Server
+
+
+def imm1_published_checkpoint_unchanged(srv: Server, events: Sequence[Event]) -> list[str]:
+    out: list[str] = []
+    seen: set[int] = set()
+    for h in holders(srv):
+        for ck in h.checkpoints:
+            if ck.id in seen or ck.sealed is None:
+                continue
+            seen.add(ck.id)
+            now = ck.fingerprint()
+            if now != ck.sealed:
+                out.append(
+                    f"{ck.describe()} held by {h.name} changed after publication: "
+                    f"was {_short(ck.sealed)}, now {_short(now)}"
+                )
+    return out
+
+
+def imm2_entry_unchanged(srv: Server, events: Sequence[Event]) -> list[str]:
+    if srv.cache is None:
+        return []
+    out: list[str] = []
+    for e in srv.cache.entries:
+        if e.sealed is not None and e.fingerprint() != e.sealed:
+            was = sum(1 for _ in e.sealed[1])  # type: ignore[arg-type]
+            now = len(e.data_buffers())
+            out.append(
+                f"cache entry #{e.id} ({e.prompt.n_tokens} tokens) changed while in the cache: "
+                f"saved state buffers {was} -> {now} (main {'present' if e.main else 'emptied'})"
+            )
+    return out
+
+
+def _short(fp: object) -> str:
+    text = repr(fp)
+    return text if len(text) <= 160 else text[:157] + "..."

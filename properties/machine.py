@@ -1,0 +1,355 @@
+"""The Hypothesis state machine that drives any variant of the model.
+
+Initial configurations are small enough to hit every limit (a byte limit of a few entries,
+two to four checkpoints, a min step of a few tokens, one to three slots, each memory kind,
+with and without a draft). Requests are chat-like (user-message spans) or raw; prompts are
+new, exact resends, extensions that include the previous reply (as chat clients send them),
+or divergences; some are pinned. Faults hit every site of ``Faults.SITES``.
+
+Every rule is recorded as a trace operation (``pcspec.model.ops``) and applied through the
+same code as ``pcspec replay``; the properties are judged after every model operation. A
+violation of a *target* property fails the example, so Hypothesis shrinks it to a short
+trace; other violations are only recorded (``found``), so one run can survey a variant.
+
+Binding to your own variant::
+
+    from pcspec.properties.machine import machine_for
+    from pcspec.model.variants import FIXED
+    import dataclasses
+    MyVariant = dataclasses.replace(FIXED, name="mine", keep_restored=False)
+    TestMine = machine_for(MyVariant, targets=["PERF-2"]).TestCase   # a unittest class for pytest
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from pcspec.errors import PcspecError
+from pcspec.model import ops
+from pcspec.model.config import Config, MemoryKind
+from pcspec.model.heap import Faults
+from pcspec.model.processing import sample_token
+from pcspec.model.server import Server
+from pcspec.model.slotfile import field_map, read_slot_file
+from pcspec.model.variants import Variant
+from pcspec.properties.base import Property, Violation
+from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.runner import Judge
+
+SYSTEM = tuple(range(1, 9))  # a system prompt every conversation shares
+FAULT = st.sampled_from([-1, -1, -1, 0, 1, 2])  # no fault, or one of the example's fault sites
+N_CONVS = 3
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> Config:
+    """Configurations small enough that every limit is reached within a few requests."""
+    memory = draw(st.sampled_from(list(MemoryKind)))
+    n_slots = draw(st.integers(1, 3))
+    has_draft = draw(st.booleans())
+    cell, rs = 8, 64
+    cache_ram = draw(st.sampled_from([-1, 200, 400, 700, 1200, 2500]))
+    return Config(
+        n_slots=n_slots,
+        n_ctx_slot=draw(st.sampled_from([64, 96, 128])),
+        n_batch=draw(st.sampled_from([8, 16])),
+        n_ubatch=draw(st.sampled_from([2, 4])),
+        kv_unified=draw(st.booleans()),
+        memory=memory,
+        n_swa=4,
+        swa_cells=8,
+        n_rs_seq=draw(st.sampled_from([0, 0, 2])),
+        cell_bytes=cell,
+        rs_bytes=rs,
+        has_draft=has_draft,
+        draft_memory=draw(st.sampled_from([MemoryKind.KV, memory])) if has_draft else MemoryKind.KV,
+        draft_cell_bytes=4,
+        draft_rs_bytes=32,
+        spec_bytes=draw(st.sampled_from([0, 8])) if has_draft else 0,
+        n_ctx_checkpoints=draw(st.integers(2, 4)),
+        checkpoint_min_step=draw(st.sampled_from([2, 4, 8])),
+        cache_ram=cache_ram,
+        cache_idle_slots=draw(st.booleans()),
+        slot_prompt_similarity=draw(st.sampled_from([0.1, 0.1, 0.0])),
+        ctx_shift=draw(st.booleans()),
+    )
+
+
+def reply(tokens: Sequence[int], n_predict: int) -> tuple[int, ...]:
+    """What a client receives for a prompt: the model's ``n_predict`` sampled tokens."""
+    seq = tuple(tokens)
+    out: list[int] = []
+    for _ in range(n_predict):
+        t = sample_token(seq)
+        out.append(t)
+        seq += (t,)
+    return tuple(out)
+
+
+@dataclass
+class Conversation:
+    tokens: tuple[int, ...] = ()
+    spans: tuple[int, ...] = ()
+    turn: int = 0
+
+
+@dataclass
+class Found:
+    """First violation of each property seen in a run (not necessarily shrunk)."""
+
+    first: dict[str, tuple[Violation, list[dict[str, Any]], Config]] = field(default_factory=dict)
+    steps: int = 0
+    # The last failing example of a target property: after shrinking, the minimal one.
+    last: tuple[Violation, list[dict[str, Any]], Config] | None = None
+
+
+class CacheMachine(RuleBasedStateMachine):
+    """Drives ``Server(config, variant)``; bound to a variant by ``machine_for``."""
+
+    variant: ClassVar[Variant]
+    targets: ClassVar[frozenset[str]] = frozenset()
+    props: ClassVar[tuple[Property, ...]] = CATALOGUE
+    found: ClassVar[Found]
+    n_predict: ClassVar[int] = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.srv: Server | None = None
+        self.trace: list[dict[str, Any]] = []
+        self.convs = [Conversation() for _ in range(N_CONVS)]
+        self.files: set[str] = set()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    @initialize(cfg=configs(), sites=st.lists(st.sampled_from(Faults.SITES), min_size=1, max_size=3, unique=True))
+    def setup(self, cfg: Config, sites: list[str]) -> None:
+        # Swarm testing: each example injects faults at a few sites only, so the rare
+        # combinations (a draft load failing after a save, an allocation failing inside
+        # one) come up often instead of being diluted over every site.
+        self.cfg = cfg
+        self.sites = sites
+        self.srv = Server(cfg, self.variant)
+        self.judge = Judge(self.srv, self.props)
+
+    def do(self, op: dict[str, Any]) -> None:
+        assert self.srv is not None
+        self.trace.append(op)
+        for _ in ops.apply(self.srv, op):
+            type(self).found.steps += 1
+            for v in self.judge():
+                first = type(self).found.first
+                if v.property not in first:
+                    first[v.property] = (v, list(self.trace), self.cfg)
+                if v.property in self.targets:
+                    type(self).found.last = (v, list(self.trace), self.cfg)
+                    raise AssertionError(f"{v.property} violated at op {v.op}: {v.message}")
+
+    def _user_msg(self, k: int, turn: int, n: int) -> tuple[int, ...]:
+        return tuple(100 + (k * 37 + turn * 11 + i * 3) % 800 for i in range(n))
+
+    def _send(self, k: int, tokens: tuple[int, ...], spans: tuple[int, ...], pin: int, fault: int = -1) -> None:
+        # A request is where saves and loads happen: arming a fault right before one is how
+        # the interesting failures (a short read inside a save, a draft load failing after
+        # the target load) come up within a few operations.
+        if fault >= 0:
+            self.inject(fault)
+        self.convs[k] = Conversation(tokens, spans, self.convs[k].turn + 1)
+        op: dict[str, Any] = {"op": "request", "tokens": list(tokens), "n_predict": self.n_predict}
+        if spans:
+            op["spans"] = list(spans)
+        if pin >= 0:
+            op["id_slot"] = pin
+        self.do(op)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    @rule(k=st.integers(0, N_CONVS - 1), n=st.integers(4, 30), pin=st.integers(-1, 2), chat=st.booleans(), fault=FAULT)
+    def new_prompt(self, k: int, n: int, pin: int, chat: bool, fault: int) -> None:
+        body = self._user_msg(k, self.convs[k].turn, n)
+        tokens = SYSTEM + body if chat else body
+        self._send(k, tokens, (len(SYSTEM),) if chat else (), pin, fault)
+
+    @precondition(lambda self: any(c.tokens for c in self.convs))
+    @rule(k=st.integers(0, N_CONVS - 1), n=st.integers(2, 20), pin=st.integers(-1, 2), fault=FAULT)
+    def extend(self, k: int, n: int, pin: int, fault: int) -> None:
+        c = self.convs[k]
+        if not c.tokens:
+            return
+        prev = c.tokens + reply(c.tokens, self.n_predict)
+        if len(prev) + n + 8 > self.cfg.n_ctx_slot:
+            return  # the client would start over; new_prompt covers that
+        self._send(k, prev + self._user_msg(k, c.turn, n), c.spans + (len(prev),), pin, fault)
+
+    @precondition(lambda self: any(c.tokens for c in self.convs))
+    @rule(k=st.integers(0, N_CONVS - 1), pin=st.integers(-1, 2), fault=FAULT)
+    def resend(self, k: int, pin: int, fault: int) -> None:
+        c = self.convs[k]
+        if c.tokens:
+            self._send(k, c.tokens, c.spans, pin, fault)
+
+    @precondition(lambda self: any(c.tokens for c in self.convs))
+    @rule(k=st.integers(0, N_CONVS - 1), cut=st.integers(1, 60), n=st.integers(1, 12), pin=st.integers(-1, 2), fault=FAULT)
+    def diverge(self, k: int, cut: int, n: int, pin: int, fault: int) -> None:
+        c = self.convs[k]
+        if not c.tokens:
+            return
+        cut = min(cut, len(c.tokens))
+        tokens = c.tokens[:cut] + self._user_msg(k + 5, c.turn, n)
+        self._send(k, tokens, tuple(s for s in c.spans if s < cut) + (cut,), pin, fault)
+
+    # -- workflows (several operations that users run together) ---------------------------------
+
+    @rule(ks=st.lists(st.integers(0, N_CONVS - 1), min_size=2, max_size=4), n=st.integers(2, 12), fault=FAULT)
+    def alternate(self, ks: list[int], n: int, fault: int) -> None:
+        """Conversations taking turns (seed 000's "two conversations alternating on one
+        slot": every request saves one and loads another), then the first one again with
+        the fault armed before the request that loads it."""
+        for i, k in enumerate([*ks, ks[0]]):
+            f = fault if i == len(ks) else -1
+            if self.convs[k].tokens:
+                self.extend(k, n, -1, f)
+            else:
+                self.new_prompt(k, n, -1, True, f)
+            self.run()
+
+    @rule(
+        src=st.integers(0, 2),
+        dst=st.integers(0, 2),
+        pick=st.integers(0, 63),
+        how=st.sampled_from(["none", "huge", "huge", "plus1", "minus1", "zero", "truncate"]),
+    )
+    def file_round_trip(self, src: int, dst: int, pick: int, how: str) -> None:
+        """Save a slot, maybe damage the file on disk, restore it (into any slot)."""
+        n = self.cfg.n_slots
+        self.slot_save(src % n, "c.bin")
+        if how != "none":
+            self.corrupt("c.bin", pick, how)
+        self.slot_restore(dst % n, "c.bin")
+
+    # -- the server's own progress -------------------------------------------------------------
+
+    @rule(n=st.integers(1, 4))
+    def steps(self, n: int) -> None:
+        for _ in range(n):
+            self.do({"op": "step"})
+
+    @rule()
+    def run(self) -> None:
+        self.do({"op": "run", "max_steps": 500})
+
+    # -- faults and actions --------------------------------------------------------------------
+
+    @rule(pick=st.integers(0, 2))
+    def inject(self, pick: int) -> None:
+        self.do({"op": "inject", "site": self.sites[pick % len(self.sites)]})
+
+    @rule(slot=st.integers(0, 2), name=st.sampled_from(["a.bin", "b.bin", "c.bin"]))
+    def slot_save(self, slot: int, name: str) -> None:
+        if slot < self.cfg.n_slots:
+            self.files.add(name)
+            self.do({"op": "slot_save", "id_slot": slot, "filename": name})
+
+    @precondition(lambda self: bool(self.files))
+    @rule(slot=st.integers(0, 2), name=st.sampled_from(["a.bin", "b.bin", "c.bin"]))
+    def slot_restore(self, slot: int, name: str) -> None:
+        if slot < self.cfg.n_slots and name in self.files:
+            self.do({"op": "slot_restore", "id_slot": slot, "filename": name})
+
+    @precondition(lambda self: bool(self.files))
+    @rule(
+        name=st.sampled_from(["a.bin", "b.bin", "c.bin"]),
+        pick=st.integers(0, 63),
+        how=st.sampled_from(["huge", "huge", "plus1", "minus1", "zero", "truncate"]),
+    )
+    def corrupt(self, name: str, pick: int, how: str) -> None:
+        """A corruption the format can detect: a length, count, magic or version field set to a
+        wrong value, or the file cut short. (Semantic corruptions -- well-formed but wrong token
+        ids or positions -- are a separate campaign: no reader can tell them from the truth.)"""
+        assert self.srv is not None
+        data = self.srv.files.get(name)
+        if data is None:
+            return
+        if how == "truncate":
+            self.do({"op": "corrupt_file", "filename": name, "truncate": len(data) * pick // 64})
+            return
+        try:
+            parsed = read_slot_file(data, name)
+        except PcspecError:
+            return
+        fields = [f for f in field_map(parsed) if not f[0].endswith(("n_tokens", "pos_min", "pos_max"))]
+        if how == "huge":  # a huge value matters where it is a length or a count
+            fields = [f for f in fields if f[0].endswith(("length", "count"))] or fields
+        if not fields:
+            return
+        _, offset, width = fields[pick % len(fields)]
+        value = int.from_bytes(data[offset : offset + width], "little")
+        new = {"huge": (1 << (8 * width)) - 2, "plus1": value + 1, "minus1": value - 1, "zero": 0}[how]
+        new %= 1 << (8 * width)
+        self.do({"op": "corrupt_file", "filename": name, "offset": offset, "data": list(new.to_bytes(width, "little"))})
+
+    @rule(slot=st.integers(0, 2))
+    def slot_erase(self, slot: int) -> None:
+        if slot < self.cfg.n_slots:
+            self.do({"op": "slot_erase", "id_slot": slot})
+
+    @rule()
+    def sleep_wake(self) -> None:
+        self.do({"op": "sleep_wake"})
+
+    @invariant()
+    def alive(self) -> None:
+        """Nothing to check here: properties are judged inside ``do`` after every operation."""
+
+
+def machine_for(
+    variant: Variant, targets: Iterable[str] = (), props: Sequence[Property] = CATALOGUE
+) -> type[CacheMachine]:
+    """A fresh machine class bound to ``variant``; violations of ``targets`` fail examples."""
+    name = "Machine_" + "".join(ch if ch.isalnum() else "_" for ch in variant.name)
+    cls = type(
+        name,
+        (CacheMachine,),
+        {"variant": variant, "targets": frozenset(targets), "props": tuple(props), "found": Found()},
+    )
+    return cls
+
+
+# No "explain" phase: it re-runs the shrunk example hundreds of times to annotate the report,
+# which costs more than finding and shrinking together, and our report is the trace itself.
+_PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
+
+PROFILES = {
+    # Deterministic, bounded: what the test suite runs.
+    "ci": settings(
+        max_examples=60,
+        stateful_step_count=25,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+        phases=_PHASES,
+    ),
+    "dev": settings(
+        max_examples=300,
+        stateful_step_count=40,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=_PHASES,
+    ),
+    "campaign": settings(
+        max_examples=5000,
+        stateful_step_count=60,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=_PHASES,
+    ),
+}

@@ -1,0 +1,54 @@
+"""RB family: a failed save rolls back (seed 000: #30137 pops the entry; review point 3).
+
+RB-1 is judged on the state (no entry holds a partial or zero-filled state), RB-2 on the
+``save_end`` event (the cache fingerprint before and after a save that returned false), RB-3
+on crashes inside a save.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pcspec.model.heap import Event
+from pcspec.model.server import Server
+from pcspec.properties.base import events_of
+
+
+def rb1_no_partial_entry(srv: Server, events: Sequence[Event]) -> list[str]:
+    if srv.cache is None:
+        return []
+    out: list[str] = []
+    for e in srv.cache.entries:
+        for b in e.data_buffers():
+            if not b.complete:
+                out.append(
+                    f"cache entry #{e.id} ({e.prompt.n_tokens} tokens) holds a partial {b.role} state: "
+                    f"{b.filled} of {b.size} bytes filled"
+                    + (" (rest zero-filled)" if b.zeroed else " (rest never written)")
+                )
+    return out
+
+
+def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> list[str]:
+    out: list[str] = []
+    for e in events_of(events, "save_end"):
+        if e.data["ok"] or e.data["before"] == e.data["after"]:
+            continue
+        before, after = e.data["before"], e.data["after"]
+        ids_before = [i for i, _ in before[1]] if before else []
+        ids_after = [i for i, _ in after[1]] if after else []
+        gone = [i for i in ids_before if i not in ids_after]
+        limit = "" if not before or before[0] == after[0] else f", limit {before[0]} -> {after[0]}"
+        out.append(
+            f"a failed save of slot {e.data['slot']} changed the cache: entries {ids_before} -> "
+            f"{ids_after} (lost {gone}){limit}"
+        )
+    return out
+
+
+def rb3_alloc_failure_contained(srv: Server, events: Sequence[Event]) -> list[str]:
+    return [
+        f"allocation failure during a save crashed the server at {e.data['where']}: {e.data['message']}"
+        for e in events_of(events, "crash")
+        if "bad_alloc" in e.data["message"] and "alloc" in e.data["where"]
+    ]

@@ -1,0 +1,39 @@
+"""STATE, NOABORT and PERF-1: memory agrees with bookkeeping, the server never aborts, and
+copies of a prompt copy no checkpoint payload."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pcspec.model.heap import Event
+from pcspec.model.server import Server
+from pcspec.properties.base import events_of
+
+
+def state1_memory_matches_tokens(srv: Server, events: Sequence[Event]) -> list[str]:
+    out: list[str] = []
+    for s in srv.slots:
+        for ctx in srv.contexts():
+            mem = ctx.seqs[s.id]
+            if not mem.is_state_of(s.prompt.tokens):
+                what = "garbage" if mem.garbage else f"{mem.n_tokens} tokens" + (
+                    "" if mem.attn == mem.part or not mem.has_part or not mem.has_attn else " (parts disagree)"
+                )
+                out.append(
+                    f"slot {s.id}: context {ctx.name} memory holds {what}, but the slot bookkeeps "
+                    f"{s.prompt.n_tokens} tokens"
+                    + ("" if mem.n_tokens != s.prompt.n_tokens or mem.garbage else " (different tokens)")
+                )
+    return out
+
+
+def noabort1_no_crash(srv: Server, events: Sequence[Event]) -> list[str]:
+    return [f"the server aborted at {e.data['where']}: {e.data['message']}" for e in events_of(events, "crash")]
+
+
+def perf1_no_payload_copies(srv: Server, events: Sequence[Event]) -> list[str]:
+    copies = events_of(events, "copy_payload")
+    if not copies:
+        return []
+    total = sum(int(e.data["bytes"]) for e in copies)
+    return [f"{len(copies)} checkpoint payload buffers deep-copied ({total} bytes)"]

@@ -1,0 +1,45 @@
+"""UNINIT family: no uninitialized heap byte is reachable, loaded, or written to a file.
+
+#30137 stopped zero-filling state buffers; that is safe only while every fill is validated
+(seed 000, security note). Zero-filled bytes are initialized (they are not the state, which
+RB-1 and STATE-1 judge); unwritten bytes of a no-init buffer are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pcspec.model.heap import Event
+from pcspec.model.ownership import holders
+from pcspec.model.server import Server
+from pcspec.properties.base import events_of
+
+
+def uninit1_no_unwritten_reachable(srv: Server, events: Sequence[Event]) -> list[str]:
+    out: list[str] = []
+    for h in holders(srv):
+        for b in h.data:
+            if b.unwritten:
+                out.append(f"{h.name} holds {b.role} buffer #{b.id} with {b.unwritten} of {b.size} bytes never written")
+        for ck in h.checkpoints:
+            for b in ck.buffers():
+                if b.unwritten:
+                    out.append(
+                        f"{h.name} holds {ck.describe()} whose {b.role} buffer #{b.id} has "
+                        f"{b.unwritten} of {b.size} bytes never written"
+                    )
+    return out
+
+
+def uninit2_no_unwritten_loaded_or_written(srv: Server, events: Sequence[Event]) -> list[str]:
+    out = [
+        f"{e.data['unwritten']} unwritten bytes of buffer #{e.data['buf']} loaded into "
+        f"context {e.data['ctx']} sequence {e.data['seq']}"
+        for e in events_of(events, "uninit_loaded")
+    ]
+    out += [
+        f"slot file {e.data['filename']!r} written with {e.data['unwritten']} unwritten bytes"
+        for e in events_of(events, "file_write")
+        if e.data.get("unwritten", 0)
+    ]
+    return out
