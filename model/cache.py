@@ -95,8 +95,7 @@ class PromptCache:
             return [e.per_holder_size() for e in self.entries]
         if acc == Accounting.UNDERCOUNT:
             return [
-                sum(b.size for b in e.data_buffers())
-                + sum(ck.size() for ck in e.prompt.checkpoints if ck.refs <= 1)
+                sum(b.size for b in e.data_buffers()) + sum(ck.size() for ck in e.prompt.checkpoints if ck.refs <= 1)
                 for e in self.entries
             ]
         seen = {b.id for b in new_bufs}
@@ -200,9 +199,7 @@ class PromptCache:
         if self.heap.faults.hit("save.alloc.entry"):
             self.heap.emit("alloc_failed", size=prompt.n_tokens * 4, role="entry", site="save.alloc.entry")
             raise BadAlloc("save.alloc.entry")
-        copies = copy_checkpoints(
-            self.heap, prompt.checkpoints, self.variant.sharing, self.variant.zero_init, None
-        )
+        copies = copy_checkpoints(self.heap, prompt.checkpoints, self.variant.sharing, self.variant.zero_init, None)
         entry = CacheEntry(self.heap.new_id(), Prompt(prompt.tokens), main, drft)
         for ck in copies:
             hold(self.heap, entry.prompt, ck)
@@ -245,7 +242,9 @@ class PromptCache:
             try:
                 entry = self._build_entry(prompt, main, drft)
             except BadAlloc as exc:
-                raise Abort("server_prompt_cache::alloc", f"uncaught std::bad_alloc ({exc}) in states.push_back") from None
+                raise Abort(
+                    "server_prompt_cache::alloc", f"uncaught std::bad_alloc ({exc}) in states.push_back"
+                ) from None
         self._publish(entry)
         return entry
 
@@ -268,9 +267,7 @@ class PromptCache:
 
     # -- the fixed save --------------------------------------------------------------------
 
-    def save_transactional(
-        self, prompt: Prompt, ctx_tgt: Context, ctx_dft: Context | None, seq: int
-    ) -> bool:
+    def save_transactional(self, prompt: Prompt, ctx_tgt: Context, ctx_dft: Context | None, seq: int) -> bool:
         """``fixed``: build and fill off the list, validate, then remove obsolete entries, make
         room and insert. Any failure leaves the cache exactly as it was."""
         if self._contained(prompt.tokens):
@@ -308,21 +305,16 @@ class PromptCache:
 
     # -- load --------------------------------------------------------------------------------
 
-    def load(
-        self, prompt: Prompt, tokens_new: Tokens, ctx_tgt: Context, ctx_dft: Context | None, seq: int
-    ) -> bool:
+    def load(self, prompt: Prompt, tokens_new: Tokens, ctx_tgt: Context, ctx_dft: Context | None, seq: int) -> bool:
         """server-task.cpp: server_prompt_cache::load. On success the slot's prompt becomes the
         chosen entry's (tokens and checkpoints) and the entry leaves the cache."""
         n_new = len(tokens_new)
         base = policy.load_baseline(lcp(prompt.tokens, tokens_new), prompt.n_tokens, n_new)
         cands = [
-            policy.entry_fractions(lcp(e.prompt.tokens, tokens_new), e.prompt.n_tokens, n_new)
-            for e in self.entries
+            policy.entry_fractions(lcp(e.prompt.tokens, tokens_new), e.prompt.n_tokens, n_new) for e in self.entries
         ]
         i = policy.load_select(base[0], base[1], cands)
-        self.heap.emit(
-            "load_scan", base=base, candidates=cands, chosen=None if i is None else self.entries[i].id
-        )
+        self.heap.emit("load_scan", base=base, candidates=cands, chosen=None if i is None else self.entries[i].id)
         if i is None:
             return True
         e = self.entries[i]

@@ -163,8 +163,7 @@ class Config:
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise PcspecError(
-                f"unknown configuration key(s) {', '.join(unknown)}; "
-                f"valid keys: {', '.join(sorted(known))}",
+                f"unknown configuration key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}",
                 where,
             )
         kwargs: dict[str, Any] = {}

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-class BadAlloc(Exception):  # noqa: N818 - named after std::bad_alloc on purpose
+class BadAlloc(Exception):
     """``std::bad_alloc``: an allocation failed (injected, or beyond ``host_ram``)."""
 
 
-class Abort(Exception):  # noqa: N818 - named after GGML_ABORT on purpose
+class Abort(Exception):
     """``GGML_ABORT`` or an uncaught C++ exception: the server process dies.
 
     The model raises it where the C++ aborts and ``Server`` turns it into a recorded crash;

@@ -123,7 +123,9 @@ def apply(srv: Server, op: dict[str, Any]) -> Iterator[None]:
         "slot_save": lambda: srv.slot_action("save", op["id_slot"], op["filename"]),
         "slot_restore": lambda: srv.slot_action("restore", op["id_slot"], op["filename"]),
         "slot_erase": lambda: srv.slot_action("erase", op["id_slot"]),
-        "corrupt_file": lambda: srv.corrupt_file(op["filename"], op.get("offset", 0), bytes(op.get("data", [])), op.get("truncate")),
+        "corrupt_file": lambda: srv.corrupt_file(
+            op["filename"], op.get("offset", 0), bytes(op.get("data", [])), op.get("truncate")
+        ),
         "request": lambda: srv.request(
             tuple(op["tokens"]),
             tuple(op.get("spans", [])),

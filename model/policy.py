@@ -35,9 +35,7 @@ def entry_fractions(lcp: int, n_entry: int, n_new: int) -> tuple[float, float]:
     return f_keep, f_sim
 
 
-def load_select(
-    f_keep_base: float, f_sim_base: float, candidates: Sequence[tuple[float, float]]
-) -> int | None:
+def load_select(f_keep_base: float, f_sim_base: float, candidates: Sequence[tuple[float, float]]) -> int | None:
     """Index of the entry ``load`` picks, or None (server-task.cpp: server_prompt_cache::load).
 
     Entries are scanned front (oldest) to back. An entry is skipped when its ``f_keep`` is
@@ -56,9 +54,7 @@ def load_select(
     return best
 
 
-def sweep_too_close(
-    ckpts: Sequence[tuple[int, int]], id_task: int, min_step: int, cap: int
-) -> list[int]:
+def sweep_too_close(ckpts: Sequence[tuple[int, int]], id_task: int, min_step: int, cap: int) -> list[int]:
     """Indices (ascending) the too-close sweep erases (server-context.cpp: create_checkpoint).
 
     ``ckpts`` is the slot's list in order as ``(n_tokens, id_task)``. Walking front to back
@@ -107,9 +103,7 @@ def restore_choice(ckpts: Sequence[tuple[int, int]], pos_next: int, thold: int) 
     return None
 
 
-def restored_positions(
-    pos_next: int, ck_pos_min: int, ck_pos_max: int, ck_n_tokens: int
-) -> tuple[int, int]:
+def restored_positions(pos_next: int, ck_pos_min: int, ck_pos_max: int, ck_n_tokens: int) -> tuple[int, int]:
     """``(pos_next, n_past)`` after restoring a checkpoint (text tokens: one position each).
 
     A recurrent checkpoint (``pos_min == pos_max == P``) resumes at ``P + 1``; an SWA one
@@ -125,9 +119,7 @@ def invalidated(ckpts: Sequence[tuple[int, int]], pos_next: int, n_prefix: int) 
     ``ckpts`` are ``(pos_max, n_tokens)``. November 2026 (seed 001): erased when
     ``pos_max > pos_next`` or ``n_tokens > n_prefix`` (tokens not shared with the new prompt).
     """
-    return [
-        i for i, (pos_max, n_tokens) in enumerate(ckpts) if pos_max > pos_next or n_tokens > n_prefix
-    ]
+    return [i for i, (pos_max, n_tokens) in enumerate(ckpts) if pos_max > pos_next or n_tokens > n_prefix]
 
 
 def is_oversize(new_size: int, limit_size: int) -> bool:

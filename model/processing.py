@@ -154,9 +154,7 @@ def prompt_batch(srv: Server, slot: Slot) -> None:
         if not do_ckpt:
             continue
         pos = n_start + n_cur
-        if pos in spans and (
-            pos == last_user or not ckpts or pos > ckpts[-1].n_tokens + cfg.checkpoint_min_step
-        ):
+        if pos in spans and (pos == last_user or not ckpts or pos > ckpts[-1].n_tokens + cfg.checkpoint_min_step):
             break
         remaining = task.n_tokens - pos
         if remaining in (tail_a, tail_b):
@@ -171,10 +169,7 @@ def prompt_batch(srv: Server, slot: Slot) -> None:
     if pos_min < 0:
         do_ckpt = False
     do_ckpt = do_ckpt and (
-        not ckpts
-        or n_start == last_user
-        or near_end
-        or n_start > ckpts[-1].n_tokens + cfg.checkpoint_min_step
+        not ckpts or n_start == last_user or near_end or n_start > ckpts[-1].n_tokens + cfg.checkpoint_min_step
     )
     if do_ckpt:
         create_checkpoint(srv, slot, n_cur, pos_min, pos_max)
@@ -265,13 +260,11 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
     )
 
 
-class _ShortSnapshot(Exception):  # noqa: N818
+class _ShortSnapshot(Exception):
     """``GGML_ABORT("checkpoint size mismatch: expected %zu, got %zu")`` in update_tgt/dft."""
 
 
-def _snapshot(
-    srv: Server, slot: Slot, ctx: Context, role: str, site: str, recycled: Buffer | None
-) -> Buffer:
+def _snapshot(srv: Server, slot: Slot, ctx: Context, role: str, site: str, recycled: Buffer | None) -> Buffer:
     """common_prompt_checkpoint::update_tgt / update_dft with PARTIAL_ONLY."""
     size = ctx.get_size(slot.id, PARTIAL_ONLY)
     if recycled is not None and recycled.size == size:

@@ -190,7 +190,7 @@ def save(srv: Server, slot: Slot, filename: str) -> None:
 
 
 def _fail(srv: Server, slot: Slot, filename: str, reason: str) -> None:
-    """"Unable to restore slot: <reason>" -- the slot is cleared (prompt_clear)."""
+    """ "Unable to restore slot: <reason>" -- the slot is cleared (prompt_clear)."""
     srv.heap.emit("file_restore_failed", slot=slot.id, filename=filename, reason=reason)
     srv.last_result = {"error": reason}
     slot.prompt_clear(srv)
@@ -256,7 +256,12 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         # list whose marker became a legacy list, say) is installed over a state of
         # another length.
         mem.clear()
-        _fail(srv, slot, filename, f"the state holds {img.describes().__len__()} positions but the file has {len(tokens)} tokens")
+        _fail(
+            srv,
+            slot,
+            filename,
+            f"the state holds {img.describes().__len__()} positions but the file has {len(tokens)} tokens",
+        )
         return
     slot.prompt.tokens = tokens  # slot.prompt.clear(), then the tokens are installed
     drop_all(heap, slot.prompt)

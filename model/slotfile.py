@@ -310,8 +310,7 @@ def _decode_tokens(words: list[int], path: str, base: int) -> tuple[list[int], b
         raise _error(
             path,
             at(1),
-            f"Unsupported server tokens state version {version} "
-            f"(expected {SERVER_TOKENS_STATE_VERSION})",
+            f"Unsupported server tokens state version {version} (expected {SERVER_TOKENS_STATE_VERSION})",
         )
     if n_words < 3:
         raise _error(path, at(2), "Unexpected end of server tokens state (no token count)")
@@ -322,8 +321,7 @@ def _decode_tokens(words: list[int], path: str, base: int) -> tuple[list[int], b
         raise _error(
             path,
             at(2),
-            f"Unexpected end of server tokens state: token count {n} but only "
-            f"{n_words - 3} word(s) left",
+            f"Unexpected end of server tokens state: token count {n} but only {n_words - 3} word(s) left",
         )
     tokens = words[3 : 3 + n]
     i_media = 3 + n
@@ -484,9 +482,7 @@ def _parse_appendix(
                     [],
                 )
             if materialize:
-                kept.append(
-                    (rec, FileCheckpoint(n_tokens, pos_min, pos_max, blobs[0], blobs[1], blobs[2]))
-                )
+                kept.append((rec, FileCheckpoint(n_tokens, pos_min, pos_max, blobs[0], blobs[1], blobs[2])))
                 # push_back, then pop_front while over the cap -- the C++ keeps the *last*
                 # n_ctx_checkpoints. (size_t) of a negative cap is huge: no cap at all.
                 if n_ctx_checkpoints is not None and 0 <= n_ctx_checkpoints < len(kept):
@@ -496,9 +492,7 @@ def _parse_appendix(
     return _Appendix("valid", None, cur.pos, count, [c for _, c in kept], [off for off, _ in kept])
 
 
-def cap_checkpoints(
-    checkpoints: Sequence[FileCheckpoint], n_ctx_checkpoints: int
-) -> list[FileCheckpoint]:
+def cap_checkpoints(checkpoints: Sequence[FileCheckpoint], n_ctx_checkpoints: int) -> list[FileCheckpoint]:
     """The last ``n_ctx_checkpoints`` of ``checkpoints``, as the restore keeps them.
 
     server-context.cpp: slot restore -- ``checkpoints.push_back(...)`` then ``pop_front()`` while
@@ -513,9 +507,7 @@ def cap_checkpoints(
     return list(kept)
 
 
-def _locate_appendix(
-    data: bytes, state_start: int, stats: ReadStats | None
-) -> tuple[int, _Appendix] | None:
+def _locate_appendix(data: bytes, state_start: int, stats: ReadStats | None) -> tuple[int, _Appendix] | None:
     """Find the appendix when the state length is unknown (see the module docstring).
 
     Candidates are the offsets ``p >= state_start + MIN_STATE_BYTES`` holding the bytes "SCKP".
@@ -584,8 +576,7 @@ def write_slot_file(
     """
     if unwritten:
         raise PcspecError(
-            "UNINIT-2: refusing to write a slot file from buffer(s) with unwritten bytes: "
-            + ", ".join(unwritten),
+            "UNINIT-2: refusing to write a slot file from buffer(s) with unwritten bytes: " + ", ".join(unwritten),
             where=path,
         )
     if state_version not in STATE_SEQ_VERSIONS:
@@ -676,8 +667,7 @@ def read_slot_file(
         raise _error(
             path,
             0,
-            f"bad magic 0x{magic:08x} (expected 0x{LLAMA_STATE_SEQ_MAGIC:08x} 'ggsq'): "
-            "not a slot file",
+            f"bad magic 0x{magic:08x} (expected 0x{LLAMA_STATE_SEQ_MAGIC:08x} 'ggsq'): not a slot file",
         )
     try:
         version = head.u32("state-sequence version")
@@ -687,8 +677,7 @@ def read_slot_file(
         raise _error(
             path,
             4,
-            f"unsupported state-sequence version {version} "
-            f"(supported: {', '.join(map(str, STATE_SEQ_VERSIONS))})",
+            f"unsupported state-sequence version {version} (supported: {', '.join(map(str, STATE_SEQ_VERSIONS))})",
         )
     try:
         n_words = head.u32("token count")
@@ -700,8 +689,7 @@ def read_slot_file(
         raise _error(
             path,
             8,
-            f"token count {n_words} ({4 * n_words} bytes) exceeds the {head.left} bytes left "
-            "in the file",
+            f"token count {n_words} ({4 * n_words} bytes) exceeds the {head.left} bytes left in the file",
         )
     words = head.words(n_words, "token words")
     tokens, packed = _decode_tokens(words, path, HEADER_BYTES)
@@ -721,8 +709,7 @@ def read_slot_file(
             raise _error(
                 path,
                 state_start,
-                f"state of {state_size} bytes runs past the end of the file "
-                f"({total - state_start} bytes left)",
+                f"state of {state_size} bytes runs past the end of the file ({total - state_start} bytes left)",
             )
         state_end = state_start + state_size
         # The appendix reader first reads the magic; anything else (or nothing) is "no appendix".
@@ -747,9 +734,7 @@ def read_slot_file(
             state_end, trial = found
             # Only the chosen candidate is read for real (blobs copied, cap applied).
             appendix = (
-                _parse_appendix(data, state_end, stats, n_ctx_checkpoints, True)
-                if trial.status == "valid"
-                else trial
+                _parse_appendix(data, state_end, stats, n_ctx_checkpoints, True) if trial.status == "valid" else trial
             )
 
     state = data[state_start:state_end]
@@ -767,8 +752,7 @@ def read_slot_file(
         reason = (
             None
             if appendix_end == total
-            else f"no appendix magic at byte {state_end}; {total - state_end} byte(s) after "
-            "the state are not read"
+            else f"no appendix magic at byte {state_end}; {total - state_end} byte(s) after the state are not read"
         )
         n_read = state_end
     elif appendix.status != "valid":
@@ -786,8 +770,7 @@ def read_slot_file(
         reason = (
             None
             if appendix_end == total
-            else f"{total - appendix_end} byte(s) after the appendix end (byte {appendix_end}) "
-            "are not read"
+            else f"{total - appendix_end} byte(s) after the appendix end (byte {appendix_end}) are not read"
         )
         n_read = appendix_end
     return SlotFile(

@@ -28,8 +28,7 @@ COMMAND_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pcspec",
-        description="Executable specification and verifier of llama-server's prompt cache "
-        "and context checkpoints.",
+        description="Executable specification and verifier of llama-server's prompt cache and context checkpoints.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:

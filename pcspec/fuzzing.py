@@ -13,8 +13,8 @@ seed and same commit give the same result, unless a time budget cut the run shor
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import Phase, settings
@@ -68,11 +68,16 @@ SHRINK_SECONDS = 10
 
 
 def _run(
-    cls: type[CacheMachine], profile: str, seed: int, examples: int | None, seconds: float, hypothesis_shrink: bool = False
+    cls: type[CacheMachine],
+    profile: str,
+    seed: int,
+    examples: int | None,
+    seconds: float,
+    hypothesis_shrink: bool = False,
 ) -> Run:
-    _engine.MAX_SHRINKING_SECONDS = SHRINK_SECONDS  # type: ignore[misc]
+    _engine.MAX_SHRINKING_SECONDS = SHRINK_SECONDS
     cls = _budgeted(cls, time.monotonic() + seconds)
-    cls._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]  # what @seed does
+    cls._hypothesis_internal_use_seed = seed  # what @seed does
     base = PROFILES[profile]
     # By default a hunt stops at the first failing example and pcspec.shrink shrinks it by
     # replay, which is much faster than Hypothesis shrinking a stateful run.
@@ -80,7 +85,7 @@ def _run(
     s = settings(base, derandomize=False, max_examples=examples or base.max_examples, phases=phases)
     t0 = time.monotonic()
     try:
-        run_state_machine_as_test(cls, settings=s)
+        run_state_machine_as_test(cls, settings=s)  # type: ignore[no-untyped-call]
     except AssertionError:
         if not cls.targets:
             raise

@@ -75,7 +75,7 @@ def shrink(trace: Trace, pid: str, max_replays: int = 3000) -> Trace:
         changed = False
         for i, op in enumerate(ops):
             for cand_op in _simpler(op):
-                cand = ops[:i] + [cand_op] + ops[i + 1 :]
+                cand = [*ops[:i], cand_op, *ops[i + 1:]]
                 if fails(cand):
                     ops, changed = cand, True
                     break

@@ -72,7 +72,9 @@ def parse(text: str, where: str = "<trace>", variant: str | None = None) -> Trac
             f'line {n0}: not a pcspec trace header (expected {{"schema": {SCHEMA}, "kind": "{KIND}", ...}})', where
         )
     if head.get("schema") != SCHEMA:
-        raise PcspecError(f"line {n0}: unsupported trace schema {head.get('schema')!r} (this pcspec reads {SCHEMA})", where)
+        raise PcspecError(
+            f"line {n0}: unsupported trace schema {head.get('schema')!r} (this pcspec reads {SCHEMA})", where
+        )
     try:
         v = get_variant(variant or str(head.get("variant", "")))
     except PcspecError as exc:

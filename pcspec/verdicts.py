@@ -10,6 +10,7 @@ then replayed to confirm it reproduces. A cell matches the oracle when ``violate
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ class Cell:
     message: str | None = None
     replayed: bool | None = None
 
-    @property
+    @builtins.property  # (the field `property` shadows the builtin in this class body)
     def ok(self) -> bool:
         if self.verdict == "unknown":
             return False
@@ -121,6 +122,7 @@ def fuzz_variant(
     for pid in pids:
         exp = expected_row.get(pid, "?")
         if pid in hits or exp == "x":
+            hit: Hit | None
             if pid in hits:
                 hrun, hit = run, hits[pid]
             else:
@@ -131,7 +133,16 @@ def fuzz_variant(
                 cells.append(Cell(v.name, pid, exp, "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok))
                 continue
             complete = hrun.complete and run.complete
-            cells.append(Cell(v.name, pid, exp, "holds" if complete else "unknown", run.steps + hrun.steps, run.seconds + hrun.seconds))
+            cells.append(
+                Cell(
+                    v.name,
+                    pid,
+                    exp,
+                    "holds" if complete else "unknown",
+                    run.steps + hrun.steps,
+                    run.seconds + hrun.seconds,
+                )
+            )
             continue
         cells.append(Cell(v.name, pid, exp, "holds" if run.complete else "unknown", run.steps, run.seconds))
     return cells

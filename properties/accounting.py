@@ -37,7 +37,9 @@ def acc2_reject_iff_oversize(srv: Server, events: Sequence[Event]) -> list[str]:
     for e in events_of(events, "entry_insert"):
         limit = e.data["limit"]
         if limit > 0 and e.data["own_unique"] > limit:
-            out.append(f"entry #{e.data['entry']} of {e.data['own_unique']} unique bytes admitted over the limit {limit}")
+            out.append(
+                f"entry #{e.data['entry']} of {e.data['own_unique']} unique bytes admitted over the limit {limit}"
+            )
     return out
 
 
@@ -58,7 +60,9 @@ def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
     limit = cache.limit_size
     for e in events_of(events, "entry_insert"):
         if limit > 0 and e.data["unique_after"] > limit:
-            out.append(f"entry #{e.data['entry']} published with {e.data['unique_after']} unique bytes over the limit {limit}")
+            out.append(
+                f"entry #{e.data['entry']} published with {e.data['unique_after']} unique bytes over the limit {limit}"
+            )
     uniq = srv.unique_bytes
     if limit > 0 and uniq > limit:
         out.append(f"the cache holds {uniq} unique bytes over the limit {limit}")

@@ -53,7 +53,10 @@ def ckpt2_describes_prefix(srv: Server, events: Sequence[Event]) -> list[str]:
                 continue
             if h.task_tokens is not None and describes_prefix(ck, h.task_tokens):
                 continue
-            out.append(f"{h.name} holds {ck.describe()} that is not the state of a prefix of its tokens ({len(h.tokens)} tokens)")
+            out.append(
+                f"{h.name} holds {ck.describe()} that is not the state of a prefix"
+                f" of its tokens ({len(h.tokens)} tokens)"
+            )
     return out
 
 
@@ -82,8 +85,7 @@ def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
         if e.data["restored_by_task"]
     ]
     out += [
-        f"task {e.data['task']} re-created the checkpoint it restored, byte-identical "
-        f"(n_tokens={e.data['n_tokens']})"
+        f"task {e.data['task']} re-created the checkpoint it restored, byte-identical (n_tokens={e.data['n_tokens']})"
         for e in events_of(events, "ckpt_create")
         if e.data["identical_to_restored"]
     ]

@@ -26,10 +26,13 @@ def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list
         want = (tokens, tuple(ckpts)[-cap:] if cap > 0 else ())
         got = e.data["restored"]
         if got[0] != want[0]:
-            out.append(f"slot file {e.data['filename']!r} restored {len(got[0])} tokens, not the {len(want[0])} it holds")
+            out.append(
+                f"slot file {e.data['filename']!r} restored {len(got[0])} tokens, not the {len(want[0])} it holds"
+            )
         elif _meta(got[1]) != _meta(want[1]):
             out.append(
-                f"slot file {e.data['filename']!r} restored checkpoints {_meta(got[1])}, not the {_meta(want[1])} it holds"
+                f"slot file {e.data['filename']!r} restored checkpoints {_meta(got[1])},"
+                f" not the {_meta(want[1])} it holds"
             )
     if srv.crash is None:
         for e in events_of(events, "file_restore_failed"):

@@ -184,7 +184,7 @@ class CacheMachine(RuleBasedStateMachine):
         prev = c.tokens + reply(c.tokens, self.n_predict)
         if len(prev) + n + 8 > self.cfg.n_ctx_slot:
             return  # the client would start over; new_prompt covers that
-        self._send(k, prev + self._user_msg(k, c.turn, n), c.spans + (len(prev),), pin, fault)
+        self._send(k, prev + self._user_msg(k, c.turn, n), (*c.spans, len(prev)), pin, fault)
 
     @precondition(lambda self: any(c.tokens for c in self.convs))
     @rule(k=st.integers(0, N_CONVS - 1), pin=st.integers(-1, 2), fault=FAULT)
@@ -194,14 +194,16 @@ class CacheMachine(RuleBasedStateMachine):
             self._send(k, c.tokens, c.spans, pin, fault)
 
     @precondition(lambda self: any(c.tokens for c in self.convs))
-    @rule(k=st.integers(0, N_CONVS - 1), cut=st.integers(1, 60), n=st.integers(1, 12), pin=st.integers(-1, 2), fault=FAULT)
+    @rule(
+        k=st.integers(0, N_CONVS - 1), cut=st.integers(1, 60), n=st.integers(1, 12), pin=st.integers(-1, 2), fault=FAULT
+    )
     def diverge(self, k: int, cut: int, n: int, pin: int, fault: int) -> None:
         c = self.convs[k]
         if not c.tokens:
             return
         cut = min(cut, len(c.tokens))
         tokens = c.tokens[:cut] + self._user_msg(k + 5, c.turn, n)
-        self._send(k, tokens, tuple(s for s in c.spans if s < cut) + (cut,), pin, fault)
+        self._send(k, tokens, (*tuple(s for s in c.spans if s < cut), cut), pin, fault)
 
     # -- workflows (several operations that users run together) ---------------------------------
 

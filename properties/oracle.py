@@ -7,14 +7,33 @@ needs a reason here. Mutants are expected to be caught by the properties listed 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 Expect = Literal["x", "."]
 
-_COLUMNS = (
-    "IMM-1 IMM-2 UNINIT-1 UNINIT-2 RB-1 RB-2 RB-3 ACC-1 ACC-2 ACC-3 LIMIT-1 REF-1 CKPT-1 CKPT-2 "
-    "STATE-1 RESTORE-1 NOABORT-1 FILE-1 LIVE-1 PERF-1 PERF-2"
-).split()
+_COLUMNS = [
+    "IMM-1",
+    "IMM-2",
+    "UNINIT-1",
+    "UNINIT-2",
+    "RB-1",
+    "RB-2",
+    "RB-3",
+    "ACC-1",
+    "ACC-2",
+    "ACC-3",
+    "LIMIT-1",
+    "REF-1",
+    "CKPT-1",
+    "CKPT-2",
+    "STATE-1",
+    "RESTORE-1",
+    "NOABORT-1",
+    "FILE-1",
+    "LIVE-1",
+    "PERF-1",
+    "PERF-2",
+]
 
 # One row per design, in _COLUMNS order (UNINIT and CKPT-1,2 of DESIGN.md are split in two).
 _ROWS = {
@@ -25,37 +44,50 @@ _ROWS = {
 }
 
 ORACLE: dict[str, dict[str, Expect]] = {
-    v: dict(zip(_COLUMNS, row.split(), strict=True)) for v, row in _ROWS.items()  # type: ignore[misc]
+    v: cast(dict[str, Expect], dict(zip(_COLUMNS, row.split(), strict=True))) for v, row in _ROWS.items()
 }
 
-REASONS: dict[tuple[str, str], str] = {
-    ("master", "IMM-2"): "load clears an entry's main state before the draft load; a failed draft load leaves the entry emptied in the cache",
-    ("master", "RB-1"): "prompt_save ignores the byte count of get_data_ext: a short read leaves a zero-filled partial entry",
-    ("master", "RB-2"): "alloc removes obsolete entries and makes room before the fill; a bad_alloc shrinks the limit and evicts",
-    ("master", "RB-3"): "states.push_back (the deep copy of the checkpoints) is outside the try: bad_alloc escapes",
-    ("master", "STATE-1"): "a later load of an emptied entry succeeds with 0 == 0 and installs its tokens over unrelated memory",
-    ("master", "NOABORT-1"): "a short checkpoint read aborts (checkpoint size mismatch); an escaped bad_alloc terminates",
-    ("master", "LIVE-1"): "bad_alloc sets limit_size = 0.4 * size() for good",
-    ("master", "PERF-1"): "the cache entry gets a deep copy of the slot's checkpoints",
-    ("master", "PERF-2"): "create_checkpoint supersedes the checkpoint the task just restored with an identical one (#30683)",
-    ("pr30137", "IMM-2"): "unchanged from master: load clears main before the draft load",
-    ("pr30137", "RB-2"): "the pop_back comes after obsolete removal and making room (review point 3)",
-    ("pr30137", "RB-3"): "unchanged from master: push_back outside the try",
-    ("pr30137", "ACC-1"): "size() counts a shared checkpoint once per holding entry (review point 1)",
-    ("pr30137", "ACC-3"): "make-room evicts for bytes that are already shared (review point 1(b))",
-    ("pr30137", "STATE-1"): "unchanged from master: the emptied-entry load",
-    ("pr30137", "NOABORT-1"): "unchanged from master",
-    ("pr30137", "LIVE-1"): "unchanged from master",
-    ("pr30137", "PERF-2"): "unchanged from master (#30683 is a follow-up)",
-    ("pr27451", "IMM-2"): "load is unchanged by #27451",
-    ("pr27451", "RB-1"): "no fill validation in #27451",
-    ("pr27451", "RB-2"): "the same alloc order; bad_alloc shrinks the limit",
-    ("pr27451", "ACC-1"): "per-holder accounting kept on purpose (seed 003, 'Cache accounting')",
-    ("pr27451", "ACC-3"): "per-holder accounting evicts early (seed 003 says so)",
-    ("pr27451", "STATE-1"): "the emptied-entry load, and a partial entry loads as a cleared sequence",
-    ("pr27451", "NOABORT-1"): "checkpoint fill mismatch still aborts",
-    ("pr27451", "LIVE-1"): "the existing recovery path shrinks the limit",
-    ("pr27451", "PERF-2"): "unchanged from master",
+REASONS: dict[str, dict[str, str]] = {
+    "master": {
+        "IMM-2": (
+            "load clears an entry's main state before the draft load; a failed draft load leaves"
+            " the entry emptied in the cache"
+        ),
+        "RB-1": ("prompt_save ignores the byte count of get_data_ext: a short read leaves a zero-filled partial entry"),
+        "RB-2": (
+            "alloc removes obsolete entries and makes room before the fill; a bad_alloc shrinks the limit and evicts"
+        ),
+        "RB-3": ("states.push_back (the deep copy of the checkpoints) is outside the try: bad_alloc escapes"),
+        "STATE-1": (
+            "a later load of an emptied entry succeeds with 0 == 0 and installs its tokens over unrelated memory"
+        ),
+        "NOABORT-1": ("a short checkpoint read aborts (checkpoint size mismatch); an escaped bad_alloc terminates"),
+        "LIVE-1": ("bad_alloc sets limit_size = 0.4 * size() for good"),
+        "PERF-1": ("the cache entry gets a deep copy of the slot's checkpoints"),
+        "PERF-2": ("create_checkpoint supersedes the checkpoint the task just restored with an identical one (#30683)"),
+    },
+    "pr30137": {
+        "IMM-2": ("unchanged from master: load clears main before the draft load"),
+        "RB-2": ("the pop_back comes after obsolete removal and making room (review point 3)"),
+        "RB-3": ("unchanged from master: push_back outside the try"),
+        "ACC-1": ("size() counts a shared checkpoint once per holding entry (review point 1)"),
+        "ACC-3": ("make-room evicts for bytes that are already shared (review point 1(b))"),
+        "STATE-1": ("unchanged from master: the emptied-entry load"),
+        "NOABORT-1": ("unchanged from master"),
+        "LIVE-1": ("unchanged from master"),
+        "PERF-2": ("unchanged from master (#30683 is a follow-up)"),
+    },
+    "pr27451": {
+        "IMM-2": ("load is unchanged by #27451"),
+        "RB-1": ("no fill validation in #27451"),
+        "RB-2": ("the same alloc order; bad_alloc shrinks the limit"),
+        "ACC-1": ("per-holder accounting kept on purpose (seed 003, 'Cache accounting')"),
+        "ACC-3": ("per-holder accounting evicts early (seed 003 says so)"),
+        "STATE-1": ("the emptied-entry load, and a partial entry loads as a cleared sequence"),
+        "NOABORT-1": ("checkpoint fill mismatch still aborts"),
+        "LIVE-1": ("the existing recovery path shrinks the limit"),
+        "PERF-2": ("unchanged from master"),
+    },
 }
 
 # Each mutant must be caught by at least one of these properties.

@@ -25,7 +25,9 @@ def ref1_refcounts_match_holders(srv: Server, events: Sequence[Event]) -> list[s
             if obj.freed:
                 out.append(f"buffer #{obj.id} ({obj.role}, {obj.size} B) is freed but still held by {holders}")
             elif obj.refs != len(holders):
-                out.append(f"buffer #{obj.id} ({obj.role}) has refcount {obj.refs} but {len(holders)} holders {holders}")
+                out.append(
+                    f"buffer #{obj.id} ({obj.role}) has refcount {obj.refs} but {len(holders)} holders {holders}"
+                )
     for b in srv.heap.live.values():
         if b.id not in referenced:
             out.append(f"buffer #{b.id} ({b.role}, {b.size} B) is live but nothing holds it (leak)")

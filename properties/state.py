@@ -16,8 +16,11 @@ def state1_memory_matches_tokens(srv: Server, events: Sequence[Event]) -> list[s
         for ctx in srv.contexts():
             mem = ctx.seqs[s.id]
             if not mem.is_state_of(s.prompt.tokens):
-                what = "garbage" if mem.garbage else f"{mem.n_tokens} tokens" + (
-                    "" if mem.attn == mem.part or not mem.has_part or not mem.has_attn else " (parts disagree)"
+                what = (
+                    "garbage"
+                    if mem.garbage
+                    else f"{mem.n_tokens} tokens"
+                    + ("" if mem.attn == mem.part or not mem.has_part or not mem.has_attn else " (parts disagree)")
                 )
                 out.append(
                     f"slot {s.id}: context {ctx.name} memory holds {what}, but the slot bookkeeps "

@@ -16,7 +16,20 @@ from pcspec.replay import replay
 from pcspec.shrink import shrink
 from pcspec.trace import Trace, parse
 
-HEADER = {"schema": 1, "kind": "pcspec-trace", "variant": "master", "config": {"memory": "recurrent", "n_ctx_checkpoints": 2, "checkpoint_min_step": 2, "n_batch": 8, "n_ubatch": 2, "n_ctx_slot": 64, "rs_bytes": 64}}
+HEADER = {
+    "schema": 1,
+    "kind": "pcspec-trace",
+    "variant": "master",
+    "config": {
+        "memory": "recurrent",
+        "n_ctx_checkpoints": 2,
+        "checkpoint_min_step": 2,
+        "n_batch": 8,
+        "n_ubatch": 2,
+        "n_ctx_slot": 64,
+        "rs_bytes": 64,
+    },
+}
 
 
 def _text(*ops: dict[str, object], header: dict[str, object] | None = None) -> str:
@@ -36,9 +49,13 @@ PERF1_OPS = (
 def test_replay_is_exact_and_deterministic() -> None:
     trace = parse(_text(*PERF1_OPS))
     a, b = replay(trace), replay(trace)
-    assert [(v.property, v.op, v.message) for v in a.violations] == [(v.property, v.op, v.message) for v in b.violations]
+    assert [(v.property, v.op, v.message) for v in a.violations] == [
+        (v.property, v.op, v.message) for v in b.violations
+    ]
     assert any(v.property == "PERF-1" for v in a.violations)
-    assert not replay(parse(_text(*PERF1_OPS)), ).server.crash
+    assert not replay(
+        parse(_text(*PERF1_OPS)),
+    ).server.crash
 
 
 def test_same_trace_holds_under_fixed() -> None:

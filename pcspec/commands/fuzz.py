@@ -31,7 +31,10 @@ def run(args: argparse.Namespace) -> int:
         for c in cells:
             mark = "" if c.ok else "   <-- does not match the oracle"
             detail = f"{c.length} ops, {c.trace}" if c.verdict == "violated" else f"{c.steps} steps"
-            print(f"{c.property:<10s} {SYMBOL[c.verdict]} {c.verdict:<9s} (expected {c.expected}) {detail}, {c.seconds:.1f}s{mark}")
+            print(
+                f"{c.property:<10s} {SYMBOL[c.verdict]} {c.verdict:<9s} (expected {c.expected})"
+                f" {detail}, {c.seconds:.1f}s{mark}"
+            )
             if c.message:
                 print(f"           {c.message}")
     return 0 if all(c.ok for c in cells) else 1

@@ -36,17 +36,24 @@ def run(args: argparse.Namespace) -> int:
 
     def show(step: Step) -> None:
         if args.json:
-            print(json.dumps({
-                "step": step.index,
-                "op": step.op,
-                "events": [e.kind for e in step.events if e.kind not in ("alloc", "fill", "free")],
-                "violations": [v.to_json() for v in step.violations],
-            }, default=str))
+            print(
+                json.dumps(
+                    {
+                        "step": step.index,
+                        "op": step.op,
+                        "events": [e.kind for e in step.events if e.kind not in ("alloc", "fill", "free")],
+                        "violations": [v.to_json() for v in step.violations],
+                    },
+                    default=str,
+                )
+            )
             return
         op = step.op.get("op")
         extra = ""
         if op == "request":
-            extra = f" {len(step.op['tokens'])} tokens" + (f" pinned to {step.op['id_slot']}" if step.op.get("id_slot", -1) >= 0 else "")
+            extra = f" {len(step.op['tokens'])} tokens" + (
+                f" pinned to {step.op['id_slot']}" if step.op.get("id_slot", -1) >= 0 else ""
+            )
         elif op == "inject":
             extra = f" {step.op['site']}"
         print(f"[{step.index:3d}] {op}{extra}: {_describe(step)}")

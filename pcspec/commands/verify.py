@@ -75,9 +75,16 @@ def print_matrix(m: Matrix) -> None:
         print(f"  {name:<26s} " + (f"caught by {', '.join(by_p)}" if by_p else "NOT CAUGHT"))
     bad = [c for c in m.cells if not c.ok]
     print()
-    print("OK: every cell matches the oracle and every mutant is caught" if m.ok else f"FAILED: {len(bad)} cell(s) do not match")
+    print(
+        "OK: every cell matches the oracle and every mutant is caught"
+        if m.ok
+        else f"FAILED: {len(bad)} cell(s) do not match"
+    )
     for c in bad:
-        print(f"  {c.variant} {c.property}: expected {c.expected}, got {c.verdict}" + (" (trace did not replay)" if c.replayed is False else ""))
+        print(
+            f"  {c.variant} {c.property}: expected {c.expected}, got {c.verdict}"
+            + (" (trace did not replay)" if c.replayed is False else "")
+        )
 
 
 def run(args: argparse.Namespace) -> int:

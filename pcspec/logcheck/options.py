@@ -150,10 +150,7 @@ def resolve(options: Options, events: Sequence[ev.Event]) -> Rules:
         sweep = "always" if any_sweep else "none"
     else:
         sweep = "none"
-    if options.invalidation != "auto":
-        invalidation = options.invalidation
-    else:
-        invalidation = "n-prefix" if current else "pos-max"
+    invalidation = options.invalidation if options.invalidation != "auto" else "n-prefix" if current else "pos-max"
     supersede = options.supersede == "on" or (options.supersede == "auto" and current)
     return Rules(
         era=era,
