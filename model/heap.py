@@ -58,6 +58,7 @@ class Buffer:
     content: object = None  # what the fill wrote; meaningful only when filled == size
     refs: int = 0
     freed: bool = False
+    version: int = 0  # bumped by every write: fingerprints compare versions, not contents
 
     @property
     def unwritten(self) -> int:
@@ -68,8 +69,8 @@ class Buffer:
     def complete(self) -> bool:
         return self.filled == self.size
 
-    def fingerprint(self) -> tuple[object, ...]:
-        return (self.id, self.size, self.zeroed, self.filled, self.content)
+    def fingerprint(self) -> tuple[int, int, int]:
+        return (self.id, self.size, self.version)
 
 
 class Faults:
@@ -151,6 +152,7 @@ class Heap:
         """A state read wrote ``n`` bytes from offset 0 (``n < size``: it stopped short)."""
         buf.filled = max(0, min(n, buf.size))
         buf.content = content if n >= buf.size else ("short", content)
+        buf.version += 1
         self.emit("fill", buf=buf.id, n=buf.filled, complete=buf.complete)
 
     def copy(self, src: Buffer, role: str, zero_init: bool, site: str | None = None) -> Buffer:

@@ -58,9 +58,17 @@ class Server:
         return [self.ctx_tgt] if self.ctx_dft is None else [self.ctx_tgt, self.ctx_dft]
 
     def cache_fingerprint(self) -> tuple[object, ...]:
+        """What RB-2 compares around a save: the limit and which entries, with which data
+        buffers, in which order (changes inside an entry's buffers are IMM-2's business)."""
         if self.cache is None:
             return ()
-        return (self.cache.limit_size, tuple((e.id, e.fingerprint()) for e in self.cache.entries))
+        return (
+            self.cache.limit_size,
+            tuple(
+                (e.id, e.main.id if e.main else 0, e.drft.id if e.drft else 0, len(e.prompt.checkpoints))
+                for e in self.cache.entries
+            ),
+        )
 
     @property
     def idle(self) -> bool:

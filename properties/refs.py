@@ -1,5 +1,7 @@
-"""REF family: reference counts agree with the holders (the ownership graph rebuilt from
-the state), nothing referenced is freed, nothing unreferenced stays live."""
+"""REF family: reference counts agree with the holders (counted afresh from the state, not
+from the counts the model keeps), nothing referenced is freed, nothing unreferenced stays
+live. (The same holder graph as ``pcspec.model.ownership.graph``, counted without building
+a networkx graph: this check runs after every operation of every fuzzing step.)"""
 
 from __future__ import annotations
 
@@ -7,28 +9,37 @@ from collections.abc import Sequence
 
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.heap import Buffer, Event
-from pcspec.model.ownership import graph
+from pcspec.model.ownership import holders
 from pcspec.model.server import Server
 
 
 def ref1_refcounts_match_holders(srv: Server, events: Sequence[Event]) -> list[str]:
-    g = graph(srv)
+    ckpt_holders: dict[int, list[str]] = {}
+    ckpts: dict[int, Checkpoint] = {}
+    buf_holders: dict[int, list[str]] = {}
+    bufs: dict[int, Buffer] = {}
+    for h in holders(srv):
+        for b in h.data:
+            bufs[b.id] = b
+            buf_holders.setdefault(b.id, []).append(h.name)
+        for ck in h.checkpoints:
+            ckpts[ck.id] = ck
+            ckpt_holders.setdefault(ck.id, []).append(h.name)
+    for ck in ckpts.values():
+        for b in ck.buffers():
+            bufs[b.id] = b
+            buf_holders.setdefault(b.id, []).append(f"ckpt:{ck.id}")
     out: list[str] = []
-    referenced: set[int] = set()
-    for node, data in g.nodes(data=True):
-        obj = data.get("obj")
-        holders = sorted(g.predecessors(node))
-        if isinstance(obj, Checkpoint) and obj.refs != len(holders):
-            out.append(f"{obj.describe()} has refcount {obj.refs} but {len(holders)} holders {holders}")
-        elif isinstance(obj, Buffer):
-            referenced.add(obj.id)
-            if obj.freed:
-                out.append(f"buffer #{obj.id} ({obj.role}, {obj.size} B) is freed but still held by {holders}")
-            elif obj.refs != len(holders):
-                out.append(
-                    f"buffer #{obj.id} ({obj.role}) has refcount {obj.refs} but {len(holders)} holders {holders}"
-                )
+    for cid, ck in ckpts.items():
+        if ck.refs != len(ckpt_holders[cid]):
+            out.append(f"{ck.describe()} has refcount {ck.refs} but {len(ckpt_holders[cid])} holders {ckpt_holders[cid]}")
+    for bid, b in bufs.items():
+        who = buf_holders[bid]
+        if b.freed:
+            out.append(f"buffer #{b.id} ({b.role}, {b.size} B) is freed but still held by {who}")
+        elif b.refs != len(who):
+            out.append(f"buffer #{b.id} ({b.role}) has refcount {b.refs} but {len(who)} holders {who}")
     for b in srv.heap.live.values():
-        if b.id not in referenced:
+        if b.id not in bufs:
             out.append(f"buffer #{b.id} ({b.role}, {b.size} B) is live but nothing holds it (leak)")
     return out
