@@ -260,7 +260,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
             srv,
             slot,
             filename,
-            f"the state holds {img.describes().__len__()} positions but the file has {len(tokens)} tokens",
+            f"the state holds {len(img.describes())} positions but the file has {len(tokens)} tokens",
         )
         return
     slot.prompt.tokens = tokens  # slot.prompt.clear(), then the tokens are installed

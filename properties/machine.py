@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from pcspec.errors import PcspecError
 from pcspec.model import ops
@@ -303,10 +303,6 @@ class CacheMachine(RuleBasedStateMachine):
     @rule()
     def sleep_wake(self) -> None:
         self.do({"op": "sleep_wake"})
-
-    @invariant()
-    def alive(self) -> None:
-        """Nothing to check here: properties are judged inside ``do`` after every operation."""
 
 
 def machine_for(

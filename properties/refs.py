@@ -32,7 +32,8 @@ def ref1_refcounts_match_holders(srv: Server, events: Sequence[Event]) -> list[s
     out: list[str] = []
     for cid, ck in ckpts.items():
         if ck.refs != len(ckpt_holders[cid]):
-            out.append(f"{ck.describe()} has refcount {ck.refs} but {len(ckpt_holders[cid])} holders {ckpt_holders[cid]}")
+            who = ckpt_holders[cid]
+            out.append(f"{ck.describe()} has refcount {ck.refs} but {len(who)} holders {who}")
     for bid, b in bufs.items():
         who = buf_holders[bid]
         if b.freed:

@@ -35,8 +35,8 @@ def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> lis
         if e.data["ok"] or e.data["before"] == e.data["after"]:
             continue
         before, after = e.data["before"], e.data["after"]
-        ids_before = [i for i, _ in before[1]] if before else []
-        ids_after = [i for i, _ in after[1]] if after else []
+        ids_before = [t[0] for t in before[1]] if before else []
+        ids_after = [t[0] for t in after[1]] if after else []
         gone = [i for i in ids_before if i not in ids_after]
         limit = "" if not before or before[0] == after[0] else f", limit {before[0]} -> {after[0]}"
         out.append(

@@ -1,0 +1,51 @@
+"""Generate docs/PROPERTIES.md from the catalogue and the oracle (the part of the spec a C++
+port or a reviewer reads). ``python -m pcspec.docgen > docs/PROPERTIES.md``; a test keeps
+the file in step with the code."""
+
+from __future__ import annotations
+
+from pcspec.model.variants import DESIGNS, MUTANTS
+from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE, REASONS
+
+
+def render() -> str:
+    designs = list(DESIGNS)
+    lines = [
+        "# Properties of the prompt cache and context checkpoints",
+        "",
+        "Generated from `properties/catalogue.py` and `properties/oracle.py` by",
+        "`python -m pcspec.docgen`; do not edit by hand.",
+        "",
+        "Verdicts: `x` the design is expected to violate the property (pcspec verify must find",
+        "a counterexample), `.` expected to hold (no violation may be found).",
+        "",
+        "| ID | family | statement | " + " | ".join(designs) + " |",
+        "|---|---|---|" + "---|" * len(designs),
+    ]
+    for p in CATALOGUE:
+        cells = " | ".join(ORACLE[d][p.id] for d in designs)
+        flag = " (advisory)" if p.advisory else ""
+        lines.append(f"| {p.id} | {p.family} | {p.statement}{flag} | {cells} |")
+    lines += ["", "## Each property", ""]
+    for p in CATALOGUE:
+        lines += [f"### {p.id}", "", p.statement, "", f"- family: {p.family}", f"- C++: {p.cpp}"]
+        for d in designs:
+            reason = REASONS.get(d, {}).get(p.id)
+            if reason:
+                lines.append(f"- violated by `{d}`: {reason}")
+        caught = [m for m, t in MUTANT_TARGETS.items() if p.id in t]
+        if caught:
+            lines.append("- catches " + ", ".join(f"`{m}` ({MUTANTS[m].summary})" for m in caught))
+        lines.append("")
+    lines += ["## Designs", ""]
+    for v in DESIGNS.values():
+        lines.append(f"- `{v.name}`: {v.summary}")
+    lines += ["", "## Mutants", ""]
+    for m in MUTANTS.values():
+        lines.append(f"- `{m.name}`: {m.summary}; must be caught by {', '.join(MUTANT_TARGETS[m.name])}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

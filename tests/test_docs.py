@@ -1,0 +1,24 @@
+"""docs/PROPERTIES.md is generated from the catalogue and the oracle, and kept in step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pcspec.docgen import render
+from pcspec.properties.catalogue import CATALOGUE
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_properties_doc_is_current() -> None:
+    text = (DOCS / "PROPERTIES.md").read_text(encoding="utf-8")
+    assert text == render(), "regenerate with: python -m pcspec.docgen > docs/PROPERTIES.md"
+    for p in CATALOGUE:
+        assert f"### {p.id}" in text
+
+
+def test_architecture_names_every_model_module() -> None:
+    text = (DOCS / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    for f in sorted((Path(__file__).resolve().parents[1] / "model").glob("*.py")):
+        if f.name != "__init__.py":
+            assert f"`{f.name}`" in text, f"docs/ARCHITECTURE.md does not mention model/{f.name}"
