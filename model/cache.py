@@ -41,7 +41,7 @@ class CacheEntry:
     sealed: tuple[object, ...] | None = None  # fingerprint when published (IMM-2)
 
     def data_buffers(self) -> list[Buffer]:
-        return [b for b in (self.main, self.drft) if b is not None]
+        return list(filter(None, (self.main, self.drft)))
 
     def buffers(self) -> list[Buffer]:
         out = self.data_buffers()

@@ -37,7 +37,7 @@ class Checkpoint:
     sealed: tuple[object, ...] | None = None  # fingerprint at publication (IMM-1)
 
     def buffers(self) -> list[Buffer]:
-        return [b for b in (self.tgt, self.dft, self.spec) if b is not None]
+        return list(filter(None, (self.tgt, self.dft, self.spec)))  # (hot: judged every step)
 
     def size(self) -> int:
         """common.cpp: common_prompt_checkpoint::size = |tgt| + |dft| + |spec|."""

@@ -263,6 +263,8 @@ class Server:
                 how = "lru"
                 update_cache = True
         self.heap.emit("select", task=task.id, slot=None if ret is None else ret.id, how=how, update_cache=update_cache)
+        if ret is not None and ret.is_processing and not self.variant.cache_update_busy_slot:
+            update_cache = False  # fixed: a busy slot is left alone; the task waits for it
         if ret is not None and update_cache and self.cache is not None and task.type == TaskType.COMPLETION:
             ret.prompt_save(self)
             if not ret.prompt_load(self, task.tokens):

@@ -59,6 +59,9 @@ class Variant:
     # an empty pinned slot consults the cache.
     resync_on_file_restore: bool = False
     consult_cache_for_empty_pinned: bool = False
+    # A task pinned to a busy slot runs the cache save/load on that slot before it is
+    # deferred (behaviour notes 8.4.1): the slot is saved mid-prompt, or loaded over.
+    cache_update_busy_slot: bool = True
     # -- mutant seams (all False/True as in the real code for the four designs) ------------
     inplace_update: bool = False  # the cap eviction recycles the oldest payload in place
     free_on_evict: bool = False  # eviction frees payload buffers even when still held
@@ -116,6 +119,7 @@ FIXED = Variant(
     shrink_limit_on_bad_alloc=False,
     resync_on_file_restore=True,
     consult_cache_for_empty_pinned=True,
+    cache_update_busy_slot=False,
 )
 
 DESIGNS: dict[str, Variant] = {v.name: v for v in (MASTER, PR30137, PR27451, FIXED)}

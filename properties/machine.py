@@ -221,6 +221,27 @@ class CacheMachine(RuleBasedStateMachine):
             self.run()
 
     @rule(
+        k=st.integers(0, N_CONVS - 1),
+        cut=st.integers(1, 60),
+        n=st.integers(2, 12),
+        n_steps=st.integers(0, 3),
+        other=st.integers(0, N_CONVS - 1),
+    )
+    def pin_busy(self, k: int, cut: int, n: int, n_steps: int, other: int) -> None:
+        """A request, a few server steps, then another request pinned to the slot that is
+        still processing the first (clients pin by conversation, whatever the slot does)."""
+        if self.convs[k].tokens:
+            self.diverge(k, cut, n, -1, -1)
+        else:
+            self.new_prompt(k, n, -1, True, -1)
+        for _ in range(n_steps):
+            self.do({"op": "step"})
+        assert self.srv is not None
+        busy = [s.id for s in self.srv.slots if s.is_processing]
+        if busy:
+            self.new_prompt(other, n, busy[0], True, -1)
+
+    @rule(
         src=st.integers(0, 2),
         dst=st.integers(0, 2),
         pick=st.integers(0, 63),

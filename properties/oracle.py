@@ -37,9 +37,9 @@ _COLUMNS = [
 
 # One row per design, in _COLUMNS order (UNINIT and CKPT-1,2 of DESIGN.md are split in two).
 _ROWS = {
-    "master": ". x . . x x x . . . . . . . x . x . x x x",
-    "pr30137": ". x . . . x x x . x . . . . x . x . x . x",
-    "pr27451": ". x . . x x . x . x . . . . x . x . x . x",
+    "master": ". x . . x x x . . . . . . x x . x . x x x",
+    "pr30137": ". x . . . x x x . x . . . x x . x . x . x",
+    "pr27451": ". x . . x x . x . x . . . x x . x . x . x",
     "fixed": ". . . . . . . . . . . . . . . . . . . . .",
 }
 
@@ -49,6 +49,11 @@ ORACLE: dict[str, dict[str, Expect]] = {
 
 REASONS: dict[str, dict[str, str]] = {
     "master": {
+        "CKPT-2": (
+            "changed from the DESIGN.md table: a task pinned to a busy slot saves it mid-prompt"
+            " (get_available_slot, behaviour notes 8.4.1); after an SWA restore the slot holds"
+            " n_past tokens and the restored checkpoint n_past + 1, and the entry keeps both"
+        ),
         "IMM-2": (
             "load clears an entry's main state before the draft load; a failed draft load leaves"
             " the entry emptied in the cache"
@@ -67,6 +72,11 @@ REASONS: dict[str, dict[str, str]] = {
         "PERF-2": ("create_checkpoint supersedes the checkpoint the task just restored with an identical one (#30683)"),
     },
     "pr30137": {
+        "CKPT-2": (
+            "changed from the DESIGN.md table: a task pinned to a busy slot saves it mid-prompt"
+            " (get_available_slot, behaviour notes 8.4.1); after an SWA restore the slot holds"
+            " n_past tokens and the restored checkpoint n_past + 1, and the entry keeps both"
+        ),
         "IMM-2": ("unchanged from master: load clears main before the draft load"),
         "RB-2": ("the pop_back comes after obsolete removal and making room (review point 3)"),
         "RB-3": ("unchanged from master: push_back outside the try"),
@@ -78,6 +88,11 @@ REASONS: dict[str, dict[str, str]] = {
         "PERF-2": ("unchanged from master (#30683 is a follow-up)"),
     },
     "pr27451": {
+        "CKPT-2": (
+            "changed from the DESIGN.md table: a task pinned to a busy slot saves it mid-prompt"
+            " (get_available_slot, behaviour notes 8.4.1); after an SWA restore the slot holds"
+            " n_past tokens and the restored checkpoint n_past + 1, and the entry keeps both"
+        ),
         "IMM-2": ("load is unchanged by #27451"),
         "RB-1": ("no fill validation in #27451"),
         "RB-2": ("the same alloc order; bad_alloc shrinks the limit"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from nested_approx import approx_flat, flat
 
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
@@ -74,8 +75,8 @@ def test_load_needs_strict_improvement_on_both(variant: str) -> None:
     srv.request(N, n_predict=1)
     # The save of S appends it; the scan runs over [E1, E2, E3, E4, E5, S].
     (scan,) = events(srv, "load_scan", start)
-    assert scan["base"] == pytest.approx((0.4, 0.2))
-    assert scan["candidates"] == pytest.approx(
+    assert flat(scan["base"]) == approx_flat((0.4, 0.2))
+    assert flat(scan["candidates"]) == approx_flat(
         [(0.25, 0.3), (0.5, 0.2), (0.225, 0.9), (0.5, 0.45), (0.48, 0.6), (0.4, 0.2)]
     )
     assert scan["chosen"] == e4_id
@@ -124,7 +125,7 @@ def test_empty_slot_baseline_is_minus_one(variant: str) -> None:
     srv, start = empty_slot_server(variant, entry)
     (scan,) = events(srv, "load_scan", start)
     assert scan["base"] == (-1.0, 0.0)
-    assert scan["candidates"] == pytest.approx([(0.25, 0.05)])
+    assert flat(scan["candidates"]) == approx_flat([(0.25, 0.05)])
     assert scan["chosen"] is not None
     assert srv.slots[1].prompt.tokens == entry
     srv.run()
@@ -140,7 +141,7 @@ def test_load_floor_skips_entry_for_empty_slot(variant: str) -> None:
     srv, start = empty_slot_server(variant, entry)
     (scan,) = events(srv, "load_scan", start)
     assert scan["base"] == (-1.0, 0.0)
-    assert scan["candidates"] == pytest.approx([(5 / 21, 0.05)])
+    assert flat(scan["candidates"]) == approx_flat([(5 / 21, 0.05)])
     assert scan["chosen"] is None
     assert srv.slots[1].prompt.tokens == ()
     assert srv.cache is not None

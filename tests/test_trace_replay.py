@@ -129,3 +129,12 @@ def test_trace_round_trip_keeps_config_and_variant() -> None:
     t = Trace(DESIGNS["pr27451"], cfg, [{"op": "step"}], seed=5)
     back = parse(t.dumps())
     assert back.config == cfg and back.variant.name == "pr27451" and back.seed == 5 and back.ops == [{"op": "step"}]
+
+
+def test_replay_accepts_check_log_event_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = Path(__file__).resolve().parent / "data" / "real" / "01-growing.log"
+    out = tmp_path / "events.jsonl"
+    assert main(["check-log", str(log), "--trace", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["replay", str(out)]) == 0
+    assert "0 deviation(s)" in capsys.readouterr().out

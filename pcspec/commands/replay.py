@@ -30,7 +30,36 @@ def _describe(step: Step) -> str:
     return ", ".join(f"{k}" + (f" x{n}" if n > 1 else "") for k, n in kinds.items()) or "-"
 
 
+def _is_log_events(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False
+    return b'"pcspec-log-events"' in first
+
+
+def replay_log_events(path: Path, as_json: bool) -> int:
+    """A trace written by ``pcspec check-log --trace``: the log's events, re-checked against
+    the spec's rules (what the server did, replayed with partial observation)."""
+    from pcspec.logcheck import check_events, load_trace
+
+    worst = 0
+    for source, events in load_trace(path):
+        result = check_events(events, source=source)
+        if as_json:
+            print(json.dumps(result.as_dict(), default=str))
+        else:
+            print(f"{source}: {len(events)} events, {len(result.deviations)} deviation(s)")
+            for d in result.deviations:
+                print(f"  line {d.line}: {d.rule}: {d.message}")
+        worst = max(worst, 1 if result.deviations else 0)
+    return worst
+
+
 def run(args: argparse.Namespace) -> int:
+    if _is_log_events(args.trace):
+        return replay_log_events(args.trace, args.json)
     trace = load(args.trace, args.variant)
     props = [get_property(p) for p in args.property] if args.property else list(CATALOGUE)
 
