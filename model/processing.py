@@ -302,6 +302,7 @@ def generate_step(srv: Server, slot: Slot) -> None:
     slot.prompt.tokens = slot.prompt.tokens + tok
     for ctx in srv.contexts():
         ctx.seqs[slot.id].decode(tok)
+    srv.heap.emit("generate", slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens)
     slot.n_gen += 1
     slot.next_token = sample_token(slot.prompt.tokens)
     if slot.n_gen >= task.n_predict:

@@ -43,5 +43,17 @@ class Violation:
         return {"property": self.property, "op": self.op, "message": self.message}
 
 
+class Events(list[Event]):
+    """The events of one operation, indexed by kind once (every check asks for a kind)."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        super().__init__(events)
+        self.by_kind: dict[str, list[Event]] = {}
+        for e in events:
+            self.by_kind.setdefault(e.kind, []).append(e)
+
+
 def events_of(events: Sequence[Event], kind: str) -> list[Event]:
+    if isinstance(events, Events):
+        return events.by_kind.get(kind, [])
     return [e for e in events if e.kind == kind]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pcspec.model.server import Server
-from pcspec.properties.base import Property, Violation
+from pcspec.properties.base import Events, Property, Violation
 from pcspec.properties.catalogue import CATALOGUE
 
 
@@ -20,8 +20,12 @@ class Judge:
 
     def __call__(self) -> list[Violation]:
         srv = self.srv
-        events = srv.heap.events[self.seen :]
+        events = Events(srv.heap.events[self.seen :])
         self.seen = len(srv.heap.events)
+        if len(events) == 1 and events[0].kind == "op":
+            # The operation changed nothing (an idle step, an armed fault): the state is the
+            # one already judged, and there are no new events to judge.
+            return []
         crashed = any(e.kind == "crash" for e in events)
         if srv.crash is not None and not crashed:
             return []  # the process died earlier: nothing more happens
