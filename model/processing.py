@@ -126,9 +126,26 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         prompt=task.tokens,
         kept=tuple(slot.prompt.checkpoints),  # immutable objects: RESTORE-1 judges them as of now
     )
+    dft = srv.ctx_dft
+    if restored is not None and restored.dft is None and dft is not None and v.resync_on_file_restore:
+        # fixed: a checkpoint without draft data (restored from a file whose draft part did
+        # not fit) rolls back only the target; bring the draft to the same prefix.
+        dft.seqs[slot.id].clear()
+        dft.seqs[slot.id].decode(slot.prompt.tokens)
     for ctx in srv.contexts():  # common_memory::seq_rm(id, pos_next, -1) on target and draft
         if not ctx.seqs[slot.id].seq_rm(n_past):
-            raise Abort("common_memory::seq_rm", f"failed to remove sequence {slot.id} with p0={n_past}, p1=-1")
+            if not v.contain_failures:
+                raise Abort("common_memory::seq_rm", f"failed to remove sequence {slot.id} with p0={n_past}, p1=-1")
+            # fixed: the memory cannot go back to n_past: re-process the prompt from 0.
+            heap.emit("seq_rm_refused", slot=slot.id, ctx=ctx.name, p0=n_past)
+            for c in srv.contexts():
+                c.seqs[slot.id].clear()
+            slot.prompt.tokens = ()
+            slot.n_prompt_cached = 0
+            for ck in list(slot.prompt.checkpoints):
+                _erase(srv, slot, ck, "invalidated")
+            slot.restored = None
+            break
     slot.state = SlotState.PROCESSING_PROMPT
 
 

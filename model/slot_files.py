@@ -287,12 +287,35 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
     )
 
 
+def implausible(srv: Server, rec: FileCheckpoint, n_tokens: int) -> str | None:
+    """Why a well-formed record cannot be a checkpoint of this server's memory (``fixed``).
+
+    The C++ installs whatever parses; a wrong ``pos_min`` or ``n_tokens`` then steers the
+    restore arithmetic into a ``seq_rm`` the memory refuses (an abort). A server knows its
+    memory kind, so it can reject positions no checkpoint of it can have.
+    """
+    if not 1 <= rec.n_tokens <= n_tokens or rec.pos_max != rec.n_tokens - 1:
+        return f"checkpoint at n_tokens {rec.n_tokens} with pos_max {rec.pos_max} does not fit {n_tokens} tokens"
+    kind = srv.cfg.memory
+    if kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID) and rec.pos_min != rec.pos_max:
+        return f"a recurrent checkpoint has pos_min == pos_max (got [{rec.pos_min}, {rec.pos_max}])"
+    if kind == MemoryKind.SWA and not max(0, rec.pos_max - srv.cfg.swa_cells + 1) <= rec.pos_min <= rec.pos_max:
+        return f"an SWA checkpoint spans at most {srv.cfg.swa_cells} cells (got [{rec.pos_min}, {rec.pos_max}])"
+    return None
+
+
 def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: str) -> None:
     heap, v = srv.heap, srv.variant
     if parsed.appendix_status in ("truncated", "invalid"):
         heap.emit("file_appendix_ignored", filename=filename, reason=parsed.appendix_reason)
+    records = parsed.checkpoints or []
+    if v.resync_on_file_restore:
+        why = next((w for r in records if (w := implausible(srv, r, slot.prompt.n_tokens))), None)
+        if why is not None:  # like the reader: a problem anywhere ignores the whole appendix
+            heap.emit("file_appendix_ignored", filename=filename, reason=why)
+            records = []
     restored: list[Checkpoint] = []
-    for rec in parsed.checkpoints or []:
+    for rec in records:
         ck = Checkpoint(heap.new_id(), rec.n_tokens, -1, rec.pos_min, rec.pos_max)
         bufs: list[Buffer | None] = []
         for role, blob in (("ckpt_tgt", rec.data_tgt), ("ckpt_dft", rec.data_dft), ("ckpt_spec", rec.data_spec)):
