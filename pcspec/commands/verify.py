@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pcspec.model.variants import ALL
+from pcspec.model.variants import ALL, get_variant
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.machine import PROFILES
 from pcspec.verdicts import Budget, Cell, Matrix, verify
@@ -89,11 +89,7 @@ def print_matrix(m: Matrix) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.variant:
-        for name in args.variant:
-            if name not in ALL:
-                from pcspec.model.variants import get_variant
-
-                get_variant(name)  # raises with the list of valid names
+        args.variant = [get_variant(name).name for name in args.variant]  # unknown: lists the valid ones
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     m = verify(budget_of(args), args.out, args.variant, progress_printer(not args.json))
