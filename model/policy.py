@@ -54,7 +54,9 @@ def load_select(f_keep_base: float, f_sim_base: float, candidates: Sequence[tupl
     return best
 
 
-def sweep_too_close(ckpts: Sequence[tuple[int, int]], id_task: int, min_step: int, cap: int) -> list[int]:
+def sweep_too_close(
+    ckpts: Sequence[tuple[int, int]], id_task: int, min_step: int, cap: int, only_when_full: bool = True
+) -> list[int]:
     """Indices (ascending) the too-close sweep erases (server-context.cpp: create_checkpoint).
 
     ``ckpts`` is the slot's list in order as ``(n_tokens, id_task)``. Walking front to back
@@ -62,13 +64,14 @@ def sweep_too_close(ckpts: Sequence[tuple[int, int]], id_task: int, min_step: in
     the current task is erased when ``last >= 0`` and ``n_tokens <= last + min_step``. As of
     November 2026 (seed 001) the walk runs only while ``len(list) + 1 >= cap``, i.e. the list
     is full or about to be; the condition is re-evaluated after every erasure, exactly as the
-    C++ ``for`` condition is.
+    C++ ``for`` condition is. ``only_when_full=False`` is the older unconditional sweep
+    (the August 2026 snapshot, behaviour notes 2.9).
     """
     erased: list[int] = []
     n_left = len(ckpts)
     last = -1
     for i, (n_tokens, owner) in enumerate(ckpts):
-        if not n_left + 1 >= cap:
+        if only_when_full and not n_left + 1 >= cap:
             break
         if owner != id_task and last >= 0 and n_tokens <= last + min_step:
             erased.append(i)

@@ -34,7 +34,7 @@ def sample_token(tokens: Tokens) -> int:
     return VOCAB_GEN + h % 97
 
 
-def _erase(srv: Server, slot: Slot, ck: Checkpoint, reason: str) -> None:
+def _erase(srv: Server, slot: Slot, ck: Checkpoint, reason: str, **why: object) -> None:
     srv.heap.emit(
         "ckpt_erase",
         slot=slot.id,
@@ -43,6 +43,8 @@ def _erase(srv: Server, slot: Slot, ck: Checkpoint, reason: str) -> None:
         task=slot.task_id,
         restored_by_task=ck is slot.restored,
         n_tokens=ck.n_tokens,
+        list_len=len(slot.prompt.checkpoints),
+        **why,
     )
     drop(srv.heap, slot.prompt, ck)
 
@@ -68,11 +70,13 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         slot.release(srv)
         return
     ckpts = slot.prompt.checkpoints
+    n_slot_tokens = slot.prompt.n_tokens
     n_prefix = lcp(slot.prompt.tokens, task.tokens)
     n_past = n_prefix if task.cache_prompt else 0
     pos_next = n_past
     has_new = n_past < task.n_tokens
-    thold = policy.pos_min_threshold(pos_next, cfg.swa_window, has_new)
+    # (mutant needless-restore: the threshold as before #24110, one lower whatever the prompt)
+    thold = policy.pos_min_threshold(pos_next, cfg.swa_window, has_new and v.threshold_uses_new_tokens)
     restored: Checkpoint | None = None
     reprocess: str | None = None
     if 0 < n_past <= slot.prompt.n_tokens:
@@ -102,7 +106,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
                     # Restored from a slot file (seed 001), or contained (fixed): re-process.
                     reprocess = "checkpoint failed to load"
                     if v.contain_failures:
-                        _erase(srv, slot, ck, "load_failed")
+                        _erase(srv, slot, ck, "invalidated", cause="failed to load")
             if reprocess is not None:
                 pos_next = n_past = 0
     if v.invalidate:
@@ -119,6 +123,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         slot=slot.id,
         task=task.id,
         n_prefix=n_prefix,
+        n_slot_tokens=n_slot_tokens,
         n_past=n_past,
         restored=None if restored is None else restored.id,
         reprocess=reprocess,
@@ -216,8 +221,9 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
 
     # The restored checkpoint counts as the current task's (#30683): the sweep exempts it.
     pairs = [(c.n_tokens, task.id if c is kept else c.id_task) for c in ckpts]
-    for i in reversed(policy.sweep_too_close(pairs, task.id, cfg.checkpoint_min_step, cap)):
-        _erase(srv, slot, ckpts[i], "too_close")
+    full = len(ckpts) + 1 >= cap  # the sweep's condition when it starts (CKPT-4 judges it)
+    for i in reversed(policy.sweep_too_close(pairs, task.id, cfg.checkpoint_min_step, cap, v.sweep_only_when_full)):
+        _erase(srv, slot, ckpts[i], "too_close", full=full)
 
     recycled: Buffer | None = None
     if v.cap_checkpoints:

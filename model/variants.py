@@ -62,6 +62,11 @@ class Variant:
     # A task pinned to a busy slot runs the cache save/load on that slot before it is
     # deferred (behaviour notes 8.4.1): the slot is saved mid-prompt, or loaded over.
     cache_update_busy_slot: bool = True
+    # Historical rules kept as seams so that their regressions can be shown (mutants):
+    # #24110 lowers the restore threshold only for a prompt without new tokens; seed 001
+    # sweeps too-close checkpoints only while the list is full.
+    threshold_uses_new_tokens: bool = True
+    sweep_only_when_full: bool = True
     # -- mutant seams (all False/True as in the real code for the four designs) ------------
     inplace_update: bool = False  # the cap eviction recycles the oldest payload in place
     free_on_evict: bool = False  # eviction frees payload buffers even when still held
@@ -169,6 +174,18 @@ MUTANTS: dict[str, Variant] = {
             invalidate=False,
         ),
         _mutant(FIXED, "no-cap", "the checkpoint list is not capped", cap_checkpoints=False),
+        _mutant(
+            FIXED,
+            "needless-restore",
+            "the restore threshold ignores new tokens (before #24110): a strict extension restores",
+            threshold_uses_new_tokens=False,
+        ),
+        _mutant(
+            FIXED,
+            "sweep-always",
+            "the too-close sweep runs even when the list is not full (the August 2026 code)",
+            sweep_only_when_full=False,
+        ),
         _mutant(
             FIXED,
             "trust-size-field",

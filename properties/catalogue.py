@@ -163,6 +163,24 @@ CATALOGUE: tuple[Property, ...] = (
         state.perf1_no_payload_copies,
     ),
     Property(
+        "CKPT-4",
+        "Every checkpoint erasure has an allowed reason (invalidation, the cap, the spacing sweep when "
+        "full, a supersede at equal n_tokens, a context shift; clears and prompt replacements drop lists).",
+        "checkpoints",
+        "server-context.cpp: create_checkpoint, update_slots",
+        checkpoints.ckpt4_erasure_reasons,
+        extended=True,
+    ),
+    Property(
+        "PERF-3",
+        "A prompt that strictly extends a recurrent or hybrid slot's live tokens resumes from live memory, "
+        "with no restore.",
+        "performance",
+        "server-context.cpp: update_slots (pos_min_thold, #24110)",
+        checkpoints.perf3_extension_resumes,
+        extended=True,
+    ),
+    Property(
         "PERF-2",
         "A checkpoint that a task restored is not erased or re-created identically by that same task.",
         "performance",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pcspec.model.checkpoint import Checkpoint
+from pcspec.model.config import MemoryKind
 from pcspec.model.heap import Event
 from pcspec.model.memory import StateImage, Tokens
 from pcspec.model.ownership import holders
@@ -89,4 +90,43 @@ def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
         for e in events_of(events, "ckpt_create")
         if e.data["identical_to_restored"]
     ]
+    return out
+
+
+ALLOWED_ERASURES = ("invalidated", "cap", "too_close", "supersede", "context_shift")
+
+
+def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
+    """Every ``ckpt_erase`` has an allowed reason whose condition held (clears and prompt
+    replacements drop whole lists and are not ``ckpt_erase`` events)."""
+    out: list[str] = []
+    cap = srv.cfg.n_ctx_checkpoints
+    for e in events_of(events, "ckpt_erase"):
+        d = e.data
+        what = f"task {d['task']} erased ckpt#{d['ckpt']} (n_tokens={d['n_tokens']}) as {d['reason']}"
+        if d["reason"] not in ALLOWED_ERASURES:
+            out.append(f"{what}: not an allowed reason ({', '.join(ALLOWED_ERASURES)})")
+        elif d["reason"] == "too_close" and not d.get("full", True):
+            out.append(f"{what} while the list ({d['list_len']} of {cap}) was not full")
+        elif d["reason"] == "cap" and d["list_len"] < cap:
+            out.append(f"{what} while the list held {d['list_len']} of {cap}")
+    return out
+
+
+def perf3_extension_resumes(srv: Server, events: Sequence[Event]) -> list[str]:
+    """A prompt that strictly extends a recurrent or hybrid slot's live tokens resumes from
+    live memory (#24110: no needless restore when the prompt brings new tokens)."""
+    if srv.cfg.memory not in (MemoryKind.RECURRENT, MemoryKind.HYBRID):
+        return []
+    out: list[str] = []
+    for e in events_of(events, "prompt_start"):
+        d = e.data
+        if not 0 < d["n_prefix"] == d["n_slot_tokens"] < len(d["prompt"]):
+            continue
+        if d["restored"] is not None or d["reprocess"] is not None or d["n_past"] != d["n_prefix"]:
+            how = "restored a checkpoint" if d["restored"] is not None else f"re-processed ({d['reprocess']})"
+            out.append(
+                f"task {d['task']} strictly extends the {d['n_slot_tokens']} live tokens of slot {d['slot']} "
+                f"but {how}: n_past {d['n_past']}"
+            )
     return out

@@ -29,6 +29,9 @@ CELLS = [(v, p.id) for v in ORACLE for p in CATALOGUE]
 def test_cell_matches_oracle(matrix: tuple[Matrix, Path], variant: str, pid: str) -> None:
     m, _ = matrix
     cell = next(c for c in m.cells if c.variant == variant and c.property == pid)
+    if ORACLE[variant][pid] == "?":  # extended catalogue: recorded, not expected
+        assert cell.verdict in ("violated", "holds") and cell.ok
+        return
     want = "violated" if ORACLE[variant][pid] == "x" else "holds"
     assert cell.verdict == want, f"{variant} {pid}: {cell.verdict} ({cell.message})"
     if cell.verdict == "violated":

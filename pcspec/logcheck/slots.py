@@ -283,10 +283,8 @@ class SlotChecker:
         else:
             pairs = [(c.n_tokens or 0, self._owner(s, c, e.task)) for c in s.ckpts]
             # the "always" sweep of the August 2026 code is the same walk without the
-            # list-is-full condition; the condition `size + 1 >= cap` is vacuous at cap 0
-            expected = policy.sweep_too_close(
-                pairs, e.task, ctx.config.min_step, cap if rule == "when-full" else 0
-            )
+            # list-is-full condition
+            expected = policy.sweep_too_close(pairs, e.task, ctx.config.min_step, cap, rule == "when-full")
         if expected is not None and sorted(observed) != expected:
             line = sweep[0].line if sweep else e.line
             ctx.deviate(line, "ckpt-sweep",
