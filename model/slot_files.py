@@ -34,6 +34,7 @@ from pcspec.model.slotfile import (
     HEADER_BYTES,
     FileCheckpoint,
     SlotFile,
+    encode_appendix,
     read_slot_file,
     write_slot_file,
 )
@@ -177,13 +178,17 @@ def save(srv: Server, slot: Slot, filename: str) -> None:
     srv.files[filename] = data
     srv.written[filename] = data
     srv.written_meta[filename] = summary(slot)
-    srv.last_result = {"n_saved": slot.prompt.n_tokens, "n_written": len(data)}
+    # Mutant appendix-uncounted: the #26004 bug the author acknowledged (July 2026), the
+    # reported count leaves the appendix out.
+    n_written = len(data) if srv.variant.count_appendix_bytes else len(data) - len(encode_appendix(records))
+    srv.last_result = {"n_saved": slot.prompt.n_tokens, "n_written": n_written}
     srv.heap.emit(
         "file_write",
         slot=slot.id,
         filename=filename,
         n_saved=slot.prompt.n_tokens,
-        n_written=len(data),
+        n_written=n_written,
+        size=len(data),
         unwritten=unwritten,
         checkpoints=[(r.n_tokens, r.pos_min, r.pos_max) for r in records],
     )
@@ -271,14 +276,16 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         dmem.clear()
         dmem.decode(tokens)  # fixed: re-process the restored tokens into the draft context
     _restore_checkpoints(srv, slot, parsed, filename)
-    srv.last_result = {"n_restored": len(tokens), "n_read": parsed.n_read}
+    n_read = parsed.n_read if v.count_appendix_bytes else parsed.n_read - parsed.appendix_bytes
+    srv.last_result = {"n_restored": len(tokens), "n_read": n_read}
     written = srv.written.get(filename)
     heap.emit(
         "file_restore",
         slot=slot.id,
         filename=filename,
         n_restored=len(tokens),
-        n_read=parsed.n_read,
+        n_read=n_read,
+        consumed=parsed.n_read,
         size=len(data),
         pristine=written == data,
         appendix=parsed.appendix_status,

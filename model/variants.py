@@ -67,6 +67,7 @@ class Variant:
     # sweeps too-close checkpoints only while the list is full.
     threshold_uses_new_tokens: bool = True
     sweep_only_when_full: bool = True
+    count_appendix_bytes: bool = True  # n_written / n_read include the checkpoint appendix
     # -- mutant seams (all False/True as in the real code for the four designs) ------------
     inplace_update: bool = False  # the cap eviction recycles the oldest payload in place
     free_on_evict: bool = False  # eviction frees payload buffers even when still held
@@ -179,6 +180,12 @@ MUTANTS: dict[str, Variant] = {
             "needless-restore",
             "the restore threshold ignores new tokens (before #24110): a strict extension restores",
             threshold_uses_new_tokens=False,
+        ),
+        _mutant(
+            FIXED,
+            "appendix-uncounted",
+            "n_written and n_read leave the checkpoint appendix out (the acknowledged #26004 bug)",
+            count_appendix_bytes=False,
         ),
         _mutant(
             FIXED,

@@ -148,6 +148,14 @@ CATALOGUE: tuple[Property, ...] = (
         after_crash=True,
     ),
     Property(
+        "FILE-2",
+        "The reported bytes written equal the file size, and the bytes read equal what the reader consumed.",
+        "files",
+        "server-context.cpp: slot save/restore responses (n_written, n_read; #26004)",
+        files.file2_reported_bytes,
+        extended=True,
+    ),
+    Property(
         "LIVE-1",
         "A transient allocation failure does not permanently reduce the cache limit.",
         "accounting",

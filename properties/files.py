@@ -43,5 +43,20 @@ def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list
     return out
 
 
+def file2_reported_bytes(srv: Server, events: Sequence[Event]) -> list[str]:
+    out = [
+        f"saving {e.data['filename']!r} reported n_written {e.data['n_written']} for a file of {e.data['size']} bytes"
+        for e in events_of(events, "file_write")
+        if e.data["n_written"] != e.data["size"]
+    ]
+    out += [
+        f"restoring {e.data['filename']!r} reported n_read {e.data['n_read']} but the reader consumed "
+        f"{e.data['consumed']} bytes"
+        for e in events_of(events, "file_restore")
+        if e.data["n_read"] != e.data["consumed"]
+    ]
+    return out
+
+
 def _meta(ckpts: Sequence[tuple[object, ...]]) -> list[tuple[object, ...]]:
     return [c[:3] for c in ckpts]

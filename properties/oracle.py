@@ -30,6 +30,7 @@ _COLUMNS = [
     "RESTORE-1",
     "NOABORT-1",
     "FILE-1",
+    "FILE-2",
     "LIVE-1",
     "PERF-1",
     "CKPT-4",
@@ -38,13 +39,13 @@ _COLUMNS = [
 ]
 
 # One row per design, in _COLUMNS order (UNINIT and CKPT-1,2 of DESIGN.md are split in two).
-# `?`: the extended catalogue (CKPT-4, PERF-3): no expectation except for `fixed`, which must
+# `?`: the extended catalogue (FILE-2, CKPT-4, PERF-3): no expectation except for `fixed`, which must
 # hold each; on the other designs the verdict is whatever the model shows, with its trace.
 _ROWS = {
-    "master": ". x . . x x x . . . . . . x x . x . x x ? ? x",
-    "pr30137": ". x . . . x x x . x . . . x x . x . x . ? ? x",
-    "pr27451": ". x . . x x . x . x . . . x x . x . x . ? ? x",
-    "fixed": ". . . . . . . . . . . . . . . . . . . . . . .",
+    "master": ". x . . x x x . . . . . . x x . x . ? x x ? ? x",
+    "pr30137": ". x . . . x x x . x . . . x x . x . ? x . ? ? x",
+    "pr27451": ". x . . x x . x . x . . . x x . x . ? x . ? ? x",
+    "fixed": ". . . . . . . . . . . . . . . . . . . . . . . .",
 }
 
 ORACLE: dict[str, dict[str, Expect]] = {
@@ -120,6 +121,7 @@ MUTANT_TARGETS: dict[str, tuple[str, ...]] = {
     "mutant:no-cap": ("CKPT-1",),
     "mutant:needless-restore": ("PERF-3",),
     "mutant:sweep-always": ("CKPT-4",),
+    "mutant:appendix-uncounted": ("FILE-2",),
     "mutant:trust-size-field": ("FILE-1",),
 }
 
