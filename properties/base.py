@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pcspec.model.heap import Event
+from pcspec.model.ownership import Holder, holders
 from pcspec.model.server import Server
 
 Check = Callable[[Server, Sequence[Event]], list[str]]
@@ -44,13 +45,24 @@ class Violation:
 
 
 class Events(list[Event]):
-    """The events of one operation, indexed by kind once (every check asks for a kind)."""
+    """The events of one operation, indexed by kind once (every check asks for a kind), plus
+    the holders of the state after it, listed once for all the checks that walk them."""
 
     def __init__(self, events: Sequence[Event]) -> None:
         super().__init__(events)
         self.by_kind: dict[str, list[Event]] = {}
         for e in events:
             self.by_kind.setdefault(e.kind, []).append(e)
+        self.holders: list[Holder] | None = None
+
+
+def holders_of(srv: Server, events: Sequence[Event]) -> list[Holder]:
+    """``pcspec.model.ownership.holders(srv)``, computed once per judgement."""
+    if isinstance(events, Events):
+        if events.holders is None:
+            events.holders = list(holders(srv))
+        return events.holders
+    return list(holders(srv))
 
 
 def events_of(events: Sequence[Event], kind: str) -> list[Event]:

@@ -12,9 +12,8 @@ from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.config import MemoryKind
 from pcspec.model.heap import Event
 from pcspec.model.memory import StateImage, Tokens
-from pcspec.model.ownership import holders
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of
+from pcspec.properties.base import events_of, holders_of
 
 
 def ckpt1_slot_list_shape(srv: Server, events: Sequence[Event]) -> list[str]:
@@ -45,7 +44,7 @@ def describes_prefix(ck: Checkpoint, tokens: Tokens) -> bool:
 def ckpt2_describes_prefix(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     seen: set[tuple[str, int]] = set()
-    for h in holders(srv):
+    for h in holders_of(srv, events):
         for ck in h.checkpoints:
             if (h.name, ck.id) in seen:
                 continue

@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pcspec.model.heap import Event
-from pcspec.model.ownership import holders
 from pcspec.model.server import Server
+from pcspec.properties.base import holders_of
 
 
 def imm1_published_checkpoint_unchanged(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     seen: set[int] = set()
-    for h in holders(srv):
+    for h in holders_of(srv, events):
         for ck in h.checkpoints:
             if ck.id in seen or ck.sealed is None:
                 continue

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.heap import Buffer, Event
-from pcspec.model.ownership import holders
 from pcspec.model.server import Server
+from pcspec.properties.base import holders_of
 
 
 def ref1_refcounts_match_holders(srv: Server, events: Sequence[Event]) -> list[str]:
@@ -18,7 +18,7 @@ def ref1_refcounts_match_holders(srv: Server, events: Sequence[Event]) -> list[s
     ckpts: dict[int, Checkpoint] = {}
     buf_holders: dict[int, list[str]] = {}
     bufs: dict[int, Buffer] = {}
-    for h in holders(srv):
+    for h in holders_of(srv, events):
         for b in h.data:
             bufs[b.id] = b
             buf_holders.setdefault(b.id, []).append(h.name)

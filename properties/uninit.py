@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pcspec.model.heap import Event
-from pcspec.model.ownership import holders
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of
+from pcspec.properties.base import events_of, holders_of
 
 
 def uninit1_no_unwritten_reachable(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
-    for h in holders(srv):
+    for h in holders_of(srv, events):
         for b in h.data:
             if b.unwritten:
                 out.append(f"{h.name} holds {b.role} buffer #{b.id} with {b.unwritten} of {b.size} bytes never written")
