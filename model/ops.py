@@ -22,7 +22,7 @@ op                 fields (defaults)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from pcspec.errors import PcspecError
@@ -116,25 +116,6 @@ def apply(srv: Server, op: dict[str, Any]) -> Iterator[None]:
     name = op["op"]
     if name in ("slot_save", "slot_restore", "slot_erase") and _int(op, "id_slot") >= srv.cfg.n_slots:
         raise PcspecError(f"field 'id_slot' is {op['id_slot']} but the server has {srv.cfg.n_slots} slot(s)")
-    simple: dict[str, Callable[[], object]] = {
-        "step": srv.step,
-        "sleep_wake": srv.sleep_wake,
-        "inject": lambda: srv.inject(op["site"], op.get("count", 1)),
-        "slot_save": lambda: srv.slot_action("save", op["id_slot"], op["filename"]),
-        "slot_restore": lambda: srv.slot_action("restore", op["id_slot"], op["filename"]),
-        "slot_erase": lambda: srv.slot_action("erase", op["id_slot"]),
-        "corrupt_file": lambda: srv.corrupt_file(
-            op["filename"], op.get("offset", 0), bytes(op.get("data", [])), op.get("truncate")
-        ),
-        "request": lambda: srv.request(
-            tuple(op["tokens"]),
-            tuple(op.get("spans", [])),
-            op.get("n_predict", 4),
-            op.get("id_slot", -1),
-            op.get("cache_prompt", True),
-            TaskType(op.get("type", "completion")),
-        ),
-    }
     if name == "run":
         for _ in range(op.get("max_steps", 10_000)):
             if srv.idle or srv.crash is not None:
@@ -142,5 +123,26 @@ def apply(srv: Server, op: dict[str, Any]) -> Iterator[None]:
             srv.step()
             yield
         return
-    simple[name]()
+    # (plain dispatch: this runs once per fuzzing step)
+    if name == "step":
+        srv.step()
+    elif name == "request":
+        srv.request(
+            tuple(op["tokens"]),
+            tuple(op.get("spans", [])),
+            op.get("n_predict", 4),
+            op.get("id_slot", -1),
+            op.get("cache_prompt", True),
+            TaskType(op.get("type", "completion")),
+        )
+    elif name == "inject":
+        srv.inject(op["site"], op.get("count", 1))
+    elif name in ("slot_save", "slot_restore"):
+        srv.slot_action(name[5:], op["id_slot"], op["filename"])
+    elif name == "slot_erase":
+        srv.slot_action("erase", op["id_slot"])
+    elif name == "corrupt_file":
+        srv.corrupt_file(op["filename"], op.get("offset", 0), bytes(op.get("data", [])), op.get("truncate"))
+    else:  # sleep_wake (validate() admitted nothing else)
+        srv.sleep_wake()
     yield

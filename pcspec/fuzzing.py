@@ -2,8 +2,9 @@
 
 * A *survey* runs the machine on a variant with every property judged and none failing the
   example: it tells which properties some run violated, and how many steps were examined.
-* A *hunt* runs the machine with one target property: its first violation fails the
-  example, and Hypothesis shrinks it to a short trace.
+* A *hunt* runs the machine with one target property and stops at its first violation;
+  ``pcspec.shrink`` then shrinks the trace by replay (much faster than Hypothesis shrinking
+  a stateful run, and it serves survey finds too).
 
 Verdicts are three-valued: ``violated`` (with the trace), ``holds`` (no violation found in
 the steps examined; the whole budget ran), ``unknown`` (the time budget ran out first). Same
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import Phase, settings
-from hypothesis.internal.conjecture import engine as _engine
 from hypothesis.stateful import run_state_machine_as_test
 
 from pcspec.model.variants import Variant
@@ -62,26 +62,11 @@ def _budgeted(cls: type[CacheMachine], deadline: float) -> type[CacheMachine]:
     return sub
 
 
-# Hypothesis shrinks for up to 300 s and has no public setting for it; a hunt's trace is
-# short long before that, so cap it (the trace is still the minimal one found by then).
-SHRINK_SECONDS = 10
-
-
-def _run(
-    cls: type[CacheMachine],
-    profile: str,
-    seed: int,
-    examples: int | None,
-    seconds: float,
-    hypothesis_shrink: bool = False,
-) -> Run:
-    _engine.MAX_SHRINKING_SECONDS = SHRINK_SECONDS
+def _run(cls: type[CacheMachine], profile: str, seed: int, examples: int | None, seconds: float) -> Run:
     cls = _budgeted(cls, time.monotonic() + seconds)
     cls._hypothesis_internal_use_seed = seed  # what @seed does
     base = PROFILES[profile]
-    # By default a hunt stops at the first failing example and pcspec.shrink shrinks it by
-    # replay, which is much faster than Hypothesis shrinking a stateful run.
-    phases = base.phases if hypothesis_shrink else [p for p in base.phases if p != Phase.shrink]
+    phases = [p for p in base.phases if p != Phase.shrink]  # pcspec.shrink does it by replay
     s = settings(base, derandomize=False, max_examples=examples or base.max_examples, phases=phases)
     t0 = time.monotonic()
     try:
