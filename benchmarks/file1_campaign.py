@@ -40,135 +40,21 @@ fixed, or a follow-up failure has neither known cause.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import copy
 import random
-import re
 import struct
 import sys
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass
+from pathlib import Path
 
-from pcspec.errors import PcspecError
-from pcspec.model.config import Config, MemoryKind
-from pcspec.model.heap import Event
-from pcspec.model.server import Server
-from pcspec.model.slot_files import _peek_state_size  # what the restore passes as state_size
-from pcspec.model.slotfile import SLOT_CKPT_MAX_COUNT, ReadStats, field_map, read_slot_file
-from pcspec.model.variants import DESIGNS
-from pcspec.properties.files import file1_round_trip_and_rejection
+# The set-up and the judgement are the test's (tests/file1_setup.py), imported rather than copied
+# so that the campaign checks exactly what the test checks.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from file1_setup import SCKP_V1, SETUPS, VARIANTS, Base, build, judge, normalise, restore, touched
+
+from pcspec.model.slotfile import SLOT_CKPT_MAX_COUNT
 from pcspec.properties.state import state1_memory_matches_tokens
-
-FILE = "f.bin"
-VARIANTS = ("fixed", "master")
-SETUPS = tuple((kind, draft) for kind in MemoryKind for draft in (False, True))
-CKPT_META = ("n_tokens", "pos_min", "pos_max")
-
-
-def config(kind: MemoryKind, draft: bool) -> Config:
-    return Config(
-        n_slots=2,
-        n_ctx_slot=256,
-        n_batch=16,
-        n_ubatch=4,
-        memory=kind,
-        n_swa=8,
-        swa_cells=24,
-        cell_bytes=8,
-        rs_bytes=64,
-        has_draft=draft,
-        draft_memory=kind,
-        draft_cell_bytes=4,
-        draft_rs_bytes=32,
-        spec_bytes=8 if draft else 0,
-        n_ctx_checkpoints=3,
-        checkpoint_min_step=4,
-        cache_ram=0,
-    )
-
-
-@dataclass(frozen=True)
-class Base:
-    """A running server that just saved slot 0, and what the judge needs to know of the file."""
-
-    name: str
-    variant: str
-    server: Server
-    data: bytes
-    fields: tuple[tuple[str, int, int], ...]
-    identity: frozenset[int]  # token words and token identities of the state blob
-    ckpt_identity: frozenset[int]  # token identities of the checkpoint blobs
-    ckpt_meta: frozenset[int]  # checkpoint records' n_tokens, pos_min, pos_max
-
-
-def blob_identity(data: bytes, at: int) -> set[int]:
-    """Identity bytes of a model state blob (``slot_files.encode_content``: ``PCSY``, u32 length,
-    u8 tag, then for a StateImage u8 kind, u8 scope, i32 part_lo and two i32-counted token arrays,
-    for a speculative state one token array): part_lo and the arrays, which stand for the data."""
-    assert data[at : at + 4] == b"PCSY"
-    (blob_len,) = struct.unpack_from("<I", data, at + 4)
-    out: set[int] = set()
-    tag, pos, arrays = data[at + 8], at + 9, 1
-    if tag == 1:
-        out.update(range(at + 11, at + 15))
-        pos, arrays = at + 15, 2
-    for _ in range(arrays):
-        (n,) = struct.unpack_from("<i", data, pos)
-        pos += 4 + 4 * max(n, 0)
-        out.update(range(pos - 4 * max(n, 0), pos))
-    assert pos == at + blob_len
-    return out
-
-
-def identity_bytes(data: bytes) -> tuple[frozenset[int], frozenset[int]]:
-    """(the token words and the state blob's identity bytes, the checkpoint blobs' identity bytes).
-    A wrong but well-formed value there is a semantic corruption no reader can detect."""
-    (n_words,) = struct.unpack_from("<I", data, 8)
-    main = set(range(12, 12 + 4 * n_words)) | blob_identity(data, 12 + 4 * n_words)
-    ckpts: set[int] = set()
-    for rec in read_slot_file(data).checkpoint_offsets:
-        pos = rec + 16
-        for _ in range(3):  # data_tgt, data_dft, data_spec: u64 length + bytes
-            (n,) = struct.unpack_from("<Q", data, pos)
-            if n:
-                ckpts |= blob_identity(data, pos + 8)
-            pos += 8 + n
-    return frozenset(main), frozenset(ckpts)
-
-
-def build(kind: MemoryKind, draft: bool, variant: str) -> Base:
-    srv = Server(config(kind, draft), DESIGNS[variant])
-    first = tuple(range(1, 41))
-    srv.request(first, spans=(0, 20), n_predict=3, id_slot=0)
-    srv.run()
-    turn = srv.slots[0].prompt.tokens
-    srv.request(turn + tuple(range(100, 130)), spans=(0, 20, len(turn)), n_predict=3, id_slot=0)
-    srv.run()
-    srv.request(tuple(range(300, 330)), spans=(0,), n_predict=2, id_slot=1)
-    srv.run()
-    srv.slot_action("save", 0, FILE)
-    data = srv.files[FILE]
-    assert srv.crash is None and srv.last_result["n_written"] == len(data)
-    srv.heap.events.clear()  # history only (the model never reads it); keeps the copies cheap
-    fields = field_map(read_slot_file(data))
-    st = 12 + 4 * struct.unpack_from("<I", data, 8)[0]
-    meta = {
-        i
-        for name, off, width in fields
-        if name.startswith("ckpt ") and name.split()[-1] in CKPT_META
-        for i in range(off, off + width)
-    }
-    return Base(
-        f"{kind}{'+draft' if draft else ''}/{variant}",
-        variant,
-        srv,
-        data,
-        (*fields, ("state blob length", st + 4, 4)),
-        *identity_bytes(data),
-        frozenset(meta),
-    )
 
 
 def mutate(rng: random.Random, base: Base) -> bytes:
@@ -186,6 +72,8 @@ def mutate(rng: random.Random, base: Base) -> bytes:
                 fmt = "<I" if width == 4 else "<Q"
                 top = 2 ** (8 * width) - 1
                 (original,) = struct.unpack_from(fmt, buf, off)
+                # The test's special values (file1_setup.special_values) in this order, duplicates
+                # kept, then a random one: the draws, so the figures of docs/PERFORMANCE.md, stay.
                 near = ((original + 1) & top, (original - 1) & top)
                 value = rng.choice(
                     (0, 1, top, top // 2, *near, SLOT_CKPT_MAX_COUNT + 1, 2**40 & top, rng.randint(0, top))
@@ -193,80 +81,9 @@ def mutate(rng: random.Random, base: Base) -> bytes:
                 struct.pack_into(fmt, buf, off, value)
         elif kind == "append":
             buf += rng.choice(
-                (rng.randbytes(rng.randint(1, 32)), b"SCKP", b"SCKP\x01\x00\x00\x00", base.data[-rng.randint(1, 64) :])
+                (rng.randbytes(rng.randint(1, 32)), b"SCKP", SCKP_V1, base.data[-rng.randint(1, 64) :])
             )
     return bytes(buf)
-
-
-def touched(orig: bytes, data: bytes) -> set[int]:
-    """Offsets of the original file whose byte changed or was cut off."""
-    out = set(range(len(data), len(orig)))
-    n = min(len(orig), len(data))
-    for lo in range(0, n, 64):  # compare by chunks: a mutation changes a few bytes
-        hi = min(lo + 64, n)
-        if orig[lo:hi] != data[lo:hi]:
-            out.update(i for i in range(lo, hi) if orig[i] != data[i])
-    return out
-
-
-def normalise(reason: str) -> str:
-    """A rejection reason without its numbers and parenthesised details, for counting."""
-    return re.sub(r"0x[0-9a-f]+|\d+", "N", re.sub(r" \((?:[^()]|\([^()]*\))*\)", "", reason))
-
-
-@dataclass
-class Outcome:
-    kind: str  # "rejected" | "restored" | "crash"
-    detail: str  # the rejection reason (normalised) or the appendix status
-    problems: list[tuple[str, str]]  # (category, message)
-    legacy_reading: bool = False  # master: a legacy token list installed over the state
-    state1_judged: bool = False
-    reader_alloc: int = 0
-    heap_alloc: int = 0
-
-
-def judge(srv: Server, base: Base, slot: int, data: bytes, events: list[Event], hit: set[int]) -> Outcome:
-    problems: list[tuple[str, str]] = []
-    cfg = srv.cfg
-    stats = ReadStats()
-    packed: bool | None = None
-    with contextlib.suppress(PcspecError):  # a rejection: the judgement below looks at the events
-        packed = read_slot_file(
-            data, FILE, cfg.n_ctx_checkpoints, state_size=_peek_state_size(data), stats=stats
-        ).packed
-    heap_alloc = max((int(e.data["size"]) for e in events if e.kind == "alloc"), default=0)
-    for who, n in (("reader", stats.max_alloc), ("model heap", heap_alloc)):
-        if n > len(data):
-            problems.append(("allocation > file size", f"{who} allocated {n} bytes from a file of {len(data)}"))
-    problems += [("FILE-1", m) for m in file1_round_trip_and_rejection(srv, events)]
-    out = Outcome("restored", "", problems, reader_alloc=stats.max_alloc, heap_alloc=heap_alloc)
-    failed = [e for e in events if e.kind == "file_restore_failed"]
-    done = [e for e in events if e.kind == "file_restore"]
-    s = srv.slots[slot]
-    if srv.crash is not None:
-        out.kind, out.detail = "crash", f"{srv.crash.where}: {srv.crash.message}"
-        problems.append(("crash", f"the restore crashed the server: {out.detail}"))
-    elif failed:
-        out.kind, out.detail = "rejected", normalise(str(failed[0].data["reason"]))
-        if s.prompt.tokens or any(not c.seqs[slot].is_state_of(()) for c in srv.contexts()):
-            problems.append(
-                ("inconsistent slot", f"rejected ({failed[0].data['reason']}) but slot {slot} is not empty")
-            )
-    elif done:
-        out.detail = str(done[0].data["appendix"])
-        mem = srv.ctx_tgt.seqs[slot]
-        if mem.n_tokens != len(s.prompt.tokens):
-            if base.variant == "master" and packed is False:
-                out.legacy_reading = True
-            else:
-                msg = f"target memory holds {mem.n_tokens} tokens, the slot bookkeeps {len(s.prompt.tokens)}"
-                problems.append(("inconsistent slot", msg))
-        if base.variant == "fixed" and not hit & base.identity:
-            out.state1_judged = True
-            problems += [("STATE-1", m) for m in state1_memory_matches_tokens(srv, events)]
-    else:
-        problems.append(("other", "the restore neither succeeded nor failed"))
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,15 +106,13 @@ def main(argv: list[str] | None = None) -> int:
         base = bases[i % len(bases)]
         data = mutate(rng, base)
         hit = touched(base.data, data)
-        srv = copy.deepcopy(base.server)
-        srv.files[FILE] = data
+        srv = base.fresh()
         slot = rng.randrange(2)
         seen = len(srv.heap.events)
         counts = outcomes[base.variant]
         counts["inputs"] += 1
         try:
-            srv.slot_action("restore", slot, FILE)
-            out = judge(srv, base, slot, data, srv.heap.events[seen:], hit)
+            out = judge(base, srv, slot, data, restore(srv, slot, data))
         except Exception:  # the subject: nothing may escape the model
             counts["python exception"] += 1
             n_problems += 1

@@ -114,9 +114,12 @@ def copy_checkpoints(
         for ck in ckpts:
             bufs: list[Buffer | None] = []
             for b in (ck.tgt, ck.dft, ck.spec):
+                # #27451 shares the target and draft payloads; "the smaller speculative
+                # checkpoint state remains value-owned" (seed 003, line 167): copied.
+                value_owned = sharing == Sharing.DEEP_COPY or b is ck.spec
                 if b is None:
                     bufs.append(None)
-                elif sharing == Sharing.DEEP_COPY:
+                elif value_owned:
                     bufs.append(heap.copy(b, b.role, zero_init, site))
                     made.append(bufs[-1])  # type: ignore[arg-type]
                 else:

@@ -3,6 +3,13 @@
 Mirrors the parts of ``common_params`` (common/common.h) and ``server_context::load_model``
 (server-context.cpp) that the prompt cache and checkpoints depend on. Sizes are symbolic
 byte counts: the model never allocates them, so 330 MiB costs what 1 KiB does.
+
+Every size has an upper bound (``UPPER``), checked with the lower ones by ``validate`` so
+that a value beyond it is refused up front, with the field named. A bound is either what
+the model can afford (``n_slots``: every operation and every judgement visits every slot,
+so the cost of each operation grows with it) or what the C++ can hold (a ``uint32_t``
+context, an ``int32_t`` flag, byte counts whose sums must stay within ``int64_t``).
+docs/USING.md lists them with their reasons.
 """
 
 from __future__ import annotations
@@ -11,13 +18,48 @@ from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from pcspec.errors import PcspecError
+from pcspec.model.errors import PcspecError
+from pcspec.model.slotfile import SLOT_CKPT_MAX_COUNT
 
 MIB = 1024 * 1024
 
 # Bytes of a sequence-state blob that do not depend on the tokens: u32 io magic, i32 seq id,
 # u32 n_stream, u32 cell count (llama-context.cpp: state_seq_write_data).
 STATE_HEADER = 16
+
+
+# -- upper bounds (see the module docstring) -----------------------------------------------------
+INT32_MAX = 2**31 - 1
+UINT32_MAX = 2**32 - 1
+# Measured (docs/USING.md): a four-operation trace replays in 0.24 s with 1024 slots, 1.1 s with
+# 4096, linearly; llama-server deployments run a few to a few dozen slots.
+MAX_SLOTS = 1024
+# One token's K and V over all layers: a few hundred KiB for the largest models. 1 GiB per token
+# times a uint32 context keeps a whole context's bytes below 2**62.
+MAX_TOKEN_BYTES = 2**30
+MAX_STATE_BYTES = 2**40  # a recurrent state, or a speculative stash: 1 TiB
+MAX_RAM_BYTES = 2**62  # host_ram's default (no limit in practice); byte sums stay in an int64
+
+UPPER: dict[str, tuple[int, str]] = {
+    "n_slots": (MAX_SLOTS, "every operation visits every slot: the model's cost grows with it"),
+    "n_ctx_slot": (UINT32_MAX, "llama_n_ctx is a uint32_t"),
+    "n_batch": (INT32_MAX, "--batch-size is an int32_t"),
+    "n_swa": (UINT32_MAX, "hparams.n_swa is a uint32_t"),
+    "swa_cells": (UINT32_MAX, "a cell count is a uint32_t"),
+    "n_rs_seq": (UINT32_MAX, "a rollback depth is a count of cells, a uint32_t"),
+    "cell_bytes": (MAX_TOKEN_BYTES, "1 GiB per token, far above any model"),
+    "draft_cell_bytes": (MAX_TOKEN_BYTES, "1 GiB per token, far above any model"),
+    "rs_bytes": (MAX_STATE_BYTES, "1 TiB per recurrent state"),
+    "draft_rs_bytes": (MAX_STATE_BYTES, "1 TiB per recurrent state"),
+    "spec_bytes": (MAX_STATE_BYTES, "1 TiB per speculative stash"),
+    "n_ctx_checkpoints": (
+        SLOT_CKPT_MAX_COUNT,
+        "a slot file with more checkpoint records is taken as corrupted and its appendix ignored",
+    ),
+    "checkpoint_min_step": (INT32_MAX, "an int32_t flag"),
+    "cache_ram": (INT32_MAX * MIB, "--cache-ram is an int32_t count of MiB"),
+    "host_ram": (MAX_RAM_BYTES, "byte sums must stay within an int64_t"),
+}
 
 
 class MemoryKind(StrEnum):
@@ -144,6 +186,15 @@ class Config:
             "spec_bytes (speculative state) needs a draft context (has_draft)",
         )
         need(self.host_ram >= 1, f"host_ram must be positive (got {self.host_ram})")
+        for name, (hi, why) in UPPER.items():
+            value = getattr(self, name)
+            need(value <= hi, f"{name} must be at most {hi}: {why} (got {value})")
+        need(
+            # (checked only when both fields are within their own bounds, which say it better)
+            self.n_slots > MAX_SLOTS or self.n_ctx_slot > UINT32_MAX or self.n_ctx <= UINT32_MAX,
+            f"n_ctx_slot x n_slots must be at most {UINT32_MAX}: llama_n_ctx is a uint32_t "
+            f"(got {self.n_ctx_slot} x {self.n_slots})",
+        )
         if problems:
             raise PcspecError("invalid configuration: " + "; ".join(problems))
         return self

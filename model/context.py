@@ -59,8 +59,11 @@ class Context:
         return self.seqs[seq].state_size(scope)
 
     def get_data(self, heap: Heap, seq: int, buf: Buffer, scope: int, site: str) -> int:
-        """llama-context.cpp: llama_state_seq_get_data_ext. Returns bytes written, or 0 when
-        the write stopped short (an injected fault, or a buffer smaller than the state)."""
+        """llama-context.cpp: llama_state_seq_get_data_ext. Returns bytes written: 0 when the
+        write threw (a fault at ``site``, or a buffer smaller than the state: the write
+        stops at its end and the exception is caught), or fewer bytes than ``get_size`` said
+        (a *short write*, fault site ``state.write.short``: the state shrank between the
+        size query and the write); the bytes past what was written stay unwritten."""
         mem = self.seqs[seq]
         size = mem.state_size(scope)
         img = mem.image(scope)
@@ -68,6 +71,11 @@ class Context:
             heap.fill(buf, img, min(buf.size, size) // 2)
             heap.emit("state_read_short", ctx=self.name, seq=seq, buf=buf.id, size=size)
             return 0
+        if size > 1 and heap.faults.hit("state.write.short"):
+            n = size // 2
+            heap.fill(buf, img, n)
+            heap.emit("state_read_short", ctx=self.name, seq=seq, buf=buf.id, size=size, written=n)
+            return n
         heap.fill(buf, img, size)
         return size
 

@@ -94,6 +94,7 @@ class Faults:
         "ckpt.write.dft",  # common_prompt_checkpoint::load_dft at restore fails
         "ckpt.alloc",  # create_checkpoint: the checkpoint buffers
         "file.write.tgt",  # slot restore: llama_state_seq_load_file fails to load the state
+        "state.write.short",  # any llama_state_seq_get_data_ext returns fewer bytes than get_size
     )
 
     def __init__(self) -> None:
@@ -161,7 +162,7 @@ class Heap:
         dst.zeroed = src.zeroed or zero_init
         dst.filled = src.filled
         dst.content = src.content
-        self.emit("copy_payload", src=src.id, dst=dst.id, bytes=src.size)
+        self.emit("copy_payload", src=src.id, dst=dst.id, bytes=src.size, role=role)
         return dst
 
     # -- ownership -----------------------------------------------------------------------

@@ -77,23 +77,35 @@ class SeqMemory:
     # -- positions (llama_memory_seq_pos_min / _max) --------------------------------------
 
     def pos_range(self) -> tuple[int, int]:
-        """``(pos_min, pos_max)``; ``(-1, -1)`` for an empty sequence. For memories made of two
-        caches the C++ takes the larger ``pos_min`` (llama-memory-hybrid / -kv-cache-iswa)."""
+        """``(pos_min, pos_max)``; ``(-1, -1)`` for an empty sequence.
+
+        * iSWA reports the SWA cache alone (llama-kv-cache-iswa.cpp:142-149): an empty
+          window is ``(-1, -1)`` even while the base cache holds cells;
+        * hybrid takes the larger ``pos_min`` and the smaller ``pos_max`` of its two parts
+          (llama-memory-hybrid.cpp:172-180)."""
         if self.kind == MemoryKind.KV:
             n = len(self.attn)
             return (0, n - 1) if n else (-1, -1)
         if self.kind == MemoryKind.RECURRENT:
             n = len(self.part)
             return (n - 1, n - 1) if n else (-1, -1)
-        n_attn, n_part = len(self.attn), len(self.part)
-        if n_attn == 0 and n_part == 0:
-            return (-1, -1)
-        attn_min = 0 if n_attn else -1
+        n_part = len(self.part)
         if self.kind == MemoryKind.SWA:
-            part_min = self.part_lo if n_part > self.part_lo else -1
-        else:
-            part_min = n_part - 1 if n_part else -1
-        return (max(attn_min, part_min), max(n_attn, n_part) - 1)
+            return (self.part_lo, n_part - 1) if n_part > self.part_lo else (-1, -1)
+        n_attn = len(self.attn)
+        attn = (0, n_attn - 1) if n_attn else (-1, -1)
+        recr = (n_part - 1, n_part - 1) if n_part else (-1, -1)
+        return (max(attn[0], recr[0]), min(attn[1], recr[1]))
+
+    def payload_pos_min(self) -> int:
+        """The first position a PARTIAL_ONLY state write of this memory holds: for iSWA the
+        last ``n_swa`` cells only, so ``pos_max - window + 1`` (the recorded ``pos_min`` of the
+        C++ is the SWA cache's, which can be older: server-context.cpp:2337-2341,
+        [TAG_CHECKPOINTS_FIX_POS_MIN]); for the other kinds what ``pos_range`` says."""
+        pos_min, pos_max = self.pos_range()
+        if self.kind != MemoryKind.SWA or pos_min < 0:
+            return pos_min
+        return max(pos_min, pos_max - self.window_cells() + 1)
 
     def window_cells(self) -> int:
         """SWA cells a state write stores: only the last ``n_swa`` (the real logs show a
@@ -171,6 +183,26 @@ class SeqMemory:
             if len(self.part) <= self.part_lo:
                 self.part, self.part_lo = (), 0
         return True
+
+    def shift_out(self, n_keep: int, n_discard: int) -> None:
+        """``seq_rm(seq, n_keep, n_keep + n_discard)`` then ``seq_add(seq, n_keep + n_discard,
+        end, -n_discard)`` (a context shift). The attention cells of the discarded tokens go
+        and the later cells move down, keeping their values (computed while the discarded
+        tokens were in context). A recurrent state has no cells to remove: the removal of a
+        middle range leaves it as it is (llama-memory-recurrent.cpp:161-210), still
+        computed over every token. Context shift is lossy by design in every case; the
+        spec takes the shifted memory as the state of the kept tokens (STATE-1 judges the
+        bookkeeping, which the server keeps exactly), so both parts are relabelled with the
+        kept tokens. What this choice cannot show: that a cache entry saved after a shift is
+        not the state an uncached run of the same tokens would compute."""
+        if self.n_tokens == 0:
+            return
+        if self.has_attn:
+            self.attn = self.attn[:n_keep] + self.attn[n_keep + n_discard :]
+        if self.has_part:
+            self.part = self.part[:n_keep] + self.part[n_keep + n_discard :]
+            if self.kind == MemoryKind.SWA:
+                self.part_lo = max(0, self.part_lo - n_discard)
 
     # -- state blobs (llama_state_seq_get_size_ext / get_data_ext / set_data_ext) -------
 

@@ -14,9 +14,12 @@ op                 fields (defaults)
 ``slot_save``      ``id_slot``, ``filename``
 ``slot_restore``   ``id_slot``, ``filename``
 ``slot_erase``     ``id_slot``
-``corrupt_file``   ``filename``, ``offset``, ``data`` ([int] bytes written there) or
-                   ``truncate`` (new length)
+``corrupt_file``   ``filename``, and ``offset`` + ``data`` ([int] bytes written there), or
+                   ``truncate`` (new length), or ``field`` (a slot-file field name, see
+                   ``slotfile.field_map``) + ``value`` (its new integer value)
 ``sleep_wake``     sleep and wake (the cache and the slots are lost)
+``restart``        the process restarts; ``config`` ({}) changes flags of ``RESTART_FIELDS``
+                   (the slot-save directory stays)
 =================  ==========================================================================
 """
 
@@ -25,10 +28,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pcspec.errors import PcspecError
+from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Faults
-from pcspec.model.server import Server
+from pcspec.model.server import RESTART_FIELDS, Server
 from pcspec.model.slot import TaskType
+
+# llama_token is an int32_t, and server_tokens::validate refuses a negative id: a request with
+# any other id never reaches a slot (the slot file writer could not store it either).
+TOKEN_MAX = 2**31 - 1
 
 OPS = (
     "request",
@@ -40,6 +47,7 @@ OPS = (
     "slot_erase",
     "corrupt_file",
     "sleep_wake",
+    "restart",
 )
 
 
@@ -74,7 +82,10 @@ def validate(op: object) -> dict[str, Any]:
     if name not in OPS:
         raise PcspecError(f"unknown op {name!r}; valid ops: {', '.join(OPS)}")
     if name == "request":
-        _ints(op, "tokens")
+        tokens = _ints(op, "tokens")
+        if tokens and (min(tokens) < 0 or max(tokens) > TOKEN_MAX):
+            i, t = next((i, t) for i, t in enumerate(tokens) if not 0 <= t <= TOKEN_MAX)
+            raise PcspecError(f"field 'tokens' must hold token ids 0..{TOKEN_MAX} (got {t} at index {i})")
         spans = _ints(op, "spans", [])
         if list(spans) != sorted(set(spans)):
             raise PcspecError("field 'spans' must be strictly increasing positions")
@@ -97,10 +108,21 @@ def validate(op: object) -> dict[str, Any]:
         _str(op, "filename")
     elif name == "slot_erase":
         _int(op, "id_slot", lo=0)
+    elif name == "restart":
+        changes = op.get("config", {})
+        if not isinstance(changes, dict):
+            raise PcspecError("field 'config' must be an object of flags to change")
+        for key in changes:
+            if key not in RESTART_FIELDS:
+                raise PcspecError(f"field 'config' may change {', '.join(RESTART_FIELDS)} (got {key!r})")
+            _int(changes, key, lo=-1 if key == "cache_ram" else 0)
     elif name == "corrupt_file":
         _str(op, "filename")
         if "truncate" in op:
             _int(op, "truncate", lo=0)
+        elif "field" in op:
+            _str(op, "field")
+            _int(op, "value", lo=0)
         else:
             _int(op, "offset", lo=0)
             data = _ints(op, "data")
@@ -142,7 +164,16 @@ def apply(srv: Server, op: dict[str, Any]) -> Iterator[None]:
     elif name == "slot_erase":
         srv.slot_action("erase", op["id_slot"])
     elif name == "corrupt_file":
-        srv.corrupt_file(op["filename"], op.get("offset", 0), bytes(op.get("data", [])), op.get("truncate"))
+        srv.corrupt_file(
+            op["filename"],
+            op.get("offset", 0),
+            bytes(op.get("data", [])),
+            op.get("truncate"),
+            op.get("field"),
+            op.get("value", 0),
+        )
+    elif name == "restart":
+        srv.restart(**op.get("config", {}))
     else:  # sleep_wake (validate() admitted nothing else)
         srv.sleep_wake()
     yield

@@ -55,7 +55,12 @@ def load_select(f_keep_base: float, f_sim_base: float, candidates: Sequence[tupl
 
 
 def sweep_too_close(
-    ckpts: Sequence[tuple[int, int]], id_task: int, min_step: int, cap: int, only_when_full: bool = True
+    ckpts: Sequence[tuple[int, int]],
+    id_task: int,
+    min_step: int,
+    cap: int,
+    only_when_full: bool = True,
+    recheck_full: bool = True,
 ) -> list[int]:
     """Indices (ascending) the too-close sweep erases (server-context.cpp: create_checkpoint).
 
@@ -65,13 +70,16 @@ def sweep_too_close(
     November 2026 (seed 001) the walk runs only while ``len(list) + 1 >= cap``, i.e. the list
     is full or about to be; the condition is re-evaluated after every erasure, exactly as the
     C++ ``for`` condition is. ``only_when_full=False`` is the older unconditional sweep
-    (the August 2026 snapshot, behaviour notes 2.9).
+    (the August 2026 snapshot, behaviour notes 2.9). ``recheck_full=False`` (a mutant) decides
+    fullness once, before the walk, and then sweeps the whole list.
     """
     erased: list[int] = []
     n_left = len(ckpts)
+    full_at_start = n_left + 1 >= cap
     last = -1
     for i, (n_tokens, owner) in enumerate(ckpts):
-        if only_when_full and not n_left + 1 >= cap:
+        full = n_left + 1 >= cap if recheck_full else full_at_start
+        if only_when_full and not full:
             break
         if owner != id_task and last >= 0 and n_tokens <= last + min_step:
             erased.append(i)
@@ -106,6 +114,30 @@ def restore_choice(ckpts: Sequence[tuple[int, int]], pos_next: int, thold: int) 
     return None
 
 
+def restore_choice_exact(
+    ckpts: Sequence[tuple[int, int, int]], pos_next: int, thold: int, n_prompt: int, n_swa: int
+) -> int | None:
+    """``fixed``'s restore choice for a sliding window (``n_swa > 0``), over checkpoints that
+    record where their payload starts (``(pos_min, pos_max, n_tokens)``). The C++ test
+    ``pos_min < thold`` is taken against the *prompt's* ``pos_next``, but the restore resumes
+    at the checkpoint's ``pos_max`` and the prompt-logits rule may take one more position
+    off; the first token re-processed, at ``n_past``, needs the cells
+    ``[n_past - n_swa + 1, n_past)``. A checkpoint is chosen only if its payload holds them
+    (or starts at 0). Without this, a prompt ending one before a checkpoint, or a checkpoint
+    made right after a restore (``n_swa - 1`` cells), restores a window one cell short
+    (live-findings section 2; issue 8 section 3)."""
+    for i in range(len(ckpts) - 1, -1, -1):
+        pos_min, pos_max, n_tokens = ckpts[i]
+        if pos_max > pos_next or not (pos_min < thold or pos_min == 0):
+            continue
+        _, n_past = restored_positions(pos_next, pos_min, pos_max, n_tokens)
+        if n_past == n_prompt:
+            n_past -= 1
+        if pos_min == 0 or pos_min <= n_past - n_swa + 1:
+            return i
+    return None
+
+
 def restored_positions(pos_next: int, ck_pos_min: int, ck_pos_max: int, ck_n_tokens: int) -> tuple[int, int]:
     """``(pos_next, n_past)`` after restoring a checkpoint (text tokens: one position each).
 
@@ -123,6 +155,14 @@ def invalidated(ckpts: Sequence[tuple[int, int]], pos_next: int, n_prefix: int) 
     ``pos_max > pos_next`` or ``n_tokens > n_prefix`` (tokens not shared with the new prompt).
     """
     return [i for i, (pos_max, n_tokens) in enumerate(ckpts) if pos_max > pos_next or n_tokens > n_prefix]
+
+
+def invalidated_by_pos_min(pos_mins: Sequence[int], thold: int) -> list[int]:
+    """An earlier form of the invalidation (2025 server code: "erase any checkpoints with
+    pos_min > pos_min_thold"), kept for the mutant that re-creates it: it erases checkpoints
+    that are still prefixes of the new prompt, and keeps ones past ``pos_next`` whose window
+    starts early enough."""
+    return [i for i, pos_min in enumerate(pos_mins) if pos_min > thold]
 
 
 def is_oversize(new_size: int, limit_size: int) -> bool:

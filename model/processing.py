@@ -69,6 +69,9 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         heap.emit("empty_prompt", slot=slot.id, task=task.id)
         slot.release(srv)
         return
+    if task.n_tokens >= cfg.n_ctx_slot:  # server-context.cpp:3178-3184
+        slot.release(srv, error="request exceeds the available context size")
+        return
     ckpts = slot.prompt.checkpoints
     n_slot_tokens = slot.prompt.n_tokens
     n_prefix = lcp(slot.prompt.tokens, task.tokens)
@@ -87,7 +90,11 @@ def prompt_start(srv: Server, slot: Slot) -> None:
                 f"pos_min == -1, but n_past = {n_past} > 0 - should not happen (slot {slot.id})",
             )
         if pos_min >= thold:
-            i = policy.restore_choice([(c.pos_min, c.pos_max) for c in ckpts], pos_next, thold)
+            if v.record_payload_pos_min and cfg.swa_window > 0:
+                trip = [(c.pos_min, c.pos_max, c.n_tokens) for c in ckpts]
+                i = policy.restore_choice_exact(trip, pos_next, thold, task.n_tokens, cfg.swa_window)
+            else:
+                i = policy.restore_choice([(c.pos_min, c.pos_max) for c in ckpts], pos_next, thold)
             reprocess = "no usable checkpoint" if ckpts else "no checkpoints"
             if i is not None:
                 ck = ckpts[i]
@@ -109,15 +116,50 @@ def prompt_start(srv: Server, slot: Slot) -> None:
                         _erase(srv, slot, ck, "invalidated", cause="failed to load")
             if reprocess is not None:
                 pos_next = n_past = 0
+    # The task owns what it restored from here on: an invalidation right after the restore
+    # (the checkpoint at n_prefix + 1, seed 001's ``n_tokens > n_prefix``) is an erasure of
+    # the checkpoint this task restored, which PERF-2 must see as such.
+    slot.restored = restored
     if v.invalidate:
-        pairs = [(c.pos_max, c.n_tokens) for c in slot.prompt.checkpoints]
-        for i in reversed(policy.invalidated(pairs, pos_next, n_prefix)):
-            _erase(srv, slot, slot.prompt.checkpoints[i], "invalidated")
+        ckpts = slot.prompt.checkpoints
+        if v.invalidate_by_pos_min:  # mutant: the earlier rule, by pos_min against the threshold
+            doomed = policy.invalidated_by_pos_min([c.pos_min for c in ckpts], thold)
+        else:
+            doomed = policy.invalidated([(c.pos_max, c.n_tokens) for c in ckpts], pos_next, n_prefix)
+        for ck in [ckpts[i] for i in doomed]:
+            # The erasure carries the numbers its condition is judged on (CKPT-4, at the erasure).
+            _erase(srv, slot, ck, "invalidated", pos_max=ck.pos_max, pos_next=pos_next, n_prefix=n_prefix)
+    if restored is not None and restored not in slot.prompt.checkpoints:
+        restored = None  # erased right away: nothing restored is kept
     if n_past == task.n_tokens > 0:  # [TAG_PROMPT_LOGITS]
         n_past -= 1
     slot.n_prompt_cached = n_past
     slot.prompt.tokens = slot.prompt.tokens[:n_past]  # keep_first
     slot.restored = restored
+    dft = srv.ctx_dft
+    if restored is not None and restored.dft is None and dft is not None and v.resync_on_file_restore:
+        # fixed: a checkpoint without draft data (restored from a file whose draft part did
+        # not fit) rolls back only the target; bring the draft to the same prefix.
+        dft.seqs[slot.id].clear()
+        dft.seqs[slot.id].decode(slot.prompt.tokens)
+    # The first batch fill's ``slot.mem.seq_rm(id, pos_next, -1)`` on target and draft
+    # (server-context.cpp:3422-3426, common.cpp:1536-1562: aborts on failure). Later fills
+    # repeat it at the end of the bookkept tokens, where it removes nothing.
+    for ctx in srv.contexts():
+        if not ctx.seqs[slot.id].seq_rm(n_past):
+            if not v.contain_failures:
+                raise Abort("common_memory::seq_rm", f"failed to remove sequence {slot.id} with p0={n_past}, p1=-1")
+            # fixed: the memory cannot go back to n_past: re-process the prompt from 0.
+            heap.emit("seq_rm_refused", slot=slot.id, ctx=ctx.name, p0=n_past)
+            for c in srv.contexts():
+                c.seqs[slot.id].clear()
+            slot.prompt.tokens = ()
+            n_past = slot.n_prompt_cached = 0
+            reprocess = "seq_rm refused"
+            for ck in list(slot.prompt.checkpoints):
+                _erase(srv, slot, ck, "invalidated", cause="seq_rm refused")
+            slot.restored = restored = None
+            break
     heap.emit(
         "prompt_start",
         slot=slot.id,
@@ -131,36 +173,17 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         prompt=task.tokens,
         kept=tuple(slot.prompt.checkpoints),  # immutable objects: RESTORE-1 judges them as of now
     )
-    dft = srv.ctx_dft
-    if restored is not None and restored.dft is None and dft is not None and v.resync_on_file_restore:
-        # fixed: a checkpoint without draft data (restored from a file whose draft part did
-        # not fit) rolls back only the target; bring the draft to the same prefix.
-        dft.seqs[slot.id].clear()
-        dft.seqs[slot.id].decode(slot.prompt.tokens)
-    for ctx in srv.contexts():  # common_memory::seq_rm(id, pos_next, -1) on target and draft
-        if not ctx.seqs[slot.id].seq_rm(n_past):
-            if not v.contain_failures:
-                raise Abort("common_memory::seq_rm", f"failed to remove sequence {slot.id} with p0={n_past}, p1=-1")
-            # fixed: the memory cannot go back to n_past: re-process the prompt from 0.
-            heap.emit("seq_rm_refused", slot=slot.id, ctx=ctx.name, p0=n_past)
-            for c in srv.contexts():
-                c.seqs[slot.id].clear()
-            slot.prompt.tokens = ()
-            slot.n_prompt_cached = 0
-            for ck in list(slot.prompt.checkpoints):
-                _erase(srv, slot, ck, "invalidated")
-            slot.restored = None
-            break
     slot.state = SlotState.PROCESSING_PROMPT
 
 
 # -- one batch ---------------------------------------------------------------------------------
 
 
-def prompt_batch(srv: Server, slot: Slot) -> None:
-    """server-context.cpp: update_slots, one batch fill plus the checkpoint decision and the
-    decode (behaviour notes 2.8). The checkpoint is taken before the decode, so it holds the
-    state of the first ``n_tokens_start`` tokens."""
+def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
+    """server-context.cpp:3420-3616: this slot's share of the batch (at most ``room``
+    tokens), the checkpoint decision and the decode. The checkpoint is taken before the
+    decode, so it holds the state of the first ``n_tokens_start`` tokens. Returns the number
+    of tokens the slot put into the batch."""
     cfg = srv.cfg
     task = slot.task
     assert task is not None
@@ -171,7 +194,7 @@ def prompt_batch(srv: Server, slot: Slot) -> None:
     tail_a, tail_b = min(cfg.n_batch, 4 + cfg.n_ubatch), min(cfg.n_batch, 4)
     n_start = slot.prompt.n_tokens
     n_cur = 0
-    while n_start + n_cur < task.n_tokens and n_cur < cfg.n_batch:
+    while n_start + n_cur < task.n_tokens and n_cur < room:
         n_cur += 1
         if not do_ckpt:
             continue
@@ -193,25 +216,47 @@ def prompt_batch(srv: Server, slot: Slot) -> None:
     do_ckpt = do_ckpt and (
         not ckpts or n_start == last_user or near_end or n_start > ckpts[-1].n_tokens + cfg.checkpoint_min_step
     )
+    error: str | None = None
     if do_ckpt:
-        create_checkpoint(srv, slot, n_cur, pos_min, pos_max)
+        if srv.variant.record_payload_pos_min:
+            # fixed: record where the payload really starts, so that the restore rule's
+            # ``pos_min < thold`` test (written for exactly that) sees the truth; the C++
+            # records the SWA cache's pos_min and restores a window one cell short when a
+            # prompt ends one before the checkpoint (live-findings section 2).
+            pos_min = srv.ctx_tgt.seqs[slot.id].payload_pos_min()
+        error = create_checkpoint(srv, slot, n_cur, pos_min, pos_max)
     for ctx in srv.contexts():
         ctx.seqs[slot.id].decode(new)
     srv.heap.emit("batch", slot=slot.id, task=task.id, start=n_start, n=n_cur, checkpoint=do_ckpt)
+    if error is not None:
+        # iterate() caught the exception (server-context.cpp:2700-2710): send_error, release
+        # this slot. The tokens it put into the batch are still decoded (the batch is built
+        # for all slots and decoded after the loop), so bookkeeping and memory agree.
+        slot.release(srv, error=error)
+        return n_cur
     if done:
         slot.n_gen = 1
         slot.next_token = sample_token(slot.prompt.tokens)
         slot.state = SlotState.GENERATING
         if slot.n_gen >= task.n_predict:
             slot.release(srv)
+    elif n_cur == 0:
+        # The slot holds more tokens than the prompt (a cache load onto this busy pinned slot
+        # put them there): no token is ever added, the batch stays empty, the task never
+        # finishes and no error is sent. Measured on a real server: a livelock, not the
+        # assert the source suggests (live-findings section 1).
+        slot.stalled = True
+        srv.heap.emit("stall", slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens, n_prompt=task.n_tokens)
+    return n_cur
 
 
 # -- create_checkpoint -------------------------------------------------------------------------
 
 
-def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, pos_max: int) -> None:
-    """server-context.cpp: server_context::create_checkpoint (seed 001 order: sweep while the
-    list is full, cap, supersede at equal ``n_tokens``, create)."""
+def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, pos_max: int) -> str | None:
+    """server-context.cpp:2290-2345 (server_context::create_checkpoint; seed 001 order: sweep
+    while the list is full, cap, supersede at equal ``n_tokens``, create). Returns the error
+    a ``std::bad_alloc`` escaping it sends (the caller releases the slot), or None."""
     cfg, v, heap = srv.cfg, srv.variant, srv.heap
     task = slot.task
     assert task is not None
@@ -222,8 +267,11 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
     # The restored checkpoint counts as the current task's (#30683): the sweep exempts it.
     pairs = [(c.n_tokens, task.id if c is kept else c.id_task) for c in ckpts]
     full = len(ckpts) + 1 >= cap  # the sweep's condition when it starts (CKPT-4 judges it)
-    for i in reversed(policy.sweep_too_close(pairs, task.id, cfg.checkpoint_min_step, cap, v.sweep_only_when_full)):
-        _erase(srv, slot, ckpts[i], "too_close", full=full)
+    doomed = policy.sweep_too_close(
+        pairs, task.id, cfg.checkpoint_min_step, cap, v.sweep_only_when_full, v.sweep_rechecks_full
+    )
+    for ck in [ckpts[i] for i in doomed]:  # front to back, as the C++ walk erases
+        _erase(srv, slot, ck, "too_close", full=full)
 
     recycled: Buffer | None = None
     if v.cap_checkpoints:
@@ -241,7 +289,7 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
         heap.emit("ckpt_kept_restored", slot=slot.id, ckpt=kept.id, task=task.id)
         if recycled is not None:
             heap.release(recycled)
-        return
+        return None
     for c in [c for c in ckpts if c.n_tokens == n_tokens_new]:
         _erase(srv, slot, c, "supersede")
 
@@ -256,16 +304,25 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
             ck.spec = heap.allocate(cfg.spec_bytes, "ckpt_spec", v.zero_init, "ckpt.alloc")
             heap.fill(ck.spec, ("spec", slot.prompt.tokens[:n_tokens_new]), cfg.spec_bytes)
     except (BadAlloc, _ShortSnapshot) as exc:
-        for b in ck.buffers():
-            heap.release(b)
         if recycled is not None:
             heap.release(recycled)
-        if not v.contain_failures:
-            if isinstance(exc, BadAlloc):
-                raise Abort("create_checkpoint", f"uncaught std::bad_alloc ({exc})") from None
+        if v.contain_failures:
+            for b in ck.buffers():
+                heap.release(b)
+            heap.emit("ckpt_create_failed", slot=slot.id, task=task.id, reason=str(exc))
+            return None
+        if isinstance(exc, _ShortSnapshot):  # GGML_ABORT in update_tgt/update_dft (common.cpp:2301-2321)
             raise Abort("common_prompt_checkpoint::update", str(exc)) from None
         heap.emit("ckpt_create_failed", slot=slot.id, task=task.id, reason=str(exc))
-        return
+        if v.checkpoint_appended_before_fill:
+            # master: ``emplace_back()`` then ``update_pos`` then the fills (2333-2342): the
+            # checkpoint stays in the list with the parts filled before the throw (a target
+            # payload that failed to resize is empty, and loading it is a no-op).
+            hold(heap, slot.prompt, ck)
+        else:
+            for b in ck.buffers():
+                heap.release(b)
+        return f"got exception: std::bad_alloc ({exc})"
     hold(heap, slot.prompt, ck)
     heap.emit(
         "ckpt_create",
@@ -281,6 +338,7 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
         and ck.tgt is not None
         and slot.restored.tgt.content == ck.tgt.content,
     )
+    return None
 
 
 class _ShortSnapshot(Exception):
@@ -310,17 +368,8 @@ def generate_step(srv: Server, slot: Slot) -> None:
     """Decode the sampled token and sample the next (update_slots, SLOT_STATE_GENERATING).
     The last sampled token is never decoded: a 608-token prompt with n_predict 4 leaves
     611 tokens in the slot (real log 03)."""
-    cfg = srv.cfg
     task = slot.task
     assert task is not None
-    if slot.prompt.n_tokens + 1 >= cfg.n_ctx_slot:
-        can_shift = cfg.memory in (MemoryKind.KV, MemoryKind.SWA)
-        if cfg.ctx_shift and can_shift:
-            context_shift(srv, slot)
-        else:
-            slot.truncated = True
-            slot.release(srv)
-            return
     tok = (slot.next_token,)
     slot.prompt.tokens = slot.prompt.tokens + tok
     for ctx in srv.contexts():
@@ -332,18 +381,50 @@ def generate_step(srv: Server, slot: Slot) -> None:
         slot.release(srv)
 
 
+def can_shift(kind: MemoryKind) -> bool:
+    """llama_memory_can_shift of the target memory (llama-kv-cache.cpp:1188, -iswa.cpp:253-257,
+    -memory-recurrent.cpp:716-719, -memory-hybrid.cpp:133-136): a plain KV cache, a recurrent
+    state and a hybrid (through its attention part) can shift; iSWA only when its SWA cache
+    is as large as the base one (``--swa-full``, which the model does not configure). The
+    server turns ``ctx_shift`` off at load for a memory that cannot (server-context.cpp:
+    1166-1170)."""
+    return kind != MemoryKind.SWA
+
+
+def context_shift_if_full(srv: Server, slot: Slot) -> None:
+    """pre_decode (server-context.cpp:2886-2950) for a generating slot one token short of
+    ``n_ctx``: shift if enabled; otherwise generation stops there, truncated (process_token
+    ends a task before it runs out of context when shifting is off, server-context.cpp:1866)."""
+    if slot.prompt.n_tokens + 1 < srv.cfg.n_ctx_slot:
+        return
+    if srv.cfg.ctx_shift and can_shift(srv.cfg.memory):
+        context_shift(srv, slot)
+    else:
+        slot.truncated = True
+        slot.release(srv)
+
+
+# ``add_bos_token`` (server-context.cpp:1099, llama_vocab_get_add_bos): the vocabularies the
+# model stands for (and the byte-level ones of the live models) add a BOS token.
+ADD_BOS = True
+N_KEEP = 0  # common_params::n_keep default (common.h:455); a task may not override it here
+
+
 def context_shift(srv: Server, slot: Slot) -> None:
-    """update_slots, "slot context shift": drop half of the tokens after ``n_keep`` (0), shift
-    the KV, ``prompt.clear()`` and re-insert the tokens: all checkpoints are dropped."""
-    n_left = slot.prompt.n_tokens
-    n_discard = n_left // 2
-    kept = slot.prompt.tokens[n_discard:]
-    srv.heap.emit("context_shift", slot=slot.id, n_left=n_left, n_discard=n_discard)
+    """server-context.cpp:2915-2950: keep ``n_keep`` (+1 for BOS, at most ``n_ctx - 4``)
+    tokens, discard half of the rest (clamped to leave one), ``seq_rm`` the discarded cells
+    and ``seq_add`` the later ones down, then ``prompt.clear()`` and re-insert the tokens:
+    every checkpoint is dropped and the slot is marked truncated."""
+    n_keep = N_KEEP + (1 if ADD_BOS else 0)
+    n_keep = min(srv.cfg.n_ctx_slot - 4, n_keep)
+    n_left = slot.prompt.n_tokens - n_keep
+    n_discard = max(0, min(n_left // 2, max(0, n_left - 1)))
+    tokens = slot.prompt.tokens
+    kept = tokens[:n_keep] + tokens[n_keep + n_discard :]
+    srv.heap.emit("context_shift", slot=slot.id, n_keep=n_keep, n_left=n_left, n_discard=n_discard)
     for ck in list(slot.prompt.checkpoints):
         _erase(srv, slot, ck, "context_shift")
     slot.prompt.tokens = kept
+    slot.truncated = True
     for ctx in srv.contexts():
-        mem = ctx.seqs[slot.id]
-        # The shifted cells are, by the server's intent, the state of the kept tokens.
-        mem.clear()
-        mem.decode(kept)
+        ctx.seqs[slot.id].shift_out(n_keep, n_discard)

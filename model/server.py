@@ -12,17 +12,46 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pcspec.model import policy
 from pcspec.model.cache import PromptCache, lcp, unique_bytes
 from pcspec.model.config import Config
 from pcspec.model.context import Context
+from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Abort, Heap
 from pcspec.model.memory import Tokens
-from pcspec.model.processing import generate_step, prompt_batch, prompt_start
+from pcspec.model.processing import context_shift_if_full, generate_step, prompt_batch, prompt_start
 from pcspec.model.slot import Slot, SlotState, Task, TaskType
+from pcspec.model.slotfile import field_map, read_slot_file
 from pcspec.model.variants import Variant
+
+
+def _field_place(raw: bytes, field: str) -> tuple[int, int] | None:
+    """(offset, width) of a named integer field of a slot file, or None if the file does not
+    parse or has no such field."""
+    try:
+        parsed = read_slot_file(raw)
+    except PcspecError:
+        return None
+    return next(((off, width) for name, off, width in field_map(parsed) if name == field), None)
+
+
+@dataclass(frozen=True)
+class SlotAction:
+    """A ``/slots/{id}?action=save|restore|erase`` task (SERVER_TASK_TYPE_SLOT_*). Its
+    ``server_task::id_slot`` stays -1 (the slot is in ``slot_action.id_slot``), so
+    ``pop_deferred_task`` never picks it by slot, only as the oldest deferred task."""
+
+    id: int
+    action: str
+    slot: int
+    filename: str = ""
+    id_slot: int = -1
+
+
+# The flags a ``restart`` may change: the sizes of the server, not its model.
+RESTART_FIELDS = ("n_slots", "n_ctx_checkpoints", "checkpoint_min_step", "cache_ram", "n_ctx_slot")
 
 
 @dataclass(frozen=True)
@@ -43,7 +72,10 @@ class Server:
         self.ctx_dft = Context.draft(cfg) if cfg.has_draft else None
         self.slots = [Slot(i) for i in range(cfg.n_slots)]
         self.cache = PromptCache(cfg, variant, self.heap) if cfg.cache_enabled else None
-        self.deferred: deque[Task] = deque()
+        # server_queue: tasks deferred because no slot (or not the pinned one) was free, and
+        # the deferred tasks a slot release moved back to the front of the task queue.
+        self.deferred: deque[Task | SlotAction] = deque()
+        self.requeued: deque[Task | SlotAction] = deque()
         self.clock = 0
         self.next_task_id = 0
         self.crash: Crash | None = None
@@ -72,7 +104,10 @@ class Server:
 
     @property
     def idle(self) -> bool:
-        return not self.deferred and not any(s.is_processing for s in self.slots)
+        """Nothing more happens without a new request: no slot can advance and no task waits
+        in the queue. Deferred tasks wait for a slot release (server-queue.cpp:90-113), so
+        they do not keep the server busy; a stalled slot (``Slot.stalled``) never advances."""
+        return not self.requeued and not any(s.is_processing and not s.stalled for s in self.slots)
 
     # -- measurements ----------------------------------------------------------------------------
 
@@ -130,8 +165,10 @@ class Server:
         return tid
 
     def step(self) -> None:
-        """One ``update_slots`` iteration: every busy slot advances one batch or one token;
-        then deferred tasks are retried."""
+        """One iteration of the server loop (server-queue.cpp:299-317): ``update_slots``
+        (one shared batch: every generating slot's token, then prompt tokens slot by slot up
+        to ``n_batch``), then the tasks a release re-queued, which the loop processes first
+        when it comes back (``pop_deferred_task`` puts them at the front of the queue)."""
         if not self._begin("step"):
             return
         try:
@@ -157,6 +194,12 @@ class Server:
         new prompt cache, so every cached prompt and checkpoint is lost."""
         if not self._begin("sleep_wake"):
             return
+        if any(s.is_processing for s in self.slots) or self.deferred:
+            # The queue sleeps only after --sleep-idle-seconds without a task
+            # (server-queue.cpp:290-297, 326-338); a processing slot posts a task every loop
+            # (server-context.cpp:2806-2811), so a busy server never sleeps.
+            self.heap.emit("sleep_skipped")
+            return
         for slot in self.slots:
             slot.prompt_clear(self)
             slot.t_last_used = -1
@@ -165,19 +208,64 @@ class Server:
                 self.cache.evict(e, "wake")
             self.cache = PromptCache(self.cfg, self.variant, self.heap)
 
+    def restart(self, **changes: int) -> None:
+        """The process exits and ``llama-server`` starts again, possibly with other flags
+        (``RESTART_FIELDS``; the model and its memory kind stay): every slot, checkpoint,
+        cache entry and queued task is gone, a crash included; the slot-save directory
+        stays, so a file saved before can be restored into a server with, say, a smaller
+        ``--ctx-checkpoints`` or fewer slots."""
+        self.heap.op += 1
+        self.last_result = {}
+        self.heap.emit("op", name="restart", **changes)
+        for buf in list(self.heap.live.values()):
+            self.heap.free(buf)  # the old process's memory goes with it
+        self.cfg = replace(self.cfg, **changes).validate()
+        self.ctx_tgt = Context.target(self.cfg)
+        self.ctx_dft = Context.draft(self.cfg) if self.cfg.has_draft else None
+        self.slots = [Slot(i) for i in range(self.cfg.n_slots)]
+        self.cache = PromptCache(self.cfg, self.variant, self.heap) if self.cfg.cache_enabled else None
+        self.deferred.clear()
+        self.requeued.clear()
+        self.crash = None
+        self.heap.emit("restart", **changes)
+
     def slot_action(self, action: str, id_slot: int, filename: str = "") -> None:
         """``POST /slots/{id}?action=save|restore|erase``."""
-        from pcspec.model import slot_files
-
         if not self._begin("slot_" + action, id_slot=id_slot, filename=filename):
             return
+        act = SlotAction(self.next_task_id, action, id_slot, filename)
+        self.next_task_id += 1
         try:
-            slot_files.handle(self, action, id_slot, filename)
+            self._process_slot_action(act)
         except Abort as exc:
             self._crashed(exc)
 
-    def corrupt_file(self, filename: str, offset: int, data: bytes, truncate: int | None = None) -> None:
-        """The fault model's hand on the disk: overwrite bytes of a slot file, or cut it."""
+    def _process_slot_action(self, act: SlotAction) -> None:
+        """server-context.cpp:2526-2663 (process_single_task, SLOT_SAVE/RESTORE/ERASE): an
+        action on a processing slot is deferred until a slot release, like a task."""
+        from pcspec.model import slot_files
+
+        if self.slots[act.slot].is_processing:
+            self.heap.emit("deferred", task=act.id, slot=act.slot, action=act.action)
+            self.deferred.append(act)
+            return
+        slot_files.handle(self, act.action, act.slot, act.filename)
+
+    def corrupt_file(
+        self,
+        filename: str,
+        offset: int,
+        data: bytes,
+        truncate: int | None = None,
+        field: str | None = None,
+        value: int = 0,
+    ) -> None:
+        """The fault model's hand on the disk: overwrite bytes of a slot file, cut it, or set
+        one integer field of its format (``field``, a name of ``slotfile.field_map``) to
+        ``value``. A field is found by name in the file as it is now, so a trace that
+        corrupts a length stays a corruption of that length when earlier operations change
+        the file's layout (a shrinker removing them, say): an offset would then land in a
+        payload, a semantic corruption no reader can detect."""
         if not self._begin("corrupt_file", filename=filename):
             return
         raw = self.files.get(filename)
@@ -187,6 +275,13 @@ class Server:
         if truncate is not None:
             raw = raw[:truncate]
         else:
+            if field is not None:
+                where = _field_place(raw, field)
+                if where is None:
+                    self.heap.emit("file_field_missing", filename=filename, field=field)
+                    return
+                offset, width = where
+                data = (value % (1 << (8 * width))).to_bytes(width, "little")
             buf = bytearray(raw)
             for i, b in enumerate(data):
                 if offset + i < len(buf):
@@ -196,6 +291,26 @@ class Server:
         self.heap.emit("file_corrupted", filename=filename, size=len(raw))
 
     # -- process_single_task ------------------------------------------------------------------------
+
+    def pop_deferred_task(self, id_slot: int) -> None:
+        """server-queue.cpp:90-113, called by every slot release (server-context.cpp:1282):
+        move one deferred task back to the front of the queue: the first pinned to that slot
+        id (the raw ``id_slot``), else the oldest. One task per release, so a busy-slot path
+        fires at most once per release, not after every step."""
+        if not self.deferred:
+            return
+        task = next((t for t in self.deferred if t.id_slot == id_slot), self.deferred[0])
+        self.deferred.remove(task)
+        self.heap.emit("requeued", task=task.id, released=id_slot)
+        self.requeued.append(task)
+
+    def _process_requeued(self) -> None:
+        while self.requeued:
+            task = self.requeued.popleft()
+            if isinstance(task, SlotAction):
+                self._process_slot_action(task)
+            else:
+                self._process_single_task(task)
 
     def _process_single_task(self, task: Task) -> None:
         slot = self.get_available_slot(task)
@@ -232,14 +347,18 @@ class Server:
         how = "none"
         update_cache = False
         if task.id_slot != -1:
+            # get_slot_by_id wraps the id (server-context.cpp:1501-1512) ...
             ret = self.slots[task.id_slot % cfg.n_slots]
             how = "pinned"
         if cfg.slot_prompt_similarity != 0:
             best: Slot | None = None
             f_sim_best = 0.0
-            candidates = self.slots if task.id_slot == -1 else [ret]
-            for s in candidates:
-                assert s is not None
+            for s in self.slots:
+                # ... but the similarity scan compares the raw id (server-context.cpp:1546):
+                # for an id beyond the slot count no slot is scanned, f_keep is 0 and the
+                # cache is updated whenever the wrapped slot holds tokens.
+                if task.id_slot != -1 and s.id != task.id_slot:
+                    continue
                 if s.is_processing or not s.prompt.tokens:
                     continue
                 f_sim = lcp(s.prompt.tokens, task.tokens) / task.n_tokens if task.n_tokens else 0.0
@@ -275,14 +394,26 @@ class Server:
     # -- update_slots -----------------------------------------------------------------------------
 
     def _update_slots(self) -> None:
+        """server-context.cpp: update_slots / pre_decode (2774-3620). One batch of at most
+        ``n_batch`` tokens is shared by all slots: the generating slots' sampled tokens
+        first, then prompt tokens slot by slot in slot order until the batch is full. A slot
+        whose task just started does its prompt start and its first batch in the same pass
+        (no task is processed in between: only the queue loop takes tasks)."""
         for slot in self.slots:
+            if slot.state == SlotState.GENERATING:
+                context_shift_if_full(self, slot)
+        generating = [s for s in self.slots if s.state == SlotState.GENERATING]
+        room = self.cfg.n_batch - len(generating)
+        for slot in self.slots:
+            if room <= 0:
+                break  # "batch is full, skip remaining slots"
+            if slot.stalled:
+                continue  # (see Slot.stalled: the C++ repeats the same empty pass forever)
             if slot.state == SlotState.STARTED:
                 prompt_start(self, slot)
-            elif slot.state == SlotState.PROCESSING_PROMPT:
-                prompt_batch(self, slot)
-            elif slot.state == SlotState.GENERATING:
+            if slot.state == SlotState.PROCESSING_PROMPT:
+                room -= prompt_batch(self, slot, room)
+        for slot in generating:
+            if slot.state == SlotState.GENERATING:
                 generate_step(self, slot)
-        n = len(self.deferred)
-        for _ in range(n):
-            task = self.deferred.popleft()
-            self._process_single_task(task)
+        self._process_requeued()

@@ -67,6 +67,12 @@ class Slot:
     restored: Checkpoint | None = None  # the checkpoint this task restored at prompt start
     n_prompt_cached: int = 0
     truncated: bool = False
+    # The slot holds more tokens than its task's prompt while processing that prompt (a
+    # cache load onto the busy pinned slot put them there): every update_slots pass adds no
+    # token, never decodes and never finishes -- the livelock of live-findings section 1.
+    # The model runs that pass once and marks the slot; later passes would repeat it
+    # exactly (the same checkpoint superseded by an identical one), so they are skipped.
+    stalled: bool = False
 
     @property
     def is_processing(self) -> bool:
@@ -130,18 +136,29 @@ class Slot:
     def prompt_clear(self, srv: Server) -> None:
         """server-context.cpp: server_slot::prompt_clear: ``mem.seq_rm(id, -1, -1)`` on both
         contexts, then ``prompt.clear()`` (tokens and, since #25649, checkpoints)."""
-        srv.heap.emit("prompt_clear", slot=self.id, n_tokens=self.prompt.n_tokens)
+        lost = self.restored if self.restored in self.prompt.checkpoints else None
+        srv.heap.emit(
+            "prompt_clear",
+            slot=self.id,
+            n_tokens=self.prompt.n_tokens,
+            task=self.task_id,
+            restored_by_task=None if lost is None else lost.id,
+        )
         for ctx in srv.contexts():
             ctx.seqs[self.id].seq_rm(-1)
         self.prompt.tokens = ()
         drop_all(srv.heap, self.prompt)
         self.restored = None
 
-    def release(self, srv: Server) -> None:
-        """server-context.cpp: server_slot::release."""
-        srv.heap.emit("release", slot=self.id, task=self.task_id, n_tokens=self.prompt.n_tokens)
+    def release(self, srv: Server, error: str | None = None) -> None:
+        """server-context.cpp:514-534 (server_slot::release): the slot keeps its tokens and
+        checkpoints; ``callback_on_release`` re-queues one deferred task. ``error`` is the
+        message ``send_error`` answered the task with, if it failed."""
+        srv.heap.emit("release", slot=self.id, task=self.task_id, n_tokens=self.prompt.n_tokens, error=error)
         srv.clock += 1
         self.t_last_used = srv.clock
         self.state = SlotState.IDLE
         self.task = None
         self.restored = None
+        self.stalled = False
+        srv.pop_deferred_task(self.id)

@@ -25,13 +25,14 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from pcspec.errors import PcspecError
 from pcspec.model.checkpoint import Checkpoint, drop_all, hold
 from pcspec.model.config import MemoryKind
+from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Abort, BadAlloc, Buffer
 from pcspec.model.memory import FULL, PARTIAL_ONLY, StateImage
 from pcspec.model.slotfile import (
     HEADER_BYTES,
+    LLAMA_STATE_SEQ_VERSION_LATEST,
     FileCheckpoint,
     SlotFile,
     encode_appendix,
@@ -124,15 +125,11 @@ def _peek_state_size(data: bytes) -> int | None:
 
 
 def handle(srv: Server, action: str, id_slot: int, filename: str) -> None:
+    """An action on an idle slot (``Server`` defers one on a processing slot first)."""
     slot = srv.slots[id_slot]
-    if action == "erase":
+    if action == "erase":  # server-context.cpp:2641-2663
         srv.last_result = {"n_erased": slot.prompt.n_tokens}
         slot.prompt_clear(srv)
-        return
-    if slot.is_processing:
-        # The C++ defers the action until the slot is idle; the model answers "busy" instead,
-        # which is what a client sees if it does not wait.
-        srv.heap.emit("slot_busy", slot=id_slot, action=action)
         return
     if action == "save":
         save(srv, slot, filename)
@@ -223,14 +220,27 @@ def _trusting_walk(srv: Server, data: bytes, parsed: SlotFile) -> None:
 
 
 def restore(srv: Server, slot: Slot, filename: str) -> None:
-    """Slot restore (server-context.cpp; seed 001 for the appendix)."""
+    """Slot restore (server-context.cpp:2576-2640; seed 001 for the appendix).
+
+    Order: the C++ loads the state (``llama_state_seq_load_file``, which reads the token
+    words and the state together) and only then deserializes and checks the tokens
+    (``server_tokens::deserialize``, the ``n_ctx`` check, ``validate``); any failure clears
+    the slot (``prompt_clear``: tokens, checkpoints and both sequences). The model parses the
+    whole file first and loads the state after: every failure still ends in the same cleared
+    slot, so only the order of the events differs, not the state any property judges."""
     heap, cfg, v = srv.heap, srv.cfg, srv.variant
     data = srv.files.get(filename)
     if data is None:
         _fail(srv, slot, filename, "failed to open file")
         return
     try:
-        parsed = read_slot_file(data, filename, cfg.n_ctx_checkpoints, state_size=_peek_state_size(data))
+        parsed = read_slot_file(
+            data,
+            filename,
+            None if v.restore_uncapped else cfg.n_ctx_checkpoints,
+            state_size=_peek_state_size(data),
+            versions=(LLAMA_STATE_SEQ_VERSION_LATEST,),  # this build's loader takes its own only
+        )
     except PcspecError as exc:
         _fail(srv, slot, filename, exc.why)
         return
@@ -301,6 +311,12 @@ def implausible(srv: Server, rec: FileCheckpoint, n_tokens: int) -> str | None:
     restore arithmetic into a ``seq_rm`` the memory refuses (an abort). A server knows its
     memory kind, so it can reject positions no checkpoint of it can have.
     """
+    # A record whose length fields were damaged can still parse, with a payload cut short or
+    # running into the next field. The server can dry-run the memory's ``state_read_meta``
+    # over the target blob before trusting it; the model's equivalent is decoding the blob.
+    # (A bad draft blob is seed 001's business: it test-loads one and drops the draft data.)
+    if not isinstance(decode_content(rec.data_tgt), StateImage):
+        return f"the target payload of the checkpoint at n_tokens {rec.n_tokens} is not a state this server wrote"
     if not 1 <= rec.n_tokens <= n_tokens or rec.pos_max != rec.n_tokens - 1:
         return f"checkpoint at n_tokens {rec.n_tokens} with pos_max {rec.pos_max} does not fit {n_tokens} tokens"
     kind = srv.cfg.memory

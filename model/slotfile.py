@@ -52,7 +52,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pcspec.errors import PcspecError
+from pcspec.model.errors import PcspecError
 
 # include/llama.h: LLAMA_FILE_MAGIC_GGSQ / LLAMA_STATE_SEQ_MAGIC. Checked against the first four
 # bytes of the real file (b"qsgg" read little-endian).
@@ -642,6 +642,7 @@ def read_slot_file(
     *,
     state_size: int | None = None,
     stats: ReadStats | None = None,
+    versions: tuple[int, ...] = STATE_SEQ_VERSIONS,
 ) -> SlotFile:
     """Parse a slot file the way a restore does.
 
@@ -652,6 +653,9 @@ def read_slot_file(
     ``n_ctx_checkpoints`` keeps only the last that many checkpoints (None: all). ``state_size``
     is the number of bytes the target context's ``state_read`` consumes; without it the state's
     end is found by ``_locate_appendix``. ``stats`` collects the allocation record.
+    ``versions`` are the state-sequence versions accepted: an inspector reads every known
+    one; a server accepts only its own (``version != LLAMA_STATE_SEQ_VERSION`` is refused,
+    llama-context.cpp:3326-3334).
 
     Raises ``PcspecError`` (with the byte offset) when tokens and state cannot be restored;
     problems in the appendix are reported in the result instead.
@@ -673,11 +677,11 @@ def read_slot_file(
         version = head.u32("state-sequence version")
     except _Short:
         raise _error(path, 4, "file ends inside the state-sequence version") from None
-    if version not in STATE_SEQ_VERSIONS:
+    if version not in versions:
         raise _error(
             path,
             4,
-            f"unsupported state-sequence version {version} (supported: {', '.join(map(str, STATE_SEQ_VERSIONS))})",
+            f"unsupported state-sequence version {version} (supported: {', '.join(map(str, versions))})",
         )
     try:
         n_words = head.u32("token count")

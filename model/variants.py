@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from pcspec.errors import PcspecError
+from pcspec.model.errors import PcspecError
 
 
 class Sharing(StrEnum):
@@ -62,6 +62,10 @@ class Variant:
     # A task pinned to a busy slot runs the cache save/load on that slot before it is
     # deferred (behaviour notes 8.4.1): the slot is saved mid-prompt, or loaded over.
     cache_update_busy_slot: bool = True
+    # A checkpoint records the first position its payload holds (for iSWA the last n_swa
+    # cells), not the SWA cache's pos_min ([TAG_CHECKPOINTS_FIX_POS_MIN], server-context.cpp
+    # 2337-2341): the restore test then rejects a checkpoint whose window is one cell short.
+    record_payload_pos_min: bool = False
     # Historical rules kept as seams so that their regressions can be shown (mutants):
     # #24110 lowers the restore threshold only for a prompt without new tokens; seed 001
     # sweeps too-close checkpoints only while the list is full.
@@ -73,6 +77,9 @@ class Variant:
     free_on_evict: bool = False  # eviction frees payload buffers even when still held
     make_room: bool = True  # False: reject an entry that would fit after eviction
     invalidate: bool = True  # False: checkpoints beyond pos_next survive a new prompt
+    invalidate_by_pos_min: bool = False  # the 2025 rule: erase checkpoints with pos_min > thold
+    sweep_rechecks_full: bool = True  # False: the sweep decides "full" once, then sweeps all
+    restore_uncapped: bool = False  # a slot restore keeps every checkpoint of the file's appendix
     cap_checkpoints: bool = True  # False: the checkpoint list is never capped
     trust_size_field: bool = False  # slot-file reader allocates from an unchecked length
     mutant: bool = False
@@ -80,6 +87,13 @@ class Variant:
     @property
     def validates_save(self) -> bool:
         return self.save_protocol != SaveProtocol.APPEND_FILL
+
+    @property
+    def checkpoint_appended_before_fill(self) -> bool:
+        """create_checkpoint appends the checkpoint, then fills it (server-context.cpp:2333 at
+        0c1e570, kept by #27451); #30137 builds a ``make_shared`` object, fills it and then
+        appends it (seed 001, the hunk around its line 101)."""
+        return self.sharing != Sharing.SHARED_OBJECT
 
 
 MASTER = Variant(
@@ -126,6 +140,7 @@ FIXED = Variant(
     resync_on_file_restore=True,
     consult_cache_for_empty_pinned=True,
     cache_update_busy_slot=False,
+    record_payload_pos_min=True,
 )
 
 DESIGNS: dict[str, Variant] = {v.name: v for v in (MASTER, PR30137, PR27451, FIXED)}
@@ -192,6 +207,33 @@ MUTANTS: dict[str, Variant] = {
             "sweep-always",
             "the too-close sweep runs even when the list is not full (the August 2026 code)",
             sweep_only_when_full=False,
+        ),
+        _mutant(
+            PR30137,
+            "invalidate-pos-min",
+            "#30137 with the invalidation by pos_min > pos_min_thold of 2025 server code (its recorded SWA"
+            " pos_min can be far below pos_max), not by pos_max and n_prefix",
+            invalidate_by_pos_min=True,
+        ),
+        _mutant(
+            FIXED,
+            "sweep-full-once",
+            "the too-close sweep decides the list is full once, then sweeps all of it",
+            sweep_rechecks_full=False,
+        ),
+        _mutant(
+            FIXED,
+            "busy-slot-update",
+            "the C++'s cache update on a busy pinned slot (get_available_slot before the defer): a failed"
+            " load clears the running task's prompt and the checkpoint it restored",
+            cache_update_busy_slot=True,
+        ),
+        _mutant(
+            FIXED,
+            "restore-uncapped",
+            "a slot restore installs every checkpoint of the file, beyond the --ctx-checkpoints of the server"
+            " restoring it (#26004's first version read the whole appendix)",
+            restore_uncapped=True,
         ),
         _mutant(
             FIXED,

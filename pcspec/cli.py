@@ -12,7 +12,9 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
+from pcspec import __version__
 from pcspec.errors import PcspecError
 
 # Sub-command modules, in the order ``pcspec --help`` lists them.
@@ -25,11 +27,20 @@ COMMAND_MODULES = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line, like every other error (the usage is one ``--help`` away).
+    Sub-command parsers are of the same class (``add_subparsers`` makes them so)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="pcspec",
         description="Executable specification and verifier of llama-server's prompt cache and context checkpoints.",
     )
+    parser.add_argument("--version", action="version", version=f"pcspec {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -44,7 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, a usage error: main returns codes, never exits
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -21,6 +21,7 @@ from typing import Any
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from pcspec.determinism import seed_only_generation
 from pcspec.model.variants import Variant
 from pcspec.properties.catalogue import CATALOGUE, get_property
 from pcspec.properties.machine import PROFILES, CacheMachine, machine_for
@@ -43,23 +44,27 @@ class Hit:
     shrunk: bool
 
 
+class _OutOfTime(BaseException):
+    """Raised inside a run once its safety time cap has passed. A ``BaseException`` (like
+    ``KeyboardInterrupt``) so that Hypothesis does not take it for a failure of the example,
+    shrink or replay it: it unwinds the run at once, where examples turned into no-ops would
+    still cost their generation (a hunt overran its cap by half that way)."""
+
+
 def _budgeted(cls: type[CacheMachine], deadline: float) -> type[CacheMachine]:
-    """Once the deadline passes every operation becomes a no-op, so the remaining examples
-    finish at once; the run is then marked incomplete (never a pass)."""
+    """Stop the run once the deadline passes; the run is then marked incomplete, and every
+    verdict it could not settle is ``unknown`` (never a pass, never a different violation:
+    the examples before the cut are the same as in an uncut run of the same seed)."""
     original = cls.do
-    state = {"late": False}
 
     def do(self: CacheMachine, op: dict[str, Any]) -> None:
-        # Once a target violation was found, shrinking and the final replay must see the
-        # same behaviour, so the budget no longer applies.
-        if type(self).found.last is None and (state["late"] or time.monotonic() > deadline):
-            state["late"] = True
-            return
+        # Once a target violation was found, the final replay must see the same behaviour,
+        # so the cap no longer applies.
+        if type(self).found.last is None and time.monotonic() > deadline:
+            raise _OutOfTime
         original(self, op)
 
-    sub = type(cls.__name__, (cls,), {"do": do})
-    sub._budget_state = state  # type: ignore[attr-defined]
-    return sub
+    return type(cls.__name__, (cls,), {"do": do})
 
 
 def _run(cls: type[CacheMachine], profile: str, seed: int, examples: int | None, seconds: float) -> Run:
@@ -69,13 +74,16 @@ def _run(cls: type[CacheMachine], profile: str, seed: int, examples: int | None,
     phases = [p for p in base.phases if p != Phase.shrink]  # pcspec.shrink does it by replay
     s = settings(base, derandomize=False, max_examples=examples or base.max_examples, phases=phases)
     t0 = time.monotonic()
+    complete = True
     try:
-        run_state_machine_as_test(cls, settings=s)  # type: ignore[no-untyped-call]
+        with seed_only_generation():
+            run_state_machine_as_test(cls, settings=s)  # type: ignore[no-untyped-call]
     except AssertionError:
         if not cls.targets:
             raise
-    elapsed = time.monotonic() - t0
-    return Run(cls.found.steps, elapsed, not cls._budget_state["late"])  # type: ignore[attr-defined]
+    except _OutOfTime:
+        complete = False
+    return Run(cls.found.steps, time.monotonic() - t0, complete)
 
 
 def survey(

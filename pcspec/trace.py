@@ -6,14 +6,22 @@ Line 1 is the header::
      "seed": 7, "expect": [{"property": "RB-2", "op": 5, "message": "..."}]}
 
 ``config`` holds only the keys that differ from ``Config()`` defaults (any may be given);
-``expect`` (optional) lists the violations the trace is known to show: ``pcspec replay``
-exits 0 when what it observes matches them exactly (or, without ``expect``, when it observes
-no violation). Every further line is one operation of ``pcspec.model.ops``.
+``expect`` (optional) lists the violations the trace is known to show, each a known property
+ID with the operation index where it shows (``op``; without it, any operation) and a message
+for people. ``pcspec replay`` exits 0 when every expected violation is present among what it
+observes (other violations may show too), or, without ``expect``, when it observes none.
+Every further line is one operation of ``pcspec.model.ops``.
+
+Files are read as a stream: the header is checked before any further line is read, and each
+operation as its line comes, so a file that is not a trace (or breaks at line 2) is refused
+at once, however large it is.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +30,18 @@ from pcspec.errors import PcspecError
 from pcspec.model import ops
 from pcspec.model.config import Config
 from pcspec.model.variants import Variant, get_variant
+from pcspec.properties.catalogue import get_property
+from pcspec.snippet import pytest_snippet
 
 SCHEMA = 1
 KIND = "pcspec-trace"
+# A header holds a configuration and a few expected violations: far below this. A longer first
+# line is some other file (a log, a binary) and is refused without reading it whole.
+MAX_HEADER_BYTES = 1 << 20
+
+Lines = Generator[tuple[int, str], None, None]  # (line number, text), blank lines left out
+
+__all__ = ["KIND", "SCHEMA", "Trace", "config_diff", "load", "parse", "pytest_snippet", "read"]
 
 
 @dataclass
@@ -36,9 +53,8 @@ class Trace:
     expect: list[dict[str, Any]] = field(default_factory=list)
 
     def header(self) -> dict[str, Any]:
-        defaults = Config().to_json()
-        cfg = {k: v for k, v in self.config.to_json().items() if defaults.get(k) != v}
-        head: dict[str, Any] = {"schema": SCHEMA, "kind": KIND, "variant": self.variant.name, "config": cfg}
+        head: dict[str, Any] = {"schema": SCHEMA, "kind": KIND, "variant": self.variant.name}
+        head["config"] = config_diff(self.config)
         if self.seed is not None:
             head["seed"] = self.seed
         if self.expect:
@@ -55,18 +71,100 @@ class Trace:
         path.write_text(self.dumps(), encoding="utf-8")
 
 
-def parse(text: str, where: str = "<trace>", variant: str | None = None) -> Trace:
-    """Parse a trace; every problem names the line and the reason."""
-    lines = [(i + 1, ln) for i, ln in enumerate(text.splitlines()) if ln.strip()]
-    if not lines:
+def config_diff(config: Config) -> dict[str, Any]:
+    """The configuration's JSON keys that differ from ``Config()``'s."""
+    defaults = Config().to_json()
+    return {k: v for k, v in config.to_json().items() if defaults.get(k) != v}
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def text_lines(text: str) -> Lines:
+    return ((n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip())
+
+
+def file_lines(path: Path) -> Lines:
+    """The file's lines, read one at a time; the first is read with a length cap."""
+    where = str(path)
+    try:
+        with path.open("rb") as f:
+            n = 0
+            while True:  # the header: the first non-blank line, at most MAX_HEADER_BYTES long
+                raw = f.readline(MAX_HEADER_BYTES + 1)
+                n += 1
+                if len(raw) > MAX_HEADER_BYTES:
+                    raise PcspecError(f"line {n} is longer than {MAX_HEADER_BYTES} bytes: not a pcspec trace", where)
+                if not raw or raw.strip():
+                    break
+            if raw:
+                yield n, _decoded(n, raw, where)
+            for k, raw in enumerate(f, n + 1):
+                if raw.strip():
+                    yield k, _decoded(k, raw, where)
+    except FileNotFoundError:
+        raise PcspecError("no such file", where) from None
+    except OSError as exc:
+        raise PcspecError(f"cannot read ({exc.strerror or exc})", where) from None
+
+
+def _decoded(n: int, raw: bytes, where: str) -> str:
+    # Decoded line by line (not by the text layer's chunks) so the error names the right line.
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PcspecError(f"line {n} is not UTF-8 text: not a pcspec trace", where) from None
+
+
+def _json(n: int, line: str, where: str) -> Any:
+    """One line's JSON value. Inputs json cannot take (nesting deeper than the interpreter's
+    stack, integers beyond the int-parsing digit limit) are refused as such: no trace field
+    is nested more than two levels or needs more than 19 digits."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise PcspecError(f"line {n} is not JSON ({exc.msg} at column {exc.colno})", where) from None
+    except RecursionError:
+        raise PcspecError(f"line {n} is nested too deeply to be a trace line", where) from None
+    except ValueError:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
+        digits = sys.get_int_max_str_digits()
+        raise PcspecError(f"line {n} holds an integer of more than {digits} digits", where) from None
+
+
+def first_object(lines: Lines, where: str) -> tuple[int, Any]:
+    """The first line's JSON value (the header), read before anything else."""
+    first = next(lines, None)
+    if first is None:
         raise PcspecError("empty trace: expected a header line", where)
-    objs: list[tuple[int, Any]] = []
-    for n, ln in lines:
+    return first[0], _json(*first, where)
+
+
+def _variant(name: object, override: str | Variant | None) -> Variant:
+    if isinstance(override, Variant):
+        return override
+    try:
+        return get_variant(override or str(name or ""))
+    except PcspecError as exc:  # a trace of one's own variant is replayed with --variant-module
+        raise PcspecError(f"{exc.why} (a variant of your own: give --variant-module MODULE:NAME)") from None
+
+
+def _expect(raw: object) -> list[dict[str, Any]]:
+    """The header's ``expect``: every entry a known property, ``op`` an operation index."""
+    if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
+        raise PcspecError('"expect" must be a list of {"property": ..., "op": ...}')
+    for e in raw:
         try:
-            objs.append((n, json.loads(ln)))
-        except json.JSONDecodeError as exc:
-            raise PcspecError(f"line {n} is not JSON ({exc.msg} at column {exc.colno})", where) from None
-    n0, head = objs[0]
+            get_property(str(e.get("property")))
+        except PcspecError as exc:  # names the valid IDs
+            raise PcspecError(f'"expect": {exc.why}') from None
+        op = e.get("op")
+        if op is not None and (isinstance(op, bool) or not isinstance(op, int) or op < 0):
+            raise PcspecError(f'"expect": "op" must be an operation index (0 or more), got {op!r}')
+    return raw
+
+
+def from_header(n0: int, head: Any, lines: Lines, where: str, variant: str | Variant | None = None) -> Trace:
+    """The trace whose header (line ``n0``) is ``head``; its operations are read from ``lines``."""
     if not isinstance(head, dict) or head.get("kind") != KIND:
         raise PcspecError(
             f'line {n0}: not a pcspec trace header (expected {{"schema": {SCHEMA}, "kind": "{KIND}", ...}})', where
@@ -76,41 +174,31 @@ def parse(text: str, where: str = "<trace>", variant: str | None = None) -> Trac
             f"line {n0}: unsupported trace schema {head.get('schema')!r} (this pcspec reads {SCHEMA})", where
         )
     try:
-        v = get_variant(variant or str(head.get("variant", "")))
+        v = _variant(head.get("variant"), variant)
+        expect = _expect(head.get("expect", []))
     except PcspecError as exc:
         raise PcspecError(f"line {n0}: {exc.why}", where) from None
     cfg = Config.from_json(head.get("config", {}), f"{where}: line {n0}")
-    expect = head.get("expect", [])
-    if not isinstance(expect, list) or not all(isinstance(e, dict) and "property" in e for e in expect):
-        raise PcspecError(f'line {n0}: "expect" must be a list of {{"property": ..., "op": ...}}', where)
     out: list[dict[str, Any]] = []
-    for n, op in objs[1:]:
+    for n, line in lines:
+        op = _json(n, line, where)
         try:
             out.append(ops.validate(op))
         except PcspecError as exc:
             raise PcspecError(f"line {n}: {exc.why}", where) from None
     seed = head.get("seed")
-    return Trace(v, cfg, out, seed if isinstance(seed, int) else None, expect)
+    return Trace(v, cfg, out, seed if isinstance(seed, int) and not isinstance(seed, bool) else None, expect)
 
 
-def load(path: Path, variant: str | None = None) -> Trace:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PcspecError("no such file", str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PcspecError(f"cannot read: {exc}", str(path)) from None
-    return parse(text, str(path), variant)
+def read(lines: Lines, where: str, variant: str | Variant | None = None) -> Trace:
+    return from_header(*first_object(lines, where), lines, where, variant)
 
 
-def pytest_snippet(trace: Trace, name: str) -> str:
-    """The trace as a runnable pytest test that fails while the violation reproduces."""
-    ident = "".join(c if c.isalnum() else "_" for c in name)
-    return (
-        '"""Counterexample found by pcspec fuzz; see the trace file of the same name."""\n\n'
-        "from pcspec.replay import replay\nfrom pcspec.trace import parse\n\n"
-        f"TRACE = {trace.dumps()!r}\n\n\n"
-        f"def test_{ident}() -> None:\n"
-        "    result = replay(parse(TRACE))\n"
-        "    assert not result.violations, result.violations[0].message\n"
-    )
+def parse(text: str, where: str = "<trace>", variant: str | Variant | None = None) -> Trace:
+    """Parse a trace; every problem names the line and the reason."""
+    return read(text_lines(text), where, variant)
+
+
+def load(path: Path, variant: str | Variant | None = None) -> Trace:
+    """Read a trace file as a stream (see the module docstring)."""
+    return read(file_lines(path), str(path), variant)

@@ -73,10 +73,29 @@ class Matrix:
     def ok(self) -> bool:
         return all(c.ok for c in self.cells) and all(self.mutants.values())
 
+    @property
+    def unknown(self) -> list[Cell]:
+        """Cells a time cap cut short: neither a pass nor a failure."""
+        return [c for c in self.cells if c.verdict == "unknown"]
+
+    @property
+    def mismatches(self) -> list[Cell]:
+        """Cells whose settled verdict contradicts the oracle (or whose trace did not replay)."""
+        return [c for c in self.cells if not c.ok and c.verdict != "unknown"]
+
+    @property
+    def exit_code(self) -> int:
+        """0: everything matched; 1: a mismatch or an uncaught mutant; 3: nothing contradicts
+        the oracle but some cells are unknown (a time cap cut their run short)."""
+        if self.mismatches or not all(self.mutants.values()):
+            return 1
+        return 3 if self.unknown else 0
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": 1,
             "ok": self.ok,
+            "unknown": len(self.unknown),
             "fuzz": [c.to_json() for c in self.cells],
             "mutants": [{"mutant": m, "caught_by": by} for m, by in self.mutants.items()],
         }
@@ -148,34 +167,50 @@ def fuzz_variant(
     return cells
 
 
+@dataclass
+class Tick:
+    """What a progress display shows: the unit of work starting now, cells settled of all,
+    and the model steps examined so far."""
+
+    message: str
+    done: int
+    total: int
+    steps: int
+
+
 def verify(
     budget: Budget,
     out: Path | None,
     variants: Sequence[str] | None = None,
-    progress: Callable[[str], None] = lambda _msg: None,
+    progress: Callable[[Tick], None] = lambda _tick: None,
 ) -> Matrix:
     m = Matrix()
-    for name, v in DESIGNS.items():
-        if variants and name not in variants:
-            continue
-        m.cells += fuzz_variant(v, budget, out, progress=progress)
-    for name, v in MUTANTS.items():
-        if variants and name not in variants:
-            continue
+    designs = [v for name, v in DESIGNS.items() if not variants or name in variants]
+    mutants = [v for name, v in MUTANTS.items() if not variants or name in variants]
+    total = len(designs) * len(CATALOGUE) + sum(len(MUTANT_TARGETS[v.name]) for v in mutants)
+
+    def tell(msg: str) -> None:
+        progress(Tick(msg, len(m.cells), total, sum(c.steps for c in m.cells)))
+
+    for v in designs:
+        m.cells += fuzz_variant(v, budget, out, progress=tell)
+    for v in mutants:
         # A mutant is caught once one of its target properties is violated: hunt for each in
         # turn (a hunt stops at the first violation, a survey would run its whole budget).
         # Every target is hunted: besides catching the mutant, this is where the properties
         # that hold on all four designs are shown to be able to fail at all.
         caught: list[str] = []
-        for pid in MUTANT_TARGETS[name]:
-            progress(f"{name}: hunt {pid}")
+        for pid in MUTANT_TARGETS[v.name]:
+            tell(f"{v.name}: hunt {pid}")
             hrun, hit = hunt(v, pid, budget.profile, budget.seed, budget.hunt_examples, budget.hunt_seconds)
             if hit is None:
-                m.cells.append(Cell(name, pid, "x", "holds" if hrun.complete else "unknown", hrun.steps, hrun.seconds))
+                verdict = "holds" if hrun.complete else "unknown"
+                m.cells.append(Cell(v.name, pid, "x", verdict, hrun.steps, hrun.seconds))
                 continue
             path, ok, n = _save(hit, out)
-            m.cells.append(Cell(name, pid, "x", "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok))
+            m.cells.append(Cell(v.name, pid, "x", "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok))
             if ok:
                 caught.append(pid)
-        m.mutants[name] = caught
+        m.mutants[v.name] = caught
+    tell("done")
     return m

@@ -139,6 +139,15 @@ CATALOGUE: tuple[Property, ...] = (
         after_crash=True,
     ),
     Property(
+        "PROGRESS-1",
+        "Every accepted task finishes or is answered with an error: no update_slots pass leaves a busy "
+        "slot unable to ever advance.",
+        "state",
+        "server-context.cpp: get_available_slot (cache load onto a busy pinned slot, 1534-1631), the "
+        "prompt batch loop (3420-3470); live-findings section 1",
+        state.progress1_no_stall,
+    ),
+    Property(
         "FILE-1",
         "A slot file the server wrote restores its tokens and checkpoints exactly; a file corrupted in a "
         "way the format can detect is rejected with a reason and the slot left consistent.",

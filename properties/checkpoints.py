@@ -89,6 +89,14 @@ def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
         for e in events_of(events, "ckpt_create")
         if e.data["identical_to_restored"]
     ]
+    # A prompt clear while the task runs (a failed cache load onto its slot, a failed step)
+    # drops the whole list without erase events: the restored checkpoint goes with it.
+    out += [
+        f"task {e.data['task']} lost the checkpoint it restored (ckpt#{e.data['restored_by_task']}) "
+        f"to a prompt clear of slot {e.data['slot']}"
+        for e in events_of(events, "prompt_clear")
+        if e.data.get("restored_by_task") is not None
+    ]
     return out
 
 
@@ -96,8 +104,16 @@ ALLOWED_ERASURES = ("invalidated", "cap", "too_close", "supersede", "context_shi
 
 
 def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
-    """Every ``ckpt_erase`` has an allowed reason whose condition held (clears and prompt
-    replacements drop whole lists and are not ``ckpt_erase`` events)."""
+    """Every ``ckpt_erase`` has an allowed reason whose condition held *at that erasure*
+    (clears and prompt replacements drop whole lists and are not ``ckpt_erase`` events):
+
+    * ``invalidated``: ``pos_max > pos_next`` or ``n_tokens > n_prefix`` (seed 001), judged on
+      the numbers the erasure carries; a contained failure names its ``cause`` instead;
+    * ``too_close``: the list was full or about to be (``len + 1 >= cap``) when this one went:
+      the C++ walk re-checks its condition before every erasure;
+    * ``cap``: the list held at least ``cap`` checkpoints;
+    * ``supersede`` and ``context_shift``: allowed as such.
+    """
     out: list[str] = []
     cap = srv.cfg.n_ctx_checkpoints
     for e in events_of(events, "ckpt_erase"):
@@ -105,10 +121,16 @@ def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
         what = f"task {d['task']} erased ckpt#{d['ckpt']} (n_tokens={d['n_tokens']}) as {d['reason']}"
         if d["reason"] not in ALLOWED_ERASURES:
             out.append(f"{what}: not an allowed reason ({', '.join(ALLOWED_ERASURES)})")
-        elif d["reason"] == "too_close" and not d.get("full", True):
+        elif d["reason"] == "too_close" and d["list_len"] + 1 < cap:
             out.append(f"{what} while the list ({d['list_len']} of {cap}) was not full")
         elif d["reason"] == "cap" and d["list_len"] < cap:
             out.append(f"{what} while the list held {d['list_len']} of {cap}")
+        elif d["reason"] == "invalidated" and "cause" not in d:
+            if not (d["pos_max"] > d["pos_next"] or d["n_tokens"] > d["n_prefix"]):
+                out.append(
+                    f"{what} though pos_max {d['pos_max']} <= pos_next {d['pos_next']} and "
+                    f"n_tokens {d['n_tokens']} <= n_prefix {d['n_prefix']}: it still described the prompt"
+                )
     return out
 
 

@@ -43,6 +43,7 @@ from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.runner import Judge
 
 SYSTEM = tuple(range(1, 9))  # a system prompt every conversation shares
+FILES = ["a.bin", "b.bin", "c.bin"]
 FAULT = st.sampled_from([-1, -1, -1, 0, 1, 2])  # no fault, or one of the example's fault sites
 N_CONVS = 3
 
@@ -132,7 +133,8 @@ class CacheMachine(RuleBasedStateMachine):
         # Swarm testing: each example injects faults at a few sites only, so the rare
         # combinations (a draft load failing after a save, an allocation failing inside
         # one) come up often instead of being diluted over every site.
-        self.cfg = cfg
+        self.cfg = cfg  # the running server's (a restart changes it)
+        self.cfg0 = cfg  # the trace's: what the server started with
         self.sites = sites
         self.srv = Server(cfg, self.variant)
         self.judge = Judge(self.srv, self.props)
@@ -145,9 +147,9 @@ class CacheMachine(RuleBasedStateMachine):
             for v in self.judge():
                 first = type(self).found.first
                 if v.property not in first:
-                    first[v.property] = (v, list(self.trace), self.cfg)
+                    first[v.property] = (v, list(self.trace), self.cfg0)
                 if v.property in self.targets:
-                    type(self).found.last = (v, list(self.trace), self.cfg)
+                    type(self).found.last = (v, list(self.trace), self.cfg0)
                     raise AssertionError(f"{v.property} violated at op {v.op}: {v.message}")
 
     def _user_msg(self, k: int, turn: int, n: int) -> tuple[int, ...]:
@@ -205,15 +207,40 @@ class CacheMachine(RuleBasedStateMachine):
         tokens = c.tokens[:cut] + self._user_msg(k + 5, c.turn, n)
         self._send(k, tokens, (*tuple(s for s in c.spans if s < cut), cut), pin, fault)
 
+    @precondition(lambda self: self.srv is not None and any(s.prompt.checkpoints for s in self.srv.slots))
+    @rule(pick=st.integers(0, 63), plus=st.sampled_from([0, 0, 1, -1]), pin=st.booleans(), fault=FAULT)
+    def end_on_checkpoint(self, pick: int, plus: int, pin: bool, fault: int) -> None:
+        """A prompt that ends exactly on a checkpoint a slot holds (or one token either side):
+        the cases where the restore arithmetic, the prompt-logits rule and the invalidation
+        meet (live-findings sections 2 and 4)."""
+        assert self.srv is not None
+        held = [(s, c) for s in self.srv.slots for c in s.prompt.checkpoints]
+        slot, ck = held[pick % len(held)]
+        n = max(1, min(ck.n_tokens + plus, slot.prompt.n_tokens))
+        k = pick % N_CONVS
+        self._send(k, slot.prompt.tokens[:n], (), slot.id if pin else -1, fault)
+
     # -- workflows (several operations that users run together) ---------------------------------
 
-    @rule(ks=st.lists(st.integers(0, N_CONVS - 1), min_size=2, max_size=4), n=st.integers(2, 12), fault=FAULT)
-    def alternate(self, ks: list[int], n: int, fault: int) -> None:
+    @rule(
+        ks=st.lists(st.integers(0, N_CONVS - 1), min_size=2, max_size=4),
+        n=st.integers(2, 12),
+        fault=FAULT,
+        load_fault=st.sampled_from(["", "", "load.write.dft", "load.write.tgt"]),
+        twice=st.booleans(),
+    )
+    def alternate(self, ks: list[int], n: int, fault: int, load_fault: str, twice: bool) -> None:
         """Conversations taking turns (seed 000's "two conversations alternating on one
         slot": every request saves one and loads another), then the first one again with
-        the fault armed before the request that loads it."""
-        for i, k in enumerate([*ks, ks[0]]):
+        a fault armed before the request that loads it: one of the example's sites, or
+        ``load_fault``, a failure of that very load (outside the swarm's sites, because a
+        failed load is what this workflow is for); ``twice``: one more round, so that what
+        the failed load left in the cache is loaded again."""
+        rounds = [*ks, ks[0]] + ([ks[1], ks[0]] if twice else [])
+        for i, k in enumerate(rounds):
             f = fault if i == len(ks) else -1
+            if i == len(ks) and load_fault:
+                self.do({"op": "inject", "site": load_fault})
             if self.convs[k].tokens:
                 self.extend(k, n, -1, f)
             else:
@@ -226,10 +253,14 @@ class CacheMachine(RuleBasedStateMachine):
         n=st.integers(2, 12),
         n_steps=st.integers(0, 3),
         other=st.integers(0, N_CONVS - 1),
+        again=st.booleans(),
     )
-    def pin_busy(self, k: int, cut: int, n: int, n_steps: int, other: int) -> None:
+    def pin_busy(self, k: int, cut: int, n: int, n_steps: int, other: int, again: bool) -> None:
         """A request, a few server steps, then another request pinned to the slot that is
-        still processing the first (clients pin by conversation, whatever the slot does)."""
+        still processing the first (clients pin by conversation, whatever the slot does).
+        ``again``: the pinned request resends an earlier conversation as it was, so that the
+        cache holds an entry for it (a long one loaded into the busy slot is the livelock of
+        live-findings section 1)."""
         if self.convs[k].tokens:
             self.diverge(k, cut, n, -1, -1)
         else:
@@ -238,7 +269,11 @@ class CacheMachine(RuleBasedStateMachine):
             self.do({"op": "step"})
         assert self.srv is not None
         busy = [s.id for s in self.srv.slots if s.is_processing]
-        if busy:
+        if not busy:
+            return
+        if again and self.convs[other].tokens:
+            self.resend(other, busy[0], -1)
+        else:
             self.new_prompt(other, n, busy[0], True, -1)
 
     @rule(
@@ -272,21 +307,21 @@ class CacheMachine(RuleBasedStateMachine):
     def inject(self, pick: int) -> None:
         self.do({"op": "inject", "site": self.sites[pick % len(self.sites)]})
 
-    @rule(slot=st.integers(0, 2), name=st.sampled_from(["a.bin", "b.bin", "c.bin"]))
+    @rule(slot=st.integers(0, 2), name=st.sampled_from(FILES))
     def slot_save(self, slot: int, name: str) -> None:
         if slot < self.cfg.n_slots:
             self.files.add(name)
             self.do({"op": "slot_save", "id_slot": slot, "filename": name})
 
     @precondition(lambda self: bool(self.files))
-    @rule(slot=st.integers(0, 2), name=st.sampled_from(["a.bin", "b.bin", "c.bin"]))
+    @rule(slot=st.integers(0, 2), name=st.sampled_from(FILES))
     def slot_restore(self, slot: int, name: str) -> None:
         if slot < self.cfg.n_slots and name in self.files:
             self.do({"op": "slot_restore", "id_slot": slot, "filename": name})
 
     @precondition(lambda self: bool(self.files))
     @rule(
-        name=st.sampled_from(["a.bin", "b.bin", "c.bin"]),
+        name=st.sampled_from(FILES),
         pick=st.integers(0, 63),
         how=st.sampled_from(["huge", "huge", "plus1", "minus1", "zero", "truncate"]),
     )
@@ -310,11 +345,13 @@ class CacheMachine(RuleBasedStateMachine):
             fields = [f for f in fields if f[0].endswith(("length", "count"))] or fields
         if not fields:
             return
-        _, offset, width = fields[pick % len(fields)]
+        fname, offset, width = fields[pick % len(fields)]
         value = int.from_bytes(data[offset : offset + width], "little")
         new = {"huge": (1 << (8 * width)) - 2, "plus1": value + 1, "minus1": value - 1, "zero": 0}[how]
         new %= 1 << (8 * width)
-        self.do({"op": "corrupt_file", "filename": name, "offset": offset, "data": list(new.to_bytes(width, "little"))})
+        # By field name, not offset: see Server.corrupt_file (shrinking must not turn this
+        # into a corruption of a payload).
+        self.do({"op": "corrupt_file", "filename": name, "field": fname, "value": new})
 
     @rule(slot=st.integers(0, 2))
     def slot_erase(self, slot: int) -> None:
@@ -324,6 +361,16 @@ class CacheMachine(RuleBasedStateMachine):
     @rule()
     def sleep_wake(self) -> None:
         self.do({"op": "sleep_wake"})
+
+    @precondition(lambda self: bool(self.files))
+    @rule(n_ckpt=st.integers(0, 4), n_slots=st.integers(1, 3), slot=st.integers(0, 2), name=st.sampled_from(FILES))
+    def restart_and_restore(self, n_ckpt: int, n_slots: int, slot: int, name: str) -> None:
+        """Files outlive the process: restart the server with other flags (fewer checkpoints
+        allowed, another slot count), then restore a file saved before into it."""
+        self.do({"op": "restart", "config": {"n_ctx_checkpoints": n_ckpt, "n_slots": n_slots}})
+        assert self.srv is not None
+        self.cfg = self.srv.cfg
+        self.slot_restore(slot, name)
 
 
 def machine_for(

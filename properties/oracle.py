@@ -29,6 +29,7 @@ _COLUMNS = [
     "STATE-1",
     "RESTORE-1",
     "NOABORT-1",
+    "PROGRESS-1",
     "FILE-1",
     "FILE-2",
     "LIVE-1",
@@ -42,10 +43,10 @@ _COLUMNS = [
 # `?`: the extended catalogue (FILE-2, CKPT-4, PERF-3): no expectation except for `fixed`, which must
 # hold each; on the other designs the verdict is whatever the model shows, with its trace.
 _ROWS = {
-    "master": ". x . . x x x . . . . . . x x . x . ? x x ? ? x",
-    "pr30137": ". x . . . x x x . x . . . x x . x . ? x . ? ? x",
-    "pr27451": ". x . . x x . x . x . . . x x . x . ? x . ? ? x",
-    "fixed": ". . . . . . . . . . . . . . . . . . . . . . . .",
+    "master": ". x . . x x x . . . . . x x x x x x . ? x x ? ? x",
+    "pr30137": ". x . . . x x x . x . . x x x . x x . ? x . ? ? x",
+    "pr27451": ". x . . x x . x . x . . x x x x x x . ? x x ? ? x",
+    "fixed": ". . . . . . . . . . . . . . . . . . . . . . . . .",
 }
 
 ORACLE: dict[str, dict[str, Expect]] = {
@@ -54,10 +55,22 @@ ORACLE: dict[str, dict[str, Expect]] = {
 
 REASONS: dict[str, dict[str, str]] = {
     "master": {
+        "CKPT-1": (
+            "changed from the DESIGN.md table: load clears an entry's main state before the draft load"
+            " (server-task.cpp:1832-1856), so a failed draft load leaves an emptied entry; a later load"
+            " of it succeeds (a 0-byte set_data_ext returns 0 == size) and installs its tokens over"
+            " unrelated memory; the next checkpoint takes n_tokens from the tokens and pos_min/pos_max"
+            " from that memory (update_pos, server-context.cpp:2337-2340): pos_max != n_tokens - 1"
+        ),
         "CKPT-2": (
-            "changed from the DESIGN.md table: a task pinned to a busy slot saves it mid-prompt"
-            " (get_available_slot, behaviour notes 8.4.1); after an SWA restore the slot holds"
-            " n_past tokens and the restored checkpoint n_past + 1, and the entry keeps both"
+            "re-derived after the model took prompt start and the first batch as one pass: a bad_alloc"
+            " while creating a checkpoint is caught per slot (iterate, server-context.cpp:2700-2710) after"
+            " emplace_back appended it (2333): a checkpoint with an empty payload stays in the list"
+        ),
+        "RESTORE-1": (
+            "changed from the DESIGN.md table: that empty checkpoint (bad_alloc after emplace_back) is kept"
+            " at the next prompt start although it is the state of no prefix; restoring it is a no-op"
+            " (load_tgt returns early on empty data, common.cpp:2332-2334)"
         ),
         "IMM-2": (
             "load clears an entry's main state before the draft load; a failed draft load leaves"
@@ -72,15 +85,22 @@ REASONS: dict[str, dict[str, str]] = {
             "a later load of an emptied entry succeeds with 0 == 0 and installs its tokens over unrelated memory"
         ),
         "NOABORT-1": ("a short checkpoint read aborts (checkpoint size mismatch); an escaped bad_alloc terminates"),
+        "PROGRESS-1": (
+            "a task pinned to a busy slot loads a cache entry longer than the running task's prompt into"
+            " that slot (get_available_slot updates the cache before the defer, server-context.cpp"
+            " 1534-1631); the prompt loop then adds no token and never finishes (live-findings section 1)"
+        ),
         "LIVE-1": ("bad_alloc sets limit_size = 0.4 * size() for good"),
         "PERF-1": ("the cache entry gets a deep copy of the slot's checkpoints"),
         "PERF-2": ("create_checkpoint supersedes the checkpoint the task just restored with an identical one (#30683)"),
     },
     "pr30137": {
+        "CKPT-1": ("unchanged from master: the emptied entry loaded again"),
         "CKPT-2": (
-            "changed from the DESIGN.md table: a task pinned to a busy slot saves it mid-prompt"
-            " (get_available_slot, behaviour notes 8.4.1); after an SWA restore the slot holds"
-            " n_past tokens and the restored checkpoint n_past + 1, and the entry keeps both"
+            "re-derived after the model took prompt start and the first batch as one pass: a slot file"
+            " whose checkpoint record had a length field changed still parses (seed 001's appendix"
+            " reader checks counts and bounds, not the payload), and the restored checkpoint is the"
+            " state of no prefix of the tokens; fixed dry-reads the payload and ignores the appendix"
         ),
         "IMM-2": ("unchanged from master: load clears main before the draft load"),
         "RB-2": ("the pop_back comes after obsolete removal and making room (review point 3)"),
@@ -89,14 +109,17 @@ REASONS: dict[str, dict[str, str]] = {
         "ACC-3": ("make-room evicts for bytes that are already shared (review point 1(b))"),
         "STATE-1": ("unchanged from master: the emptied-entry load"),
         "NOABORT-1": ("unchanged from master"),
+        "PROGRESS-1": ("unchanged from master: the busy pinned slot's cache load"),
         "LIVE-1": ("unchanged from master"),
         "PERF-2": ("unchanged from master (#30683 is a follow-up)"),
     },
     "pr27451": {
-        "CKPT-2": (
-            "changed from the DESIGN.md table: a task pinned to a busy slot saves it mid-prompt"
-            " (get_available_slot, behaviour notes 8.4.1); after an SWA restore the slot holds"
-            " n_past tokens and the restored checkpoint n_past + 1, and the entry keeps both"
+        "CKPT-1": ("unchanged from master: the emptied entry loaded again (load is unchanged by #27451)"),
+        "CKPT-2": ("unchanged from master: create_checkpoint appends before it fills (#27451 keeps it)"),
+        "RESTORE-1": ("unchanged from master: the empty checkpoint a bad_alloc leaves"),
+        "PERF-1": (
+            "changed from the DESIGN.md table: #27451 shares the target and draft payloads but keeps the"
+            " speculative state value-owned (seed 003, line 167): a save copies every checkpoint's data_spec"
         ),
         "IMM-2": ("load is unchanged by #27451"),
         "RB-1": ("no fill validation in #27451"),
@@ -105,6 +128,7 @@ REASONS: dict[str, dict[str, str]] = {
         "ACC-3": ("per-holder accounting evicts early (seed 003 says so)"),
         "STATE-1": ("the emptied-entry load, and a partial entry loads as a cleared sequence"),
         "NOABORT-1": ("checkpoint fill mismatch still aborts"),
+        "PROGRESS-1": ("unchanged from master: the busy pinned slot's cache load"),
         "LIVE-1": ("the existing recovery path shrinks the limit"),
         "PERF-2": ("unchanged from master"),
     },
@@ -121,6 +145,10 @@ MUTANT_TARGETS: dict[str, tuple[str, ...]] = {
     "mutant:no-cap": ("CKPT-1",),
     "mutant:needless-restore": ("PERF-3",),
     "mutant:sweep-always": ("CKPT-4",),
+    "mutant:sweep-full-once": ("CKPT-4",),
+    "mutant:invalidate-pos-min": ("CKPT-4",),
+    "mutant:restore-uncapped": ("CKPT-1",),
+    "mutant:busy-slot-update": ("PERF-2", "PROGRESS-1"),
     "mutant:appendix-uncounted": ("FILE-2",),
     "mutant:trust-size-field": ("FILE-1",),
 }

@@ -34,6 +34,18 @@ def noabort1_no_crash(srv: Server, events: Sequence[Event]) -> list[str]:
     return [f"the server aborted at {e.data['where']}: {e.data['message']}" for e in events_of(events, "crash")]
 
 
+def progress1_no_stall(srv: Server, events: Sequence[Event]) -> list[str]:
+    """A ``stall`` is a pass in which a slot processing a prompt added no token and did not
+    finish: the model is deterministic and nothing but that slot's release changes its
+    state, so every later pass repeats it (the real server loops forever, answering
+    nothing, live-findings section 1)."""
+    return [
+        f"slot {e.data['slot']} holds {e.data['n_tokens']} tokens for a prompt of {e.data['n_prompt']}: "
+        f"task {e.data['task']} never finishes (the server loops without decoding)"
+        for e in events_of(events, "stall")
+    ]
+
+
 def perf1_no_payload_copies(srv: Server, events: Sequence[Event]) -> list[str]:
     copies = events_of(events, "copy_payload")
     if not copies:

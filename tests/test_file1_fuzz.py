@@ -1,22 +1,13 @@
 """FILE-1 fuzzed at the model level: mutated *model-written* slot files restored into a running server.
 
 Each memory kind (kv, swa, recurrent, hybrid), with and without a draft context, under ``fixed``
-and ``master``: slot 0 runs two chat turns (three checkpoints where the kind takes any,
-``n_ctx_checkpoints = 3``), slot 1 an unrelated prompt, then ``POST /slots/0?action=save``
-writes ``f.bin``. The file is mutated (truncated at any length, bits flipped, a length or count
-field of ``slotfile.field_map`` or the state blob's length set to a huge, off-by-one, zero or
-over-the-cap value, junk appended) and restored into slot 0 or slot 1 of a copy of that server.
-
-The judgement (``judge``): no crash and no Python exception; no allocation larger than the file
-(the reader's ``ReadStats`` on the same bytes, and the model heap's ``alloc`` events); FILE-1 over
-the restore's events; the slot consistent -- either rejected (``file_restore_failed``; tokens and
-every context's sequence empty) or restored with the target memory holding as many tokens as the
-slot bookkeeps. Only lengths are judged in general: a well-formed but wrong token is a semantic
-corruption no reader can see. On ``fixed`` STATE-1 must also hold whenever the mutation left the
-identity bytes alone: the token words and, in the model's state blob (which stands for the KV/
-recurrent data), ``part_lo`` and the token arrays. On ``master`` one slot inconsistency is the C++
-behaviour, not a model error, and is allowed by name: a mutated marker word turns the packed token
-list into a legacy plain list of n + 4 tokens, which is installed over the n-token state.
+and ``master``: the server that just saved slot 0 to ``f.bin`` (``file1_setup.build``). The file is
+mutated (truncated at any length, bits flipped, a length or count field of ``slotfile.field_map`` or
+the state blob's length set to a huge, off-by-one, zero or over-the-cap value, junk appended) and
+restored into slot 0 or slot 1 of a copy of that server, then judged by ``file1_setup.judge`` (no
+crash, no allocation beyond the file, FILE-1, a consistent slot, STATE-1 on ``fixed``: its
+docstring says exactly what, and why master's legacy token reading is allowed). The set-up and the
+judgement are shared with the campaign, ``benchmarks/file1_campaign.py``.
 
 A request after the restore (``test_follow_up_request_after_a_mutated_restore``) found two model
 problems, now fixed in the ``fixed`` design and kept as regression tests: a checkpoint record with a
@@ -30,22 +21,29 @@ The campaign version (>= 100,000 inputs) is ``benchmarks/file1_campaign.py``.
 
 from __future__ import annotations
 
-import copy
-import functools
 import struct
-from dataclasses import dataclass
 
 import pytest
+from file1_setup import (
+    SCKP_V1,
+    SETUPS,
+    VARIANTS,
+    WITH_CHECKPOINTS,
+    Base,
+    build,
+    judge,
+    restore,
+    set_field,
+    setup_name,
+    special_values,
+    touched,
+)
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from pcspec.errors import PcspecError
-from pcspec.model.config import Config, MemoryKind
-from pcspec.model.heap import Event
-from pcspec.model.server import Server
-from pcspec.model.slot_files import _peek_state_size, summary  # as the restore calls the reader
-from pcspec.model.slotfile import SLOT_CKPT_MAX_COUNT, ReadStats, field_map, read_slot_file
-from pcspec.model.variants import ALL
+from pcspec.model.config import MemoryKind
+from pcspec.model.slot_files import summary
+from pcspec.model.slotfile import read_slot_file
 from pcspec.properties.files import file1_round_trip_and_rejection
 from pcspec.properties.state import state1_memory_matches_tokens
 
@@ -59,148 +57,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 CI = settings.get_profile("file1-ci")
-
-FILE = "f.bin"
-VARIANTS = ("fixed", "master")
-WITH_CHECKPOINTS = (MemoryKind.SWA, MemoryKind.RECURRENT, MemoryKind.HYBRID)
-SETUPS = [
-    pytest.param(kind, draft, id=f"{kind}{'+draft' if draft else ''}") for kind in MemoryKind for draft in (False, True)
-]
-CKPT_META = ("n_tokens", "pos_min", "pos_max")
-SCKP_V1 = b"SCKP\x01\x00\x00\x00"
-
-
-def config(kind: MemoryKind, draft: bool) -> Config:
-    return Config(
-        n_slots=2,
-        n_ctx_slot=256,
-        n_batch=16,
-        n_ubatch=4,
-        memory=kind,
-        n_swa=8,
-        swa_cells=24,
-        cell_bytes=8,
-        rs_bytes=64,
-        has_draft=draft,
-        draft_memory=kind,
-        draft_cell_bytes=4,
-        draft_rs_bytes=32,
-        spec_bytes=8 if draft else 0,
-        n_ctx_checkpoints=3,
-        checkpoint_min_step=4,
-        cache_ram=0,
-    )
-
-
-@dataclass(frozen=True)
-class Proto:
-    """A running server right after it saved slot 0 to ``f.bin``, and facts about the file."""
-
-    variant: str
-    server: Server
-    data: bytes
-    fields: tuple[tuple[str, int, int], ...]
-    identity: frozenset[int]  # token words, and part_lo + token arrays of the state blob
-    ckpt_identity: frozenset[int]  # part_lo + token arrays of the checkpoint blobs
-    ckpt_meta: frozenset[int]  # n_tokens, pos_min, pos_max of every checkpoint record
-
-    def fresh(self) -> Server:
-        return copy.deepcopy(self.server)
-
-    def field(self, name: str) -> tuple[int, int]:
-        return next((off, width) for n, off, width in self.fields if n == name)
-
-
-def blob_identity(data: bytes, at: int) -> set[int]:
-    """The identity bytes of a state blob at ``at``, as ``slot_files.encode_content`` writes it:
-    ``PCSY``, u32 length, u8 tag, then for a StateImage (tag 1) u8 kind, u8 scope, i32 part_lo and
-    two i32-counted token arrays (-1: absent), for a speculative state (tag 2) one token array.
-    The identity is part_lo and the arrays: what stands for the KV / recurrent data itself."""
-    assert data[at : at + 4] == b"PCSY"
-    (blob_len,) = struct.unpack_from("<I", data, at + 4)
-    out: set[int] = set()
-    tag, pos, arrays = data[at + 8], at + 9, 1
-    if tag == 1:
-        out.update(range(at + 11, at + 15))
-        pos, arrays = at + 15, 2
-    for _ in range(arrays):
-        (n,) = struct.unpack_from("<i", data, pos)
-        pos += 4 + 4 * max(n, 0)
-        out.update(range(pos - 4 * max(n, 0), pos))
-    assert pos == at + blob_len
-    return out
-
-
-def identity_bytes(data: bytes) -> tuple[frozenset[int], frozenset[int]]:
-    """(the token words ``[12, 12 + 4 * n_token_count)`` and the state blob's identity bytes,
-    the identity bytes of every checkpoint blob)."""
-    (n_words,) = struct.unpack_from("<I", data, 8)
-    main = set(range(12, 12 + 4 * n_words)) | blob_identity(data, 12 + 4 * n_words)
-    ckpts: set[int] = set()
-    for rec in read_slot_file(data).checkpoint_offsets:
-        pos = rec + 16
-        for _ in range(3):  # data_tgt, data_dft, data_spec: u64 length + bytes
-            (n,) = struct.unpack_from("<Q", data, pos)
-            if n:
-                ckpts |= blob_identity(data, pos + 8)
-            pos += 8 + n
-    return frozenset(main), frozenset(ckpts)
-
-
-@functools.cache
-def proto(kind: MemoryKind, draft: bool, variant: str) -> Proto:
-    srv = Server(config(kind, draft), ALL[variant])
-    srv.request(tuple(range(1, 41)), spans=(0, 20), n_predict=3, id_slot=0)
-    srv.run()
-    turn = srv.slots[0].prompt.tokens
-    srv.request(turn + tuple(range(100, 130)), spans=(0, 20, len(turn)), n_predict=3, id_slot=0)
-    srv.run()
-    srv.request(tuple(range(300, 330)), spans=(0,), n_predict=2, id_slot=1)
-    srv.run()
-    srv.slot_action("save", 0, FILE)
-    assert srv.crash is None
-    assert len(srv.slots[0].prompt.checkpoints) == (3 if kind in WITH_CHECKPOINTS else 0)
-    srv.heap.events.clear()  # history only (the model never reads it): keeps copies cheap
-    data = srv.files[FILE]
-    fields = field_map(read_slot_file(data))
-    blob_len_at = 12 + 4 * struct.unpack_from("<I", data, 8)[0] + 4
-    meta = {
-        i
-        for name, off, width in fields
-        if name.startswith("ckpt ") and name.split()[-1] in CKPT_META
-        for i in range(off, off + width)
-    }
-    return Proto(
-        variant,
-        srv,
-        data,
-        (*fields, ("state blob length", blob_len_at, 4)),
-        *identity_bytes(data),
-        frozenset(meta),
-    )
-
-
-def touched(orig: bytes, data: bytes) -> set[int]:
-    """Offsets of the original file whose byte changed or was cut off."""
-    return {i for i in range(len(orig)) if i >= len(data) or data[i] != orig[i]}
-
-
-def special(width: int, original: int) -> list[int]:
-    top = 2 ** (8 * width) - 1
-    return sorted(
-        {0, 1, top, top // 2, (original + 1) & top, (original - 1) & top, SLOT_CKPT_MAX_COUNT + 1, 2**40 & top}
-    )
-
-
-def set_field(data: bytes, off: int, width: int, value: int) -> bytes:
-    buf = bytearray(data)
-    struct.pack_into("<I" if width == 4 else "<Q", buf, off, value)
-    return bytes(buf)
+SETUP_PARAMS = [pytest.param(kind, draft, id=setup_name(kind, draft)) for kind, draft in SETUPS]
 
 
 @st.composite
-def mutated(draw: st.DrawFn, p: Proto) -> bytes:
-    """The model-written file after 1-3 mutations."""
+def mutated(draw: st.DrawFn, p: Base) -> bytes:
+    """The model-written file after 1-3 mutations (the campaign draws the same kinds at random)."""
     buf = bytearray(p.data)
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["truncate", "flip", "field", "append"]))
@@ -213,7 +75,7 @@ def mutated(draw: st.DrawFn, p: Proto) -> bytes:
             if off + width <= len(buf):
                 fmt = "<I" if width == 4 else "<Q"
                 (original,) = struct.unpack_from(fmt, buf, off)
-                values = st.sampled_from(special(width, original)) | st.integers(0, 2 ** (8 * width) - 1)
+                values = st.sampled_from(special_values(width, original)) | st.integers(0, 2 ** (8 * width) - 1)
                 struct.pack_into(fmt, buf, off, draw(values))
         elif kind == "append":
             buf += draw(
@@ -224,69 +86,14 @@ def mutated(draw: st.DrawFn, p: Proto) -> bytes:
     return bytes(buf)
 
 
-@dataclass
-class Verdict:
-    problems: list[str]
-    outcome: str  # "crash" | "rejected" | "restored"
-    state1_judged: bool = False
-    legacy_reading: bool = False
-
-
-def restore(srv: Server, slot: int, data: bytes) -> list[Event]:
-    srv.files[FILE] = data
-    seen = len(srv.heap.events)
-    srv.slot_action("restore", slot, FILE)
-    return srv.heap.events[seen:]
-
-
-def judge(p: Proto, srv: Server, slot: int, data: bytes, events: list[Event]) -> Verdict:
-    """Everything that must hold after restoring ``data`` (a mutation of ``p.data``)."""
-    problems: list[str] = []
-    stats = ReadStats()
-    packed: bool | None = None
-    try:
-        parsed = read_slot_file(data, FILE, srv.cfg.n_ctx_checkpoints, state_size=_peek_state_size(data), stats=stats)
-        packed = parsed.packed
-    except PcspecError:
-        pass
-    heap_alloc = max((int(e.data["size"]) for e in events if e.kind == "alloc"), default=0)
-    for who, n in (("the reader", stats.max_alloc), ("the model heap", heap_alloc)):
-        if n > len(data):
-            problems.append(f"{who} allocated {n} bytes for a file of {len(data)}")
-    problems += file1_round_trip_and_rejection(srv, events)
-    verdict = Verdict(problems, "restored")
-    s = srv.slots[slot]
-    failed = [e for e in events if e.kind == "file_restore_failed"]
-    if srv.crash is not None:
-        verdict.outcome = "crash"
-        problems.append(f"the restore crashed the server: {srv.crash}")
-    elif failed:
-        verdict.outcome = "rejected"
-        if s.prompt.tokens or any(not ctx.seqs[slot].is_state_of(()) for ctx in srv.contexts()):
-            problems.append(f"rejected ({failed[0].data['reason']}) but slot {slot} is not left empty")
-    elif any(e.kind == "file_restore" for e in events):
-        mem = srv.ctx_tgt.seqs[slot]
-        if mem.n_tokens != len(s.prompt.tokens):
-            if p.variant == "master" and packed is False and p.data[12:16] == b"\xff\xff\xff\xff":
-                verdict.legacy_reading = True  # the C++ does not compare the token count with the state
-            else:
-                problems.append(f"the target memory holds {mem.n_tokens} tokens, the slot {len(s.prompt.tokens)}")
-        if p.variant == "fixed" and not touched(p.data, data) & p.identity:
-            verdict.state1_judged = True
-            problems += state1_memory_matches_tokens(srv, events)
-    else:
-        problems.append("the restore neither succeeded nor failed")
-    return verdict
-
-
 # -- unmodified files: FILE-1 round trip and FILE-2 ----------------------------------------------------
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize(("kind", "draft"), SETUPS)
+@pytest.mark.parametrize(("kind", "draft"), SETUP_PARAMS)
 @pytest.mark.parametrize("slot", [0, 1])
 def test_unmodified_file_round_trips(kind: MemoryKind, draft: bool, variant: str, slot: int) -> None:
-    p = proto(kind, draft, variant)
+    p = build(kind, draft, variant)
     saver = p.fresh()
     saver.slot_action("save", 0, "again.bin")
     assert saver.files["again.bin"] == p.data  # saving is deterministic
@@ -295,7 +102,7 @@ def test_unmodified_file_round_trips(kind: MemoryKind, draft: bool, variant: str
     saved = saver.written_meta["again.bin"]
     srv = p.fresh()
     events = restore(srv, slot, p.data)
-    assert judge(p, srv, slot, p.data, events).problems == []
+    assert judge(p, srv, slot, p.data, events).messages == []
     assert srv.last_result == {"n_restored": n_tokens, "n_read": len(p.data)}  # FILE-2: n_read is the size
     got = srv.slots[slot].prompt
     assert summary(srv.slots[slot]) == saved  # tokens, checkpoint metadata and payloads
@@ -311,44 +118,44 @@ def test_unmodified_file_round_trips(kind: MemoryKind, draft: bool, variant: str
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize(("kind", "draft"), SETUPS)
+@pytest.mark.parametrize(("kind", "draft"), SETUP_PARAMS)
 @settings(CI, max_examples=250)
 @given(data=st.data())
 def test_mutated_file_restores_or_is_rejected(kind: MemoryKind, draft: bool, variant: str, data: st.DataObject) -> None:
-    p = proto(kind, draft, variant)
+    p = build(kind, draft, variant)
     raw = data.draw(mutated(p), label="file")
     slot = data.draw(st.sampled_from([0, 1]), label="slot")
     srv = p.fresh()
     verdict = judge(p, srv, slot, raw, restore(srv, slot, raw))
-    event(verdict.outcome)  # --hypothesis-show-statistics
+    event(verdict.kind)  # --hypothesis-show-statistics
     if verdict.state1_judged:
         event("STATE-1 judged")
     if verdict.legacy_reading:
         event("master: legacy token reading installed")
-    assert verdict.problems == []
+    assert verdict.messages == []
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize(("kind", "draft"), SETUPS)
+@pytest.mark.parametrize(("kind", "draft"), SETUP_PARAMS)
 def test_every_field_at_every_special_value(kind: MemoryKind, draft: bool, variant: str) -> None:
     """Exhaustive over the integer fields: huge, half, zero, one, +-1, over the count cap, 2**40."""
-    p = proto(kind, draft, variant)
+    p = build(kind, draft, variant)
     outcomes: set[str] = set()
     for name, off, width in p.fields:
         original = struct.unpack_from("<I" if width == 4 else "<Q", p.data, off)[0]
-        for value in special(width, original):
+        for value in special_values(width, original):
             raw = set_field(p.data, off, width, value)
             srv = p.fresh()
             verdict = judge(p, srv, 1, raw, restore(srv, 1, raw))
-            assert verdict.problems == [], (name, value)
-            outcomes.add(verdict.outcome)
+            assert verdict.messages == [], (name, value)
+            outcomes.add(verdict.kind)
     assert outcomes == {"rejected", "restored"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("kind", list(MemoryKind))
 def test_truncation_at_every_length(kind: MemoryKind, variant: str) -> None:
-    p = proto(kind, False, variant)
+    p = build(kind, False, variant)
     n_tokens = len(p.server.slots[0].prompt.tokens)
     state_at = 12 + 4 * struct.unpack_from("<I", p.data, 8)[0]
     end_of_state = state_at + struct.unpack_from("<I", p.data, state_at + 4)[0]
@@ -357,8 +164,8 @@ def test_truncation_at_every_length(kind: MemoryKind, variant: str) -> None:
         raw = p.data[:n]
         srv = p.fresh()
         verdict = judge(p, srv, 1, raw, restore(srv, 1, raw))
-        assert verdict.problems == [], n
-        if verdict.outcome == "restored":
+        assert verdict.messages == [], n
+        if verdict.kind == "restored":
             restored.append(n)
             assert len(srv.slots[1].prompt.tokens) == n_tokens
             # a cut appendix is ignored as a whole: the tokens and the state still restore
@@ -372,24 +179,24 @@ def test_master_installs_a_legacy_token_reading_fixed_rejects_it() -> None:
     media count 0: 78 tokens), which the C++ installs over the 74-token state without comparing.
     ``fixed`` compares the state's positions with the token count and rejects the file."""
     for variant in VARIANTS:
-        p = proto(MemoryKind.KV, False, variant)
+        p = build(MemoryKind.KV, False, variant)
         raw = bytearray(p.data)
         raw[15] ^= 0x80
         srv = p.fresh()
         verdict = judge(p, srv, 1, bytes(raw), restore(srv, 1, bytes(raw)))
-        assert verdict.problems == []
+        assert verdict.messages == []
         if variant == "master":
-            assert verdict.outcome == "restored" and verdict.legacy_reading
+            assert verdict.kind == "restored" and verdict.legacy_reading
             assert (srv.ctx_tgt.seqs[1].n_tokens, len(srv.slots[1].prompt.tokens)) == (74, 78)
         else:
-            assert verdict.outcome == "rejected"
+            assert verdict.kind == "rejected"
             assert srv.last_result == {"error": "the state holds 74 positions but the file has 78 tokens"}
 
 
 # -- after the restore: the next request ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kind", "draft"), SETUPS)
+@pytest.mark.parametrize(("kind", "draft"), SETUP_PARAMS)
 @settings(CI, max_examples=100)
 @given(data=st.data())
 def test_follow_up_request_after_a_mutated_restore(kind: MemoryKind, draft: bool, data: st.DataObject) -> None:
@@ -398,12 +205,12 @@ def test_follow_up_request_after_a_mutated_restore(kind: MemoryKind, draft: bool
     metadata that is still plausible) was touched. The two problems this test found are regression
     tests below: a checkpoint record with a wrong n_tokens/pos_min/pos_max, and restored checkpoints
     whose draft data was dropped (``file_draft_dropped``) with a draft that cannot roll back."""
-    p = proto(kind, draft, "fixed")
+    p = build(kind, draft, "fixed")
     raw = data.draw(mutated(p), label="file")
     slot = data.draw(st.sampled_from([0, 1]), label="slot")
     srv = p.fresh()
     events = restore(srv, slot, raw)
-    assert judge(p, srv, slot, raw, events).problems == []
+    assert judge(p, srv, slot, raw, events).messages == []
     tokens = srv.slots[slot].prompt.tokens
     cut = data.draw(st.integers(0, len(tokens)), label="prefix")
     srv.request((*tokens[:cut], 7, 8, 9), n_predict=2, id_slot=slot)
@@ -425,11 +232,11 @@ def test_a_checkpoint_record_with_a_wrong_pos_min(kind: MemoryKind, variant: str
     instead of 42, and seq_rm(41) must drop a position of a recurrent state that holds 42
     (n_rs_seq 0): refused, abort. fixed knows a recurrent checkpoint has pos_min == pos_max and
     ignores the appendix (as the reader does for any problem), so nothing crashes."""
-    p = proto(kind, False, variant)
+    p = build(kind, False, variant)
     off, width = p.field("ckpt 1 pos_min")
     raw = set_field(p.data, off, width, 0)
     srv = p.fresh()
-    assert judge(p, srv, 1, raw, restore(srv, 1, raw)).problems == []
+    assert judge(p, srv, 1, raw, restore(srv, 1, raw)).messages == []
     restored = [(c.n_tokens, c.pos_min, c.pos_max) for c in srv.slots[1].prompt.checkpoints]
     srv.request((*srv.slots[1].prompt.tokens[:50], 7, 8, 9), n_predict=2, id_slot=1)
     srv.run()
@@ -450,7 +257,7 @@ def test_fixed_draft_after_restoring_a_checkpoint_without_draft_data(kind: Memor
     data_dft; fixed then re-decodes the 74 tokens into the draft. A request sharing 50 tokens restores
     checkpoint 1 (n_tokens 42) into the target only; seq_rm(42) on the draft (74 tokens, n_rs_seq 0)
     is refused for a recurrent/hybrid draft (abort); an SWA draft is cut below its window (garbage)."""
-    p = proto(kind, True, "fixed")
+    p = build(kind, True, "fixed")
     raw = p.data
     srv = p.fresh()
     if corrupt:
@@ -461,7 +268,7 @@ def test_fixed_draft_after_restoring_a_checkpoint_without_draft_data(kind: Memor
     else:
         srv.inject("ckpt.write.dft")
     events = restore(srv, 1, raw)
-    assert judge(p, srv, 1, raw, events).problems == []
+    assert judge(p, srv, 1, raw, events).messages == []
     assert any(e.kind == "file_draft_dropped" for e in events)
     assert all(c.dft is None for c in srv.slots[1].prompt.checkpoints)
     srv.request((*srv.slots[1].prompt.tokens[:50], 7, 8, 9), n_predict=2, id_slot=1)
@@ -475,35 +282,35 @@ def test_fixed_draft_after_restoring_a_checkpoint_without_draft_data(kind: Memor
 
 @pytest.mark.parametrize("kind", WITH_CHECKPOINTS)
 def test_trust_size_field_mutant_crashes_on_a_huge_blob_length(kind: MemoryKind) -> None:
-    p = proto(kind, False, "mutant:trust-size-field")
+    p = build(kind, False, "mutant:trust-size-field")
     off, width = p.field("ckpt 0 data_tgt length")
     raw = set_field(p.data, off, width, 2**64 - 1)
     srv = p.fresh()
     events = restore(srv, 1, raw)
     assert srv.crash is not None and "bad_alloc" in srv.crash.message
     assert any("crashed the server" in m for m in file1_round_trip_and_rejection(srv, events))
-    assert judge(p, srv, 1, raw, events).problems
+    assert judge(p, srv, 1, raw, events).messages
     # 2**40 fits the modelled host: no crash, but an allocation 2**40 bytes from a small file
     raw = set_field(p.data, off, width, 2**40)
     srv = p.fresh()
     verdict = judge(p, srv, 1, raw, restore(srv, 1, raw))
-    assert srv.crash is None and any("model heap allocated 1099511627776" in m for m in verdict.problems)
+    assert srv.crash is None and any("model heap allocated 1099511627776" in m for m in verdict.messages)
     # the same bytes are harmless to fixed: the appendix is ignored as truncated
-    fixed = proto(kind, False, "fixed")
+    fixed = build(kind, False, "fixed")
     srv = fixed.fresh()
     verdict = judge(fixed, srv, 1, raw, restore(srv, 1, raw))
-    assert verdict.problems == [] and verdict.outcome == "restored"
+    assert verdict.messages == [] and verdict.kind == "restored"
 
 
 def test_the_fuzzer_finds_the_trust_size_field_mutant() -> None:
-    p = proto(MemoryKind.RECURRENT, False, "mutant:trust-size-field")
+    p = build(MemoryKind.RECURRENT, False, "mutant:trust-size-field")
 
     @settings(CI, max_examples=300, report_multiple_bugs=False)
     @given(data=st.data())
     def fuzz(data: st.DataObject) -> None:
         raw = data.draw(mutated(p), label="file")
         srv = p.fresh()
-        assert judge(p, srv, 1, raw, restore(srv, 1, raw)).problems == []
+        assert judge(p, srv, 1, raw, restore(srv, 1, raw)).messages == []
 
     with pytest.raises(AssertionError, match=r"allocated|crashed"):
         fuzz()

@@ -26,9 +26,8 @@ Entry sizes: main = 16 + 10 n, drft = 16 + 4 n; a 20-token entry is 216 + 96 byt
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from conftest import CPP_DESIGNS, events
 from nested_approx import approx_flat, flat
 
 from pcspec.model.config import Config, MemoryKind
@@ -40,11 +39,6 @@ Z = tuple(range(500, 520))
 B = A[:6] + tuple(range(600, 614))
 MAIN_20 = 16 + 10 * 20
 DRFT_20 = 16 + 4 * 20
-CPP = ("master", "pr30137", "pr27451")
-
-
-def events(srv: Server, kind: str, since: int = 0) -> list[dict[str, Any]]:
-    return [e.data for e in srv.heap.events[since:] if e.kind == kind]
 
 
 def after_failed_draft_load(variant: str) -> Server:
@@ -80,7 +74,7 @@ def after_failed_draft_load(variant: str) -> Server:
     return srv
 
 
-@pytest.mark.parametrize("variant", CPP)
+@pytest.mark.parametrize("variant", CPP_DESIGNS)
 def test_failed_draft_load_leaves_entry_with_empty_main(variant: str) -> None:
     srv = after_failed_draft_load(variant)
     assert srv.cache is not None
@@ -103,7 +97,7 @@ def test_fixed_drops_the_entry_on_failed_load() -> None:
     assert srv.accounted_bytes == MAIN_20 + DRFT_20
 
 
-@pytest.mark.parametrize("variant", CPP)
+@pytest.mark.parametrize("variant", CPP_DESIGNS)
 def test_reloading_emptied_entry_desyncs_a_busy_slot(variant: str) -> None:
     # A2 = A + 10 tokens pinned to slot 0 (holding B): lcp 6 -> f_sim 6/30 = 0.2 > 0.1 and
     # f_keep 6/20 = 0.3 < 0.5 -> save B -> E(B); scan: base (0.3, 0.2), E(A) (1.0, 20/30)
@@ -133,7 +127,7 @@ def test_reloading_emptied_entry_desyncs_a_busy_slot(variant: str) -> None:
     assert srv.ctx_dft.seqs[0].is_state_of(tokens)
 
 
-@pytest.mark.parametrize("variant", CPP)
+@pytest.mark.parametrize("variant", CPP_DESIGNS)
 def test_reloading_emptied_entry_into_empty_slot_aborts(variant: str) -> None:
     # A3 = A + 60 tokens, unpinned: slot 0 (B) has f_sim 6/80 = 0.075 <= 0.1, slot 1 is empty
     # -> LRU picks slot 1 (never used); base (-1, 0); E(A) (1.0, 0.25) wins; the 0-byte target

@@ -16,56 +16,14 @@ Running X(1) .. X(k) saves X(1) .. X(k-1).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-
-from pcspec.model.config import Config, MemoryKind
-from pcspec.model.server import Server
-from pcspec.model.variants import DESIGNS
-
-VARIANTS = ("master", "pr30137", "pr27451", "fixed")
-ENTRY = 16 + 10 * 10  # STATE_HEADER + 10 cells of 10 bytes
+from conftest import DESIGN_NAMES, ENTRY, X, cached, events, kv_server, run
 
 
-def X(i: int, n: int = 10) -> tuple[int, ...]:
-    return tuple(range(100 * i, 100 * i + n))
-
-
-def server(variant: str, cache_ram: int, n_ctx_slot: int = 64) -> Server:
-    cfg = Config(
-        n_ctx_slot=n_ctx_slot,
-        n_batch=16,
-        n_ubatch=4,
-        memory=MemoryKind.KV,
-        cell_bytes=10,
-        slot_prompt_similarity=0.0,
-        cache_ram=cache_ram,
-    )
-    return Server(cfg, DESIGNS[variant])
-
-
-def run(srv: Server, *prompts: tuple[int, ...]) -> None:
-    for p in prompts:
-        srv.request(p, n_predict=1)
-        srv.run()
-    assert srv.crash is None
-
-
-def events(srv: Server, kind: str) -> list[dict[str, Any]]:
-    return [e.data for e in srv.heap.events if e.kind == kind]
-
-
-def cached(srv: Server) -> list[int]:
-    """The entries, front (oldest) first, by the first token of their prompt."""
-    assert srv.cache is not None
-    return [e.prompt.tokens[0] for e in srv.cache.entries]
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_fifo_make_room(variant: str) -> None:
     # Limit 2 entries (232 bytes): saving X3, X4, X5 each pops the then-oldest entry.
-    srv = server(variant, cache_ram=2 * ENTRY)
+    srv = kv_server(variant, cache_ram=2 * ENTRY)
     run(srv, *(X(i) for i in range(1, 7)))
     evicted = [(e["reason"], e["entry"]) for e in events(srv, "entry_evict")]
     inserted = [e["entry"] for e in events(srv, "entry_insert")]
@@ -78,49 +36,49 @@ def test_fifo_make_room(variant: str) -> None:
     assert srv.accounted_bytes == 2 * ENTRY
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_make_room_pops_oldest_until_it_fits(variant: str) -> None:
     # [X1, X2, X3] = 348 bytes at limit 348; then a 30-token prompt X(4, 30) is saved: 16 +
     # 300 = 316 bytes. 348 + 316 = 664 > 348 -> pop X1: 232 + 316 = 548 > 348 -> pop X2:
     # 116 + 316 = 432 > 348 -> pop X3: 316 <= 348 fits. Oldest first, all three.
-    srv = server(variant, cache_ram=3 * ENTRY)
+    srv = kv_server(variant, cache_ram=3 * ENTRY)
     run(srv, X(1), X(2), X(3), X(4, 30), X(5))
     assert [e["reason"] for e in events(srv, "entry_evict")] == ["make_room"] * 3
     assert cached(srv) == [400]
     assert srv.accounted_bytes == 16 + 30 * 10
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_byte_limit_is_strict(variant: str) -> None:
     # Exactly at the limit is allowed (348 + 0 <= 348: no eviction while saving X3) ...
-    srv = server(variant, cache_ram=3 * ENTRY)
+    srv = kv_server(variant, cache_ram=3 * ENTRY)
     run(srv, X(1), X(2), X(3), X(4))
     assert events(srv, "entry_evict") == []
     assert cached(srv) == [100, 200, 300]
     assert srv.accounted_bytes == 3 * ENTRY
     # ... one byte less, and the third save makes room.
-    srv = server(variant, cache_ram=3 * ENTRY - 1)
+    srv = kv_server(variant, cache_ram=3 * ENTRY - 1)
     run(srv, X(1), X(2), X(3), X(4))
     assert [e["reason"] for e in events(srv, "entry_evict")] == ["make_room"]
     assert cached(srv) == [200, 300]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_oversize_entry_skipped_without_eviction(variant: str) -> None:
     # Limit 115 < 116: every entry exceeds the limit on its own: skipped, nothing evicted.
-    srv = server(variant, cache_ram=ENTRY - 1)
+    srv = kv_server(variant, cache_ram=ENTRY - 1)
     run(srv, X(1), X(2), X(3))
     assert [e["size"] for e in events(srv, "save_reject_oversize")] == [ENTRY, ENTRY]
     assert events(srv, "entry_evict") == []
     assert cached(srv) == []
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_token_limit_applies_without_byte_limit(variant: str) -> None:
     # --cache-ram -1: limit_size = 0 (no byte limit, no make room), limit_tokens = n_ctx = 32.
     # Saves of X1..X5 (10 tokens each): after the 4th save the cache holds 40 > 32 tokens ->
     # update() pops X1; after the 5th, X2. Bytes are unbounded (4 * 116 > any "limit").
-    srv = server(variant, cache_ram=-1, n_ctx_slot=32)
+    srv = kv_server(variant, cache_ram=-1, n_ctx_slot=32)
     assert srv.cache is not None
     assert (srv.cache.limit_size, srv.cache.limit_tokens) == (0, 32)
     run(srv, *(X(i) for i in range(1, 7)))
@@ -132,12 +90,12 @@ def test_token_limit_applies_without_byte_limit(variant: str) -> None:
     assert srv.cache.n_tokens() == 30
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_byte_limit_raises_the_token_cap(variant: str) -> None:
     # With a byte limit the token cap is max(n_ctx, limit_size / size_per_token): 5 entries =
     # 580 bytes / 50 tokens = 11.6 bytes per token -> int(10000 / 11.6) = 862 tokens >> 32 =
     # n_ctx, so 50 tokens stay.
-    srv = server(variant, cache_ram=10_000, n_ctx_slot=32)
+    srv = kv_server(variant, cache_ram=10_000, n_ctx_slot=32)
     run(srv, *(X(i) for i in range(1, 7)))
     assert events(srv, "entry_evict") == []
     assert cached(srv) == [100, 200, 300, 400, 500]
@@ -146,7 +104,7 @@ def test_byte_limit_raises_the_token_cap(variant: str) -> None:
 
 
 def test_cache_ram_zero_disables_the_cache() -> None:
-    srv = server("master", cache_ram=0)
+    srv = kv_server("master", cache_ram=0)
     run(srv, X(1), X(2))
     assert srv.cache is None
     assert not srv.cfg.idle_caching

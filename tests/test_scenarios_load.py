@@ -12,26 +12,19 @@ its prompt and nothing checkpoints; the load rules do not depend on the memory k
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from conftest import DESIGN_NAMES, events
 from nested_approx import approx_flat, flat
 
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
 
-VARIANTS = ("master", "pr30137", "pr27451", "fixed")
-
 N = tuple(range(1, 101))  # the new prompt, 100 tokens
 
 
 def junk(tag: int, n: int) -> tuple[int, ...]:
     return tuple(range(10_000 * tag, 10_000 * tag + n))
-
-
-def events(srv: Server, kind: str, since: int = 0) -> list[dict[str, Any]]:
-    return [e.data for e in srv.heap.events[since:] if e.kind == kind]
 
 
 # Entries, each sharing a prefix with N; (lcp with N, length) -> (f_keep, f_sim) against N:
@@ -43,7 +36,7 @@ E5 = N[:60] + junk(5, 65)  # (60, 125) -> (0.48, 0.60): beats the base, not the 
 S = N[:20] + junk(6, 30)  # the slot: (20, 50) -> base (0.40, 0.20)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_load_needs_strict_improvement_on_both(variant: str) -> None:
     # One slot, --slot-prompt-similarity 0: every task is an LRU pick, so every task first
     # saves the slot and then scans the cache. Built in the order E1..E5, S, N; no earlier scan
@@ -116,7 +109,7 @@ def empty_slot_server(variant: str, entry: tuple[int, ...]) -> tuple[Server, int
     return srv, start
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_empty_slot_baseline_is_minus_one(variant: str) -> None:
     # The entry shares 5 of N's 100 tokens: f_sim 0.05 (below the 0.1 slot-similarity
     # threshold), f_keep 5/20 = 0.25 (at the floor). Against an empty slot's base (-1, 0) it
@@ -133,7 +126,7 @@ def test_empty_slot_baseline_is_minus_one(variant: str) -> None:
     assert (ps["slot"], ps["n_prefix"], ps["n_past"]) == (1, 5, 5)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_load_floor_skips_entry_for_empty_slot(variant: str) -> None:
     # The same entry one token longer: f_keep 5/21 = 0.238 < 0.25 -> skipped even for an empty
     # slot; the prompt is processed from scratch and the entry stays in the cache.

@@ -17,8 +17,7 @@ CFG = Config(memory=MemoryKind.RECURRENT, n_ctx_slot=64, n_batch=4, n_ubatch=2, 
 def test_pinned_task_on_busy_slot(variant: str) -> None:
     srv = Server(CFG, DESIGNS[variant])
     srv.request(tuple(range(1, 30)), spans=(8,), id_slot=0)
-    srv.step()  # prompt start
-    srv.step()  # first batch: slot 0 is mid-prompt with 4 of 29 tokens
+    srv.step()  # prompt start and the first batch, one pass: slot 0 is mid-prompt with 4 of 29 tokens
     busy = srv.slots[0]
     assert busy.is_processing and busy.prompt.n_tokens == 4
     start = len(srv.heap.events)

@@ -31,28 +31,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import B_PROMPT, recurrent_config
+from conftest import RS_STATE as U
 
-from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
 
-U = 16 + 1000
-B_PROMPT = tuple(range(900, 904))
-
 
 def setup(variant: str) -> Server:
-    cfg = Config(
-        n_slots=2,
-        n_ctx_slot=1024,
-        n_batch=16,
-        n_ubatch=4,
-        memory=MemoryKind.RECURRENT,
-        rs_bytes=1000,
-        cell_bytes=10,
-        n_ctx_checkpoints=4,
-        checkpoint_min_step=8,
-        cache_ram=4000,
-    )
+    cfg = recurrent_config(cache_ram=4000)
     srv = Server(cfg, DESIGNS[variant])
     srv.request(tuple(range(1, 25)), n_predict=2, id_slot=0)
     srv.run()

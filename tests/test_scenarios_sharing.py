@@ -36,33 +36,16 @@ Hand derivation (recurrent memory, n_batch 16, n_ubatch 4, cap 4, min step 8):
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from conftest import B_PROMPT, DESIGN_NAMES, events, recurrent_config
+from conftest import RS_STATE as U  # STATE_HEADER + rs_bytes: one recurrent state, full or partial
 
-from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
 
-U = 16 + 1000  # STATE_HEADER + rs_bytes: one recurrent state, full or partial
-B_PROMPT = tuple(range(900, 904))
-VARIANTS = ("master", "pr30137", "pr27451", "fixed")
-
 
 def make_server(variant: str, cache_ram: int) -> Server:
-    cfg = Config(
-        n_slots=2,
-        n_ctx_slot=1024,
-        n_batch=16,
-        n_ubatch=4,
-        memory=MemoryKind.RECURRENT,
-        rs_bytes=1000,
-        cell_bytes=10,
-        n_ctx_checkpoints=4,
-        checkpoint_min_step=8,
-        cache_ram=cache_ram,
-    )
-    return Server(cfg, DESIGNS[variant])
+    return Server(recurrent_config(cache_ram=cache_ram), DESIGNS[variant])
 
 
 def prompt(k: int) -> tuple[int, ...]:
@@ -73,10 +56,6 @@ def prompt(k: int) -> tuple[int, ...]:
         user = tuple(range(100 * j, 100 * j + 16))
         p = p + reply + user
     return p
-
-
-def events(srv: Server, kind: str, since: int = 0) -> list[dict[str, Any]]:
-    return [e.data for e in srv.heap.events[since:] if e.kind == kind]
 
 
 def entry_tokens(srv: Server) -> list[int]:
@@ -99,7 +78,7 @@ def play(srv: Server, rounds: int) -> list[tuple[int, int]]:
     return marks
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_conversation_restores_and_keeps_checkpoints(variant: str) -> None:
     srv = make_server(variant, cache_ram=1 << 20)
     play(srv, 3)
@@ -139,7 +118,7 @@ ACCOUNTING = {
 }
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_shared_checkpoint_counted_once_per_holder(variant: str) -> None:
     srv = make_server(variant, cache_ram=1 << 20)
     play(srv, 3)
@@ -175,7 +154,7 @@ MAKE_ROOM = {
 }
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_make_room_evicts_entries_unique_accounting_keeps(variant: str) -> None:
     srv = make_server(variant, cache_ram=8 * U)
     marks = play(srv, 3)
@@ -197,7 +176,7 @@ def test_make_room_evicts_entries_unique_accounting_keeps(variant: str) -> None:
 # 4U) -> [E2]. Round 3: A3's launch re-saves EB (U): 3U + U > 3.5U pops E2 -> [EB]; then B's
 # launch saves E3 whose own bytes are 4U > 3.5U: rejected before anything is removed, so EB
 # stays -- under every variant (fixed counts E3's own unique bytes, 4U, the same).
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_oversize_entry_rejected_without_eviction(variant: str) -> None:
     limit = 3 * U + U // 2
     srv = make_server(variant, cache_ram=limit)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import PERF1_OPS, TRACE_HEADER, trace_text
 
 from pcspec.cli import main
 from pcspec.errors import PcspecError
@@ -16,50 +17,21 @@ from pcspec.replay import replay
 from pcspec.shrink import shrink
 from pcspec.trace import Trace, parse
 
-HEADER = {
-    "schema": 1,
-    "kind": "pcspec-trace",
-    "variant": "master",
-    "config": {
-        "memory": "recurrent",
-        "n_ctx_checkpoints": 2,
-        "checkpoint_min_step": 2,
-        "n_batch": 8,
-        "n_ubatch": 2,
-        "n_ctx_slot": 64,
-        "rs_bytes": 64,
-    },
-}
-
-
-def _text(*ops: dict[str, object], header: dict[str, object] | None = None) -> str:
-    return "\n".join(json.dumps(x) for x in [header or HEADER, *ops]) + "\n"
-
-
-# Two different prompts on one slot: the second request saves the first prompt, whose
-# checkpoints master deep-copies (PERF-1).
-PERF1_OPS = (
-    {"op": "request", "tokens": list(range(1, 20)), "spans": [8]},
-    {"op": "run"},
-    {"op": "request", "tokens": list(range(100, 110))},
-    {"op": "run"},
-)
-
 
 def test_replay_is_exact_and_deterministic() -> None:
-    trace = parse(_text(*PERF1_OPS))
+    trace = parse(trace_text(*PERF1_OPS))
     a, b = replay(trace), replay(trace)
     assert [(v.property, v.op, v.message) for v in a.violations] == [
         (v.property, v.op, v.message) for v in b.violations
     ]
     assert any(v.property == "PERF-1" for v in a.violations)
     assert not replay(
-        parse(_text(*PERF1_OPS)),
+        parse(trace_text(*PERF1_OPS)),
     ).server.crash
 
 
 def test_same_trace_holds_under_fixed() -> None:
-    trace = parse(_text(*PERF1_OPS), variant="fixed")
+    trace = parse(trace_text(*PERF1_OPS), variant="fixed")
     assert not replay(trace).violations
 
 
@@ -69,13 +41,13 @@ def test_same_trace_holds_under_fixed() -> None:
         ("", "empty trace"),
         ("not json\n", "line 1 is not JSON"),
         (json.dumps({"schema": 1}) + "\n", "not a pcspec trace header"),
-        (json.dumps(HEADER | {"schema": 99}) + "\n", "unsupported trace schema 99"),
-        (json.dumps(HEADER | {"variant": "nope"}) + "\n", "valid variants: master"),
-        (json.dumps(HEADER | {"config": {"bogus": 1}}) + "\n", "unknown configuration key(s) bogus"),
-        (_text({"op": "fly"}), "line 2: unknown op 'fly'"),
-        (_text({"op": "request", "tokens": "abc"}), "line 2: field 'tokens' must be a list of integers"),
-        (_text({"op": "inject", "site": "nowhere"}), "valid sites: save.alloc.main"),
-        (_text({"op": "run"}, {"op": "request", "tokens": [1], "spans": [3, 1]}), "line 3: field 'spans'"),
+        (json.dumps(TRACE_HEADER | {"schema": 99}) + "\n", "unsupported trace schema 99"),
+        (json.dumps(TRACE_HEADER | {"variant": "nope"}) + "\n", "valid variants: master"),
+        (json.dumps(TRACE_HEADER | {"config": {"bogus": 1}}) + "\n", "unknown configuration key(s) bogus"),
+        (trace_text({"op": "fly"}), "line 2: unknown op 'fly'"),
+        (trace_text({"op": "request", "tokens": "abc"}), "line 2: field 'tokens' must be a list of integers"),
+        (trace_text({"op": "inject", "site": "nowhere"}), "valid sites: save.alloc.main"),
+        (trace_text({"op": "run"}, {"op": "request", "tokens": [1], "spans": [3, 1]}), "line 3: field 'spans'"),
     ],
 )
 def test_malformed_traces_name_line_and_reason(text: str, needle: str) -> None:
@@ -86,7 +58,7 @@ def test_malformed_traces_name_line_and_reason(text: str, needle: str) -> None:
 
 def test_cli_replay_reports_bad_input_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(_text({"op": "request", "tokens": [1, 2], "n_predict": 0}))
+    bad.write_text(trace_text({"op": "request", "tokens": [1, 2], "n_predict": 0}))
     assert main(["replay", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "line 2" in err and "n_predict" in err and "Traceback" not in err
@@ -99,7 +71,7 @@ def test_cli_replay_reports_bad_input_without_traceback(tmp_path: Path, capsys: 
 
 def test_cli_replay_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "t.jsonl"
-    path.write_text(_text(*PERF1_OPS))
+    path.write_text(trace_text(*PERF1_OPS))
     assert main(["replay", str(path)]) == 1  # violations, none expected
     out = capsys.readouterr().out
     assert "VIOLATED PERF-1" in out
@@ -117,7 +89,7 @@ def test_cli_replay_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 def test_shrink_keeps_the_violation_and_drops_noise() -> None:
     noise = [{"op": "step"}, {"op": "inject", "site": "ckpt.write.dft"}, {"op": "sleep_wake"}]
-    trace = parse(_text(*noise, *PERF1_OPS, *noise))
+    trace = parse(trace_text(*noise, *PERF1_OPS, *noise))
     small = shrink(trace, "PERF-1")
     assert len(small.ops) < len(trace.ops)
     assert all(op["op"] in ("request", "run", "step") for op in small.ops)

@@ -6,25 +6,30 @@ import argparse
 import json
 from typing import Any
 
-from pcspec.commands.verify import SYMBOL, add_budget_args, budget_of, progress_printer
-from pcspec.model.variants import get_variant
+from pcspec.commands.verify import SYMBOL, add_budget_args, budget_of
+from pcspec.model.variants import Variant, get_variant
+from pcspec.outdir import ensure_writable_dir
+from pcspec.progress import plain_lines
 from pcspec.properties.catalogue import get_property
+from pcspec.user_variant import add_variant_options, chosen_variant
 from pcspec.verdicts import fuzz_variant
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("fuzz", help="fuzz one variant for some or all properties")
-    p.add_argument("--variant", default="fixed", help="a design or mutant:NAME (default fixed)")
+    add_variant_options(p, "a design or mutant:NAME (default fixed)", default="fixed")
     p.add_argument("--property", action="append", help="only these property IDs (repeatable)")
-    add_budget_args(p)
+    add_budget_args(p)  # shared with verify; the time budgets are argtypes.seconds there
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    v = get_variant(args.variant)
+    # Everything is checked before the fuzzing starts: a mistake costs no minutes.
+    chosen = chosen_variant(args)
+    v = chosen if isinstance(chosen, Variant) else get_variant(chosen or "fixed")
     props = [get_property(p).id for p in args.property] if args.property else None
-    args.out.mkdir(parents=True, exist_ok=True)
-    cells = fuzz_variant(v, budget_of(args), args.out, props, progress_printer(not args.json))
+    ensure_writable_dir(args.out, "--out")
+    cells = fuzz_variant(v, budget_of(args), args.out, props, plain_lines(not args.json))
     if args.json:
         print(json.dumps({"schema": 1, "ok": all(c.ok for c in cells), "fuzz": [c.to_json() for c in cells]}, indent=1))
     else:

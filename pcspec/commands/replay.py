@@ -1,4 +1,9 @@
-"""``pcspec replay TRACE``: apply a trace step by step and judge every property."""
+"""``pcspec replay TRACE``: apply a trace step by step and judge every property.
+
+With ``--json`` it prints one object per step (``"kind": "step"``) and ends with one summary
+object (``"kind": "summary"``): the counts, whether the expected violations were reproduced,
+and the exit status it goes with.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +12,23 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pcspec.errors import PcspecError
+from pcspec.outdir import check_output_file, write_output
 from pcspec.properties.catalogue import CATALOGUE, get_property
-from pcspec.replay import Step, replay
-from pcspec.trace import load
+from pcspec.replay import ReplayResult, Step, replay
+from pcspec.trace import Trace, file_lines, first_object, from_header
+from pcspec.user_variant import add_variant_options, chosen_variant
+
+LOG_EVENTS_KIND = "pcspec-log-events"  # pcspec.logcheck.trace.KIND (imported only when needed)
+QUIET_EVENTS = ("alloc", "fill", "free")  # per-buffer bookkeeping: every step has many
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("replay", help="replay a trace file and judge every property after every operation")
     p.add_argument("trace", type=Path, help="a pcspec trace (JSON lines)")
-    p.add_argument("--variant", help="replay under this variant instead of the header's")
+    add_variant_options(p, "replay under this built-in variant instead of the header's")
     p.add_argument("--property", action="append", help="judge only these property IDs (repeatable)")
-    p.add_argument("--json", action="store_true", help="print one JSON object per step")
+    p.add_argument("--json", action="store_true", help="print one JSON object per step, then a summary object")
     p.add_argument("--dot", type=Path, help="write the final ownership graph as a DOT file")
     p.set_defaults(func=run)
 
@@ -25,18 +36,9 @@ def register(sub: Any) -> None:
 def _describe(step: Step) -> str:
     kinds: dict[str, int] = {}
     for e in step.events:
-        if e.kind not in ("op", "alloc", "fill", "free", "load_scan", "cache_state", "select", "batch"):
+        if e.kind not in ("op", *QUIET_EVENTS, "load_scan", "cache_state", "select", "batch"):
             kinds[e.kind] = kinds.get(e.kind, 0) + 1
     return ", ".join(f"{k}" + (f" x{n}" if n > 1 else "") for k, n in kinds.items()) or "-"
-
-
-def _is_log_events(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            first = f.readline(4096)
-    except OSError:
-        return False
-    return b'"pcspec-log-events"' in first
 
 
 def replay_log_events(path: Path, as_json: bool) -> int:
@@ -57,46 +59,79 @@ def replay_log_events(path: Path, as_json: bool) -> int:
     return worst
 
 
-def run(args: argparse.Namespace) -> int:
-    if _is_log_events(args.trace):
-        return replay_log_events(args.trace, args.json)
-    trace = load(args.trace, args.variant)
-    props = [get_property(p) for p in args.property] if args.property else list(CATALOGUE)
-
-    def show(step: Step) -> None:
-        if args.json:
-            print(
-                json.dumps(
-                    {
-                        "step": step.index,
-                        "op": step.op,
-                        "events": [e.kind for e in step.events if e.kind not in ("alloc", "fill", "free")],
-                        "violations": [v.to_json() for v in step.violations],
-                    },
-                    default=str,
-                )
+def _show_step(step: Step, as_json: bool) -> None:
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "kind": "step",
+                    "step": step.index,
+                    "op": step.op,
+                    "events": [e.kind for e in step.events if e.kind not in QUIET_EVENTS],
+                    "violations": [v.to_json() for v in step.violations],
+                },
+                default=str,
             )
-            return
-        op = step.op.get("op")
-        extra = ""
-        if op == "request":
-            extra = f" {len(step.op['tokens'])} tokens" + (
-                f" pinned to {step.op['id_slot']}" if step.op.get("id_slot", -1) >= 0 else ""
-            )
-        elif op == "inject":
-            extra = f" {step.op['site']}"
-        print(f"[{step.index:3d}] {op}{extra}: {_describe(step)}")
-        for v in step.violations:
-            print(f"      VIOLATED {v.property} (op {v.op}): {v.message}")
+        )
+        return
+    op = step.op.get("op")
+    extra = ""
+    if op == "request":
+        extra = f" {len(step.op['tokens'])} tokens" + (
+            f" pinned to {step.op['id_slot']}" if step.op.get("id_slot", -1) >= 0 else ""
+        )
+    elif op == "inject":
+        extra = f" {step.op['site']}"
+    print(f"[{step.index:3d}] {op}{extra}: {_describe(step)}")
+    for v in step.violations:
+        print(f"      VIOLATED {v.property} (op {v.op}): {v.message}")
 
-    result = replay(trace, props, show)
+
+def summary(trace: Trace, result: ReplayResult, ok: bool) -> dict[str, Any]:
+    """The ``--json`` run's last object."""
     srv = result.server
+    return {
+        "kind": "summary",
+        "variant": trace.variant.name,
+        "operations": len(trace.ops),
+        "violations": len(result.violations),
+        "violated": sorted({v.property for v in result.violations}),
+        "expected": trace.expect,
+        "expected_reproduced": ok if trace.expect else None,
+        "crashed": srv.crash.where if srv.crash else None,
+        "accounted_bytes": srv.accounted_bytes,
+        "unique_bytes": srv.unique_bytes,
+        "physical_bytes": srv.physical_bytes,
+        "exit": 0 if ok else 1,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    # Everything the run will need is checked before it starts: options, then the header.
+    props = [get_property(p) for p in args.property] if args.property else list(CATALOGUE)
+    if args.dot is not None:
+        check_output_file(args.dot, "--dot")
+    variant = chosen_variant(args)
+    where = str(args.trace)
+    lines = file_lines(args.trace)
+    n0, head = first_object(lines, where)
+    if isinstance(head, dict) and head.get("kind") == LOG_EVENTS_KIND:
+        lines.close()
+        if variant is not None or args.property or args.dot is not None:
+            raise PcspecError("a check-log event trace takes no --variant, --property or --dot option", where)
+        return replay_log_events(args.trace, args.json)
+    trace = from_header(n0, head, lines, where, variant)
+
+    result = replay(trace, props, lambda step: _show_step(step, args.json))
     ok = result.matches(trace.expect)
-    if args.dot:
+    srv = result.server
+    if args.dot is not None:
         from pcspec.model.ownership import graph, to_dot
 
-        args.dot.write_text(to_dot(graph(srv)), encoding="utf-8")
-    if not args.json:
+        write_output(args.dot, to_dot(graph(srv)), "--dot")
+    if args.json:
+        print(json.dumps(summary(trace, result, ok), default=str))
+    else:
         print(
             f"variant {trace.variant.name}: {len(trace.ops)} operations, {len(result.violations)} violation(s); "
             f"cache accounted {srv.accounted_bytes} B, unique {srv.unique_bytes} B, physical {srv.physical_bytes} B"

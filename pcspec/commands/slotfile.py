@@ -1,18 +1,35 @@
 """``pcspec slotfile inspect FILE``: what a slot file holds and whether a restore accepts it.
+``pcspec slotfile write OUT``: a slot file as the model's server writes it (``slotfile_writer``).
 
-Exit 0 when tokens and state are readable (a damaged checkpoint appendix is reported, not fatal,
-because the server ignores it and still restores); 2 (a ``PcspecError``) when they are not.
+Inspect exits 0 when tokens and state are readable (a damaged checkpoint appendix is reported,
+not fatal, because the server ignores it and still restores); 2 (a ``PcspecError``) when they
+are not. A file whose first 8 bytes are not a slot file's magic and version is refused before
+the rest of it is read.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from pcspec.argtypes import count
 from pcspec.errors import PcspecError
-from pcspec.model.slotfile import SlotFile, read_slot_file
+from pcspec.model.config import Config
+from pcspec.model.slotfile import (
+    HEADER_BYTES,
+    LLAMA_STATE_SEQ_MAGIC,
+    STATE_SEQ_VERSIONS,
+    SlotFile,
+    read_slot_file,
+)
+from pcspec.model.variants import Variant, get_variant
+from pcspec.outdir import check_output_file, write_output
+from pcspec.slotfile_writer import Written, from_tokens, from_trace
+from pcspec.trace import load
+from pcspec.user_variant import add_variant_options, chosen_variant
 
 JSON_SCHEMA = 1
 FIRST_TOKENS = 16  # how many leading tokens the human output shows
@@ -35,24 +52,114 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.add_argument(
         "--state-size",
-        type=int,
+        type=count,
         metavar="N",
         help="the state's exact byte length (what the target context's state_read consumes); "
         "without it the end of the state is found by scanning for the appendix",
     )
     inspect.add_argument(
         "--n-ctx-checkpoints",
-        type=int,
+        type=count,
         metavar="N",
         help="keep only the last N checkpoints, as a server with --ctx-checkpoints N does",
     )
     inspect.set_defaults(func=_inspect)
+    _register_write(sub)
+
+
+def _register_write(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    write = sub.add_parser(
+        "write",
+        help="write a slot file the way the model's server saves one",
+        description="Write the slot file the model's server saves (POST /slots/N?action=save) after "
+        "one request of the given tokens, or after a trace; or the file a trace saved itself.",
+    )
+    write.add_argument("out", type=Path, help="the slot file to write")
+    source = write.add_mutually_exclusive_group(required=True)
+    source.add_argument("--tokens", type=int, nargs="+", metavar="ID", help="the tokens of the one request")
+    source.add_argument("--trace", type=Path, help="a pcspec trace to replay first")
+    write.add_argument("--slot", type=count, default=0, help="the slot to save (default 0)")
+    write.add_argument(
+        "--saved", metavar="NAME", help="with --trace: the file the trace saved as NAME (slot_save), as left"
+    )
+    write.add_argument(
+        "--config", metavar="JSON", help='with --tokens: configuration fields, e.g. \'{"memory": "recurrent"}\''
+    )
+    add_variant_options(write, "a built-in variant (default: the trace's, or fixed)")
+    write.add_argument("--json", action="store_true", help="print one JSON object")
+    write.set_defaults(func=_write)
+
+
+def _config(text: str | None) -> Config:
+    if text is None:
+        return Config()
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise PcspecError("not a JSON object", "--config") from None
+    return Config.from_json(data, "--config")
+
+
+def _write(args: argparse.Namespace) -> int:
+    check_output_file(args.out, "OUT")
+    chosen = chosen_variant(args)
+    written: Written
+    if args.trace is not None:
+        if args.config is not None:
+            raise PcspecError("--config goes with --tokens; a trace has its own configuration", "--config")
+        written = from_trace(load(args.trace, chosen), args.slot, args.saved, args.out.name)
+    else:
+        if args.saved is not None:
+            raise PcspecError("--saved goes with --trace", "--saved")
+        variant = chosen if isinstance(chosen, Variant) else get_variant(chosen or "fixed")
+        written = from_tokens(args.tokens, _config(args.config), variant, args.slot, args.out.name)
+    write_output(args.out, written.data, "OUT")
+    # What the file holds, read back; a file the trace damaged (corrupt_file) is written all the
+    # same -- inspecting it is the point -- and the reason a restore refuses it is shown.
+    try:
+        parsed: SlotFile | None = read_slot_file(written.data, str(args.out))
+        refused = None
+    except PcspecError as exc:
+        parsed, refused = None, str(exc)
+    origin = f"slot {written.slot}" if written.slot is not None else f"the trace's file {args.saved}"
+    if args.json:
+        out: dict[str, Any] = {"schema": JSON_SCHEMA, "file": str(args.out), "bytes": len(written.data)}
+        out |= {"variant": written.variant, "slot": written.slot, "saved": args.saved, "refused": refused}
+        if parsed is not None:
+            out |= {"tokens": len(parsed.tokens), "checkpoints": len(parsed.checkpoints or [])}
+        print(json.dumps(out))
+    elif parsed is not None:
+        print(
+            f"wrote {args.out}: {len(written.data)} bytes, {len(parsed.tokens)} tokens, "
+            f"{len(parsed.checkpoints or [])} checkpoint(s) ({origin}, variant {written.variant})"
+        )
+    else:
+        print(f"wrote {args.out}: {len(written.data)} bytes ({origin}, variant {written.variant})")
+        print(f"  a restore refuses it: {refused}")
+    return 0
+
+
+def _refuse_bad_header(head: bytes, path: str) -> None:
+    """Refuse a file whose magic or version is wrong from its first 8 bytes alone: a file that
+    is not a slot file (a model, a log) can be any size."""
+    if len(head) < 8:
+        return  # shorter than the header: the whole file is these bytes, read_slot_file says why
+    magic, version = struct.unpack_from("<II", head)
+    if magic != LLAMA_STATE_SEQ_MAGIC or version not in STATE_SEQ_VERSIONS:
+        read_slot_file(head, path)  # raises the reader's own message for this header
+
+
+def _read(f: BinaryIO, path: str) -> bytes:
+    head = f.read(HEADER_BYTES)
+    _refuse_bad_header(head, path)
+    return head + f.read()
 
 
 def _inspect(args: argparse.Namespace) -> int:
     path = str(args.file)
     try:
-        data = Path(path).read_bytes()
+        with Path(path).open("rb") as f:
+            data = _read(f, path)
     except OSError as exc:
         raise PcspecError(f"cannot read the file: {exc.strerror or exc}", where=path) from None
     parsed = read_slot_file(

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from pcspec.argtypes import seconds
 from pcspec.model.variants import ALL, get_variant
+from pcspec.outdir import ensure_writable_dir
+from pcspec.progress import verify_progress
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.machine import PROFILES
 from pcspec.verdicts import Budget, Cell, Matrix, verify
@@ -20,8 +22,11 @@ SYMBOL = {"violated": "x", "holds": ".", "unknown": "?"}
 def add_budget_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=sorted(PROFILES), default="ci", help="Hypothesis settings profile (default ci)")
     p.add_argument("--seed", type=int, default=0, help="the run's seed: same seed, same result (default 0)")
-    p.add_argument("--hunt-seconds", type=float, default=20.0, help="time budget of one hunt (default 20)")
-    p.add_argument("--survey-seconds", type=float, default=40.0, help="time budget of one survey (default 40)")
+    # The budgets that decide a verdict are example counts (the profile's); the seconds are
+    # safety caps, far above what a run needs on a loaded 2-core machine (a hunt takes at
+    # most a few seconds, a survey under 30). A run a cap cuts short reports ``unknown``.
+    p.add_argument("--hunt-seconds", type=seconds, default=300.0, help="safety time cap of one hunt (default 300)")
+    p.add_argument("--survey-seconds", type=seconds, default=600.0, help="safety time cap of one survey (default 600)")
     p.add_argument("--out", type=Path, default=Path("pcspec-out"), help="where traces go (default ./pcspec-out)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
@@ -41,58 +46,57 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def progress_printer(enabled: bool) -> Any:
-    t0 = time.monotonic()
-
-    def show(msg: str) -> None:
-        if enabled:
-            print(f"  [{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    return show
-
-
 def print_matrix(m: Matrix) -> None:
     pids = [p.id for p in CATALOGUE]
     designs = sorted({c.variant for c in m.cells if not c.variant.startswith("mutant:")}, key=list(ALL).index)
     width = max(len(p) for p in pids)
-    print("verdicts (x violated, . holds, ? unknown; ! marks a mismatch with the oracle)")
-    print(" " * (width + 2) + "".join(f"{d:>10s}" for d in designs))
     by = {(c.variant, c.property): c for c in m.cells}
-    for pid in pids:
-        row = ""
-        for d in designs:
-            c = by.get((d, pid))
-            row += f"{'' if c is None else SYMBOL[c.verdict] + ('' if c.ok else '!'):>10s}"
-        print(f"  {pid:<{width}s}{row}")
-    print()
+    if designs:  # (a mutant-only run has no design columns: only the mutants' table below)
+        print("verdicts (x violated, . holds, ? unknown; ! marks a mismatch with the oracle)")
+        print(" " * (width + 2) + "".join(f"{d:>10s}" for d in designs))
+        for pid in pids:
+            row = ""
+            for d in designs:
+                c = by.get((d, pid))
+                row += f"{'' if c is None else SYMBOL[c.verdict] + ('' if c.ok else '!'):>10s}"
+            print(f"  {pid:<{width}s}{row}")
+        print()
     for c in m.cells:
         if c.verdict == "violated":
             status = "" if c.ok else "  <-- MISMATCH"
             print(f"  {c.variant:<26s} {c.property:<10s} {c.length} ops  {c.trace}{status}")
+    if m.mutants:
+        print()
+        print("mutants:")
+        for name, by_p in m.mutants.items():
+            print(f"  {name:<26s} " + (f"caught by {', '.join(by_p)}" if by_p else "NOT CAUGHT"))
+    bad = m.mismatches
     print()
-    print("mutants:")
-    for name, by_p in m.mutants.items():
-        print(f"  {name:<26s} " + (f"caught by {', '.join(by_p)}" if by_p else "NOT CAUGHT"))
-    bad = [c for c in m.cells if not c.ok]
-    print()
-    print(
-        "OK: every cell matches the oracle and every mutant is caught"
-        if m.ok
-        else f"FAILED: {len(bad)} cell(s) do not match"
-    )
+    if m.ok:
+        print("OK: every cell matches the oracle and every mutant is caught")
+    elif bad or not all(m.mutants.values()):
+        print(f"FAILED: {len(bad)} cell(s) do not match")
     for c in bad:
         print(
             f"  {c.variant} {c.property}: expected {c.expected}, got {c.verdict}"
             + (" (trace did not replay)" if c.replayed is False else "")
         )
+    if m.unknown:
+        print(
+            f"UNKNOWN: {len(m.unknown)} cell(s) cut short by a time cap (never a pass); raise "
+            "--survey-seconds / --hunt-seconds, or run on a less loaded machine"
+        )
+        for c in m.unknown:
+            print(f"  {c.variant} {c.property}: unknown after {c.steps} steps")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.variant:
         args.variant = [get_variant(name).name for name in args.variant]  # unknown: lists the valid ones
-    args.out.mkdir(parents=True, exist_ok=True)
+    ensure_writable_dir(args.out)  # refused before any fuzzing, not after it
     t0 = time.monotonic()
-    m = verify(budget_of(args), args.out, args.variant, progress_printer(not args.json))
+    with verify_progress(not args.json) as show:
+        m = verify(budget_of(args), args.out, args.variant, show)
     if args.json:
         out = m.to_json()
         out["seconds"] = round(time.monotonic() - t0, 1)
@@ -100,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_matrix(m)
         print(f"\n{len(m.cells)} cells in {time.monotonic() - t0:.1f}s; traces in {args.out}/")
-    return 0 if m.ok else 1
+    return m.exit_code
 
 
-__all__ = ["Cell", "add_budget_args", "budget_of", "print_matrix", "progress_printer"]
+__all__ = ["Cell", "add_budget_args", "budget_of", "print_matrix"]

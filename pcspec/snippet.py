@@ -1,0 +1,154 @@
+"""A counterexample as a pytest file a person can read, follow and edit.
+
+Like Hypothesis printing a failing stateful run as a script, the file spells the trace out:
+the variant (a built-in by name, a variant of one's own as the seams it changes), the
+configuration (the fields that differ from the defaults), and the operations as a list of
+steps, one per line, numbered as the trace and the violation messages number them. The test
+replays them through ``pcspec.replay.replay``, the code every other replay goes through, and
+fails while the violation reproduces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from pcspec.model.config import Config
+from pcspec.model.variants import ALL, Variant
+
+if TYPE_CHECKING:
+    from pcspec.trace import Trace
+
+WIDTH = 100  # a step longer than this is wrapped
+MIN_RUN = 4  # consecutive tokens written as a range from this many on
+
+
+def _tokens(tokens: list[int]) -> list[str]:
+    """Token ids with runs of consecutive ids as ``*range(a, b)``: prompts are mostly runs."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        j = i + 1
+        while j < len(tokens) and tokens[j] == tokens[j - 1] + 1:
+            j += 1
+        if j - i >= MIN_RUN:
+            out.append(f"*range({tokens[i]}, {tokens[j - 1] + 1})")
+        else:
+            out += [str(t) for t in tokens[i:j]]
+        i = j
+    return out
+
+
+def _value(v: Any, imports: set[str]) -> str:
+    if isinstance(v, Enum):
+        imports.add(type(v).__name__)
+        return f"{type(v).__name__}.{v.name}"
+    if isinstance(v, bool):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_tokens(v) if all(isinstance(x, int) for x in v) else map(repr, v)) + "]"
+    return json.dumps(v) if isinstance(v, str) else repr(v)  # JSON string escapes are Python's
+
+
+def _wrap(items: list[str], width: int) -> list[str]:
+    """Items joined by ", " in lines of at most ``width`` characters (an item is never split)."""
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + 2 + len(item) <= width:
+            lines[-1] += ", " + item
+        else:
+            lines.append(item)
+    return [ln + "," for ln in lines]
+
+
+def _step(i: int, op: dict[str, Any], note: str) -> str:
+    """One operation, on one line when it fits; else its tokens on lines of their own."""
+    keys = ["op", *sorted(k for k in op if k != "op")]
+    fields = {k: f"{json.dumps(k)}: {_value(op[k], set())}" for k in keys}
+    comment = f"# {i}" + (f"  <- {note}" if note else "")
+    line = "    {" + ", ".join(fields.values()) + f"}},  {comment}"
+    if len(line) <= WIDTH or not isinstance(op.get("tokens"), list):
+        return line
+    head = ", ".join(fields[k] for k in keys if k != "tokens")
+    body = _wrap(_tokens(op["tokens"]), WIDTH - 8)
+    return "\n".join([f"    {{{head}, \"tokens\": [  {comment}", *("        " + b for b in body), "    ]},"])
+
+
+def _where_shown(trace: Trace) -> dict[int, str]:
+    """Step index -> the expected violations that first show during that step. (``op`` in a
+    violation counts model operations, and a ``run`` step is one per server step, so the
+    step is found by replaying.)"""
+    from pcspec.replay import replay  # here: pcspec.replay imports pcspec.trace, which imports this
+
+    wanted = {(e["property"], e.get("op")) for e in trace.expect}
+    notes: dict[int, list[str]] = {}
+    for step in replay(trace).steps:
+        for v in step.violations:
+            if (v.property, v.op) in wanted or (v.property, None) in wanted:
+                wanted -= {(v.property, v.op), (v.property, None)}
+                notes.setdefault(step.index, []).append(f"{v.property} shows here")
+    return {i: ", ".join(ns) for i, ns in notes.items()}
+
+
+def _variant(v: Variant, imports: set[str]) -> str:
+    if ALL.get(v.name) == v:
+        return f'get_variant("{v.name}")'
+    # A variant of one's own: the built-in design it differs least from, and the differences.
+    def changed(base: Variant) -> list[str]:
+        return [f.name for f in dataclasses.fields(Variant) if getattr(v, f.name) != getattr(base, f.name)]
+
+    base = min(ALL.values(), key=lambda b: len(changed(b)))
+    imports.add("replace")
+    args = "".join(f"    {name}={_value(getattr(v, name), imports)},\n" for name in changed(base))
+    return f'replace(\n    get_variant("{base.name}"),\n{args})'
+
+
+def _config(cfg: Config, imports: set[str]) -> str:
+    default = Config()
+    diff = [f.name for f in dataclasses.fields(Config) if getattr(cfg, f.name) != getattr(default, f.name)]
+    if not diff:
+        return "Config()"
+    return "Config(\n" + "".join(f"    {name}={_value(getattr(cfg, name), imports)},\n" for name in diff) + ")"
+
+
+def pytest_snippet(trace: Trace, name: str) -> str:
+    """The trace as a runnable pytest file that fails while the violation reproduces."""
+    ident = "".join(c if c.isalnum() else "_" for c in name)
+    imports: set[str] = set()
+    variant = _variant(trace.variant, imports)
+    config = _config(trace.config, imports)
+    seen = ", ".join(sorted({e["property"] for e in trace.expect})) or "no violation"
+    notes = _where_shown(trace) if trace.expect else {}
+    enums = sorted(imports - {"replace"})
+    from_config = ", ".join(["Config", *[e for e in enums if e == "MemoryKind"]])
+    from_variants = ", ".join([*[e for e in enums if e != "MemoryKind"], "get_variant"])  # classes first
+    order = {"property": 0, "op": 1, "message": 2}
+    expect = "".join(
+        "    {" + ", ".join(f'"{k}": {_value(e[k], set())}' for k in sorted(e, key=lambda k: order.get(k, 3))) + "},\n"
+        for e in trace.expect
+    )
+    return (
+        f'"""Counterexample found by pcspec: {trace.variant.name} shows {seen}.\n\n'
+        "The steps are the operations of the trace\n\n"
+        f"    {name}.jsonl\n\n"
+        "one per line (the vocabulary is pcspec/model/ops.py), numbered from 0 as `pcspec replay`\n"
+        "numbers them. Edit them (drop a step, change a token or a configuration field) and run\n"
+        'pytest on this file: the test fails while the violation reproduces.\n"""\n\n'
+        + ("from dataclasses import replace\n\n" if "replace" in imports else "")
+        + f"from pcspec.model.config import {from_config}\n"
+        + f"from pcspec.model.variants import {from_variants}\n"
+        + "from pcspec.replay import replay\nfrom pcspec.trace import Trace\n\n"
+        + f"VARIANT = {variant}\n"
+        + f"CONFIG = {config}\n"
+        + "STEPS = [\n"
+        + "".join(_step(i, op, notes.get(i, "")) + "\n" for i, op in enumerate(trace.ops))
+        + "]\n"
+        + "# What the fuzzer saw. `op` counts the model's operations, not the steps: a `run`\n"
+        + "# step is one operation per server step it takes.\n"
+        + f"EXPECT = [\n{expect}]\n\n\n"
+        + f"def test_{ident}() -> None:\n"
+        + "    result = replay(Trace(VARIANT, CONFIG, STEPS))\n"
+        + "    assert not result.violations, result.violations[0].message\n"
+    )

@@ -1,0 +1,74 @@
+"""A variant of one's own on the command line: ``--variant-module pkg.mod:NAME``.
+
+A user binds the Hypothesis machine to a ``Variant`` they built (``dataclasses.replace`` of a
+design with a seam changed) in their own module; its counterexamples name that variant, which
+``--variant`` cannot find among the built-in ones. ``--variant-module`` imports the module and
+takes the ``Variant`` object it names, as ``python -m`` would find it: the current folder is
+searched first (a console script's own ``sys.path`` does not hold it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+
+from pcspec.errors import PcspecError
+from pcspec.model.variants import Variant
+
+OPTION = "--variant-module"
+
+
+def _where_raised(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+
+
+def load_variant(spec: str) -> Variant:
+    """The ``Variant`` named by ``"pkg.mod:NAME"``; every failure is one ``PcspecError``."""
+    where = f"{OPTION} {spec}"
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise PcspecError("expected MODULE:NAME, e.g. myvariants:MINE (a module on the path, a Variant in it)", where)
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise PcspecError(
+                f"no module named {exc.name!r} (run from the folder that holds it, or add that folder to PYTHONPATH)",
+                where,
+            ) from None
+        raise PcspecError(f"importing {module_name} failed: {exc}{_where_raised(exc)}", where) from None
+    except Exception as exc:  # the user's code: whatever it raises is reported, in one line
+        raise PcspecError(
+            f"importing {module_name} failed: {type(exc).__name__}: {exc}{_where_raised(exc)}", where
+        ) from None
+    value = getattr(module, attr, None)
+    if not isinstance(value, Variant):
+        found = "nothing" if value is None else f"a {type(value).__name__}"
+        raise PcspecError(f"{module_name}.{attr} is {found}, not a pcspec Variant", where)
+    return value
+
+
+def add_variant_options(parser: argparse.ArgumentParser, variant_help: str, default: str | None = None) -> None:
+    """``--variant NAME`` (built-in) or ``--variant-module MODULE:NAME`` (one's own)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--variant", default=default, help=variant_help)
+    group.add_argument(
+        OPTION,
+        metavar="MODULE:NAME",
+        help="a Variant of your own: the object NAME in the module MODULE (found from the current folder)",
+    )
+
+
+def chosen_variant(args: argparse.Namespace) -> str | Variant | None:
+    """What the options chose: a Variant object, a built-in's name, or None (neither given)."""
+    spec: str | None = getattr(args, "variant_module", None)
+    if spec is not None:
+        return load_variant(spec)
+    name: str | None = args.variant
+    return name
