@@ -1,7 +1,6 @@
-"""The log reader on line formats the sample logs do not show, and on bad input: older server
-builds, no prefix, colours, glued lines, invalid UTF-8, empty, binary and foreign files, a
-truncated last line. Bad input gives a clear message (exit 2) or an empty report, never a
-traceback."""
+"""The log reader on line formats the sample logs do not show: older server builds, no prefix,
+colours, glued lines, invalid UTF-8, foreign files, a truncated last line, the build line and
+the state reader's line. Input that is not a log at all: ``test_logcheck_input``."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from pcspec.cli import main
-from pcspec.errors import PcspecError
 from pcspec.logcheck import check_events, check_log, parse_bytes, parse_text, read_log
 from pcspec.logcheck import events as ev
 
@@ -97,22 +95,6 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
     return p
 
 
-def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    p = write(tmp_path, "empty.log", b"")
-    result = check_log(p)
-    assert result.n_lines == 0 and result.events == [] and result.deviations == []
-    assert main(["check-log", str(p)]) == 0
-    assert "no llama-server prompt-cache or checkpoint lines found" in capsys.readouterr().out
-
-
-def test_binary_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    p = write(tmp_path, "blob.bin", bytes(range(256)) * 64)
-    with pytest.raises(PcspecError, match="binary"):
-        read_log(p)
-    assert main(["check-log", str(p)]) == 2
-    assert "binary data" in capsys.readouterr().err
-
-
 def test_other_program(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = write(tmp_path, "nginx.log", b'127.0.0.1 - - [01/Oct/2026:10:00:00 +0000] "GET / HTTP/1.1"'
               b" 200 612\nslot machine: jackpot\nsrv  nothing: to see\n" * 100)
@@ -136,13 +118,6 @@ def test_truncated_last_line(tmp_path: Path) -> None:
     assert not any("truncated" in n for n in result.notes)
 
 
-def test_missing_and_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check-log", str(tmp_path / "nope.log")]) == 2
-    assert "no such file" in capsys.readouterr().err
-    assert main(["check-log", str(tmp_path)]) == 2
-    assert "directory" in capsys.readouterr().err
-
-
 def test_bad_option_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = write(tmp_path, "empty.log", b"")
     assert main(["check-log", str(p), "--option", "sweep=maybe"]) == 2
@@ -158,7 +133,58 @@ def test_deviation_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "line 1: [ckpt-cap]" in out
 
 
-def test_trace_of_unreadable_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    p = write(tmp_path, "empty.log", b"")
-    assert main(["check-log", str(p), "--trace", str(tmp_path / "no" / "dir.jsonl")]) == 2
-    assert "cannot write the trace" in capsys.readouterr().err
+
+
+def test_build_and_state_read_lines() -> None:
+    """The two lines read without an srv/slot prefix (common/common.cpp:402,
+    src/llama-kv-cache.cpp:2452), with and without the prefix and colours."""
+    text = ("0.00.002.838 I cmn  common_param: common_params_print_info: build 1 (0c1e570) with "
+            "GNU 12.2.0 for Linux x86_64\n"
+            "0.01.001.981 D state_read_meta: cell_count = 589, dest_seq_id = 0\n"
+            "\x1b[90m0.01.002.098\x1b[0m D state_read_meta: cell_count = 32, dest_seq_id = 1\n"
+            "state_read_meta: cell_count = 7, dest_seq_id = 2\n"
+            "I cmn  common_param: common_params_print_info: verbosity = 2147483647\n"
+            "D state_read_meta: not enough cells in kv cache\n")
+    events = parse_text(text).events
+    assert events == [ev.BuildLine(1, "I", 1, "0c1e570"), ev.StateRead(2, "D", 589, 0),
+                      ev.StateRead(3, "D", 32, 1), ev.StateRead(4, "", 7, 2)]
+
+
+def test_streaming_matches_whole_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read in blocks of a few bytes (lines, UTF-8 sequences and CRLFs cut anywhere), a log
+    gives the same events, line count and notes as parsed whole."""
+    from pcspec.logcheck import source
+
+    data = (OLD_BUILD.encode() + b"0.00.000.001 D slot process_toke: id  0 | task 1 | next "
+            b"token: 206 '\xce\xa9\xce'\r\n"
+            b"0.01.001.981 D state_read_meta: cell_count = 589, dest_seq_id = 0\n"
+            b"I slot      release: id  0 | task 2 | stop processing: n_tokens = 31")
+    whole = parse_bytes(data)
+    p = tmp_path / "a.log"
+    p.write_bytes(data)
+    for block in (1, 2, 3, 7, 64, 1 << 20):
+        monkeypatch.setattr(source, "BLOCK", block)
+        read = read_log(p)
+        assert (read.events, read.n_lines, read.notes) == (whole.events, whole.n_lines,
+                                                           whole.notes), block
+    assert whole.notes == [f"line {whole.n_lines}: last line has no line end (truncated?); "
+                           "ignored"]
+
+
+def test_overlong_line_is_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line longer than MAX_LINE (a dumped request body, a binary blob) is read up to HEAD
+    bytes: memory stays bounded, later lines keep their numbers."""
+    from pcspec.logcheck import source
+
+    monkeypatch.setattr(source, "BLOCK", 16)
+    monkeypatch.setattr(source, "MAX_LINE", 200)
+    monkeypatch.setattr(source, "HEAD", 10)
+    line = ("I slot create_check: id  0 | task 1 | created context checkpoint 1 of 8 "
+            "(pos_min = 0, pos_max = 99, n_tokens = 100, size = 0.016 MiB)\n")
+    p = tmp_path / "long.log"
+    p.write_bytes(b"x" * 1000 + b"\n" + line.encode() + b"y" * 500)
+    read = read_log(p)
+    assert [(e.kind, e.line) for e in read.events] == [("checkpoint_created", 2)]
+    assert read.n_lines == 3
+    assert read.notes == ["line 1: longer than 200 bytes, only its first 10 bytes were read",
+                          "line 3: longer than 200 bytes, only its first 10 bytes were read"]

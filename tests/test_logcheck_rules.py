@@ -327,19 +327,79 @@ def test_missing_invalidation() -> None:
     assert found(check(lines)) == [(line_of(lines, "cached n_tokens = 199"), "invalidate")]
 
 
-def test_invalidation_n_prefix_rule() -> None:
-    """No restore needed (lcp 270 keeps the window); pos_next = 270 keeps C [200, 279]? No:
-    pos_max 279 > 270 erases it under both rules. With lcp 280, C stays under both; with
-    lcp 279 (pos_next 279), C has pos_max 279 <= 279 but n_tokens 280 > 279: only the
-    November rule erases it."""
+NOVEMBER = "build 7306 (e152332) with GNU 13.3.0 for Linux x86_64"  # seed 001's commit
+OCTOBER = "build 1 (0c1e570) with GNU 12.2.0 for Linux x86_64"  # ../shared/real-logs
+
+
+def with_build(lines: list[str], build: str) -> list[str]:
+    """The log with the build line the server prints before load_model."""
+    return [f"I cmn  common_param: common_params_print_info: {build}", *lines]
+
+
+def test_invalidation_rule_by_build() -> None:
+    """lcp 279 (pos_next 279): C [200, 279] has pos_max 279 <= 279 but n_tokens 280 > 279, so
+    only the November rule erases it. The build line picks the rule; without one, both are
+    accepted. (With lcp 270 both rules erase C, with lcp 280 both keep it.)"""
     keep = restore_scenario([cached(279)], lcp=279)
-    at = line_of(keep, "cached n_tokens = 279")
-    assert found(check(keep)) == [(at, "invalidate")]
-    assert found(check(keep, invalidation="pos-max")) == []
     erase = restore_scenario([invalidated(200, 279, 280, 279), cached(279)], lcp=279)
-    assert found(check(erase)) == []
-    at = line_of(erase, "erased invalidated")
-    assert found(check(erase, invalidation="pos-max")) == [(at, "invalidate")]
+    nov_keep, nov_erase = with_build(keep, NOVEMBER), with_build(erase, NOVEMBER)
+    assert found(check(nov_keep)) == [(line_of(nov_keep, "cached n_tokens = 279"), "invalidate")]
+    assert found(check(nov_erase)) == []
+    oct_keep, oct_erase = with_build(keep, OCTOBER), with_build(erase, OCTOBER)
+    assert found(check(oct_keep)) == []
+    assert found(check(oct_erase)) == [(line_of(oct_erase, "erased invalidated"), "invalidate")]
+    assert found(check(keep)) == [] and found(check(erase)) == []
+    runs = [check(x).runs[0] for x in (nov_keep, oct_keep, keep, erase)]
+    assert [(r.build, r.invalidation) for r in runs] == [
+        ("november", "n-prefix"), ("october", "pos-max"), ("unknown", "pos-max"),
+        ("unknown", "n-prefix")]
+    # the unknown build's run was settled by the one start that tells the rules apart
+    assert runs[2].invalidation_evidence.startswith(f"line {line_of(keep, 'new prompt', 1)}:")
+    # an option overrides what the log shows
+    assert found(check(oct_keep, invalidation="n-prefix")) == found(check(nov_keep))
+    assert found(check(erase, invalidation="pos-max")) == [
+        (line_of(erase, "erased invalidated"), "invalidate")]
+
+
+def test_unknown_build_holds_a_run_to_one_rule() -> None:
+    """Without a build line either rule is accepted, but one binary follows one: task 2 erases
+    C (only the November rule does), so task 3 keeping D (pos_max 299 = pos_next, n_tokens 300
+    > 299) is a deviation; in the other order the October rule is the one held."""
+    erase_then = restore_scenario([invalidated(200, 279, 280, 279), cached(279)], lcp=279)
+    keep_then = restore_scenario([cached(279)], lcp=279)
+
+    def then(d_kept: bool, erased: Iterable[str] = ()) -> list[str]:
+        """Task 2 creates D [44, 299]; task 3 shares 299 tokens."""
+        return [
+            *create(2, 3, 3, 44, 299, erased=erased),
+            slot(2, "release", "stop processing: n_tokens = 305, truncated = 0"),
+            slot(-1, "get_availabl", " - checking sim = 0.934 (299/320) > 0.100"),
+            slot(-1, "get_availabl", "selected slot by LCP similarity, f_sim_best = 0.934 "
+                 "(> 0.100 thold), f_keep = 0.980"),
+            slot(3, "launch_slot_", "processing task, is_child = 0"),
+            slot(3, "operator()", "new prompt, n_ctx_slot = 4096, n_keep = 0, task.n_tokens = 320"),
+            *([] if d_kept else [slot(3, "operator()", "erased invalidated context checkpoint "
+                                      "(pos_min = 44, pos_max = 299, n_tokens = 300, n_swa = 32, "
+                                      "pos_next = 299, size = 0.016 MiB)")]),
+            slot(3, "operator()", "cached n_tokens = 299, memory_seq_rm [299, end)"),
+        ]
+
+    # task 2 erased C: the run follows the November rule, and task 3 must erase D too
+    mixed = erase_then + then(d_kept=True)
+    result = check(mixed)
+    assert found(result) == [(line_of(mixed, "cached n_tokens = 299"), "invalidate")]
+    assert "this run follows the n-prefix rule" in result.deviations[0].message
+    assert result.runs[0].invalidation == "n-prefix"
+    assert found(check(erase_then + then(d_kept=False))) == []
+    # task 2 kept C: the October rule, and task 3 must keep D (A makes room for D)
+    old = slot(2, "create_check", "erasing old context checkpoint " + ckpt_fields(0, 99, 100),
+               lvl="W")
+    assert found(check(keep_then + then(d_kept=True, erased=[old]))) == []
+    mixed = keep_then + then(d_kept=False, erased=[old])
+    result = check(mixed)
+    assert found(result) == [(line_of(mixed, "pos_next = 299, size"), "invalidate")]
+    assert result.runs[0].invalidation == "pos-max"
+    assert "line " in result.runs[0].invalidation_evidence
 
 
 def test_n_past_after_reset() -> None:
@@ -859,3 +919,49 @@ def test_bad_option(opt: str) -> None:
 
     with pytest.raises(PcspecError):
         parse_options([opt])
+
+
+def test_state_read_on_a_working_slot_is_not_a_restore() -> None:
+    """A speculative checkpoint reads state into a slot that has a task (server-context.cpp:
+    3041, 3926-3929): not a slot-file restore, the checkpoints stay. On the idle slot the same
+    line is one: they go."""
+    task = cold_task(1, 290, [create(1, 1, 3, 0, 99), create(1, 2, 3, 100, 199)], released=295)
+    read = "D state_read_meta: cell_count = 32, dest_seq_id = 0"
+    busy = startup() + task[:-1] + [read, task[-1]]
+    result = check(busy)
+    assert found(result) == [] and result.stats.slot_file_restores == 0
+    idle = startup() + task + [read.replace("32", "295"), read]
+    result = check(idle)
+    assert found(result) == []
+    assert result.stats.slot_file_restores == 1 and result.stats.ckpt_dropped_by_clear == 2
+
+
+def test_report_groups_runs_with_the_same_rules() -> None:
+    """A server that restarts (or wakes from sleep) many times gets one rules line, not one per
+    run."""
+    import io
+
+    from pcspec.logcheck.report import render_plain
+
+    result = check(cache_base() * 3)
+    assert len(result.runs) == 3 and found(result) == []
+    out = io.StringIO()
+    render_plain([result], out)
+    rules_lines = [x for x in out.getvalue().splitlines() if "build era" in x]
+    assert len(rules_lines) == 1 and rules_lines[0].startswith("runs 1-3: build era current")
+    assert "invalidation=either" in rules_lines[0]
+
+
+def test_state_read_on_a_slot_the_log_has_not_shown() -> None:
+    """A log that starts after the server did: a state read into a slot not yet seen idle or
+    working may be a file restore or a speculative checkpoint. The list becomes unknown (a
+    creation numbered "3 of 3" is then accepted), the check says it was weakened."""
+    read = "D state_read_meta: cell_count = 32, dest_seq_id = 0"
+    lines = [read, *create(5, 3, 3, 44, 299)]
+    result = check(lines)
+    assert found(result) == [] and result.stats.slot_file_restores == 0
+    assert any("whose task the log did not show" in k for k in result.weakened)
+    # once a scan line has shown the slot idle, the same line is a restore
+    scan = slot(-1, "get_availabl", " - checking sim = 0.500 (50/100) > 0.100")
+    result = check([scan, read])
+    assert result.stats.slot_file_restores == 1 and result.weakened == {}

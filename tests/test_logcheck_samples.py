@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,47 @@ def test_rich_report() -> None:
     render_rich([check_log(EVICTION)], buf)
     text = buf.getvalue()
     assert "checkpoint_invalidated" in text and "no deviations" in text
+
+
+def test_streaming_check_equals_in_memory_check(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_log (two passes over blocks of the file) and check_events (the events in memory)
+    agree, whatever the block size; three copies of the log are three server runs."""
+    from pcspec.logcheck import source
+
+    p = tmp_path / "three.log"
+    p.write_bytes(EVICTION.read_bytes() * 3)
+    read = read_log(p)
+    whole = check_events(read.events, source=str(p), n_lines=read.n_lines, notes=read.notes)
+    for block in (4096, 1 << 20):
+        monkeypatch.setattr(source, "BLOCK", block)
+        streamed = check_log(p)
+        assert streamed.as_dict() == whole.as_dict()
+        assert len(streamed.runs) == 3 and streamed.n_events == len(read.events)
+
+
+def test_first_pass_stays_one_run_ahead() -> None:
+    """The first pass (scan_runs) is pulled one run at a time, so the replay never waits for
+    more than the run after the current one: memory does not grow with the log."""
+    from pcspec.logcheck import events as ev
+    from pcspec.logcheck.checker import LogChecker
+    from pcspec.logcheck.scan import scan_runs
+
+    events = read_log(EVICTION).events * 4
+    starts = [i for i, e in enumerate(events) if isinstance(e, ev.ServerInit)]
+    assert len(starts) == 4
+    read_ahead = [0]
+
+    def first_pass() -> Iterator[ev.Event]:
+        for e in events:
+            read_ahead[0] += 1
+            yield e
+
+    checker = LogChecker(None, scan_runs(first_pass()))
+    for i, e in enumerate(events):
+        checker.feed(e)
+        run = sum(1 for s in starts if s <= i) - 1
+        # the current run's summary was complete at the next run's first line: no further
+        limit = starts[run + 1] + 1 if run + 1 < len(starts) else len(events)
+        assert read_ahead[0] <= limit
+    assert checker.finish().n_deviations == 0

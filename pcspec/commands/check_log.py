@@ -1,7 +1,9 @@
 """``pcspec check-log LOG [LOG ...]``: check real llama-server logs against the spec.
 
-Exit codes: 0 when no log shows a deviation, 1 when one does, 2 when an input cannot be read
-(missing, a directory, binary data) or an option is invalid.
+Exit codes: 0 when no log shows a deviation, 1 when one does, 2 when an input is not a log that
+can be read (missing, a directory, a device, empty, binary data), when the ``--trace`` file
+cannot be written, or when an option is invalid; each is one line on stderr. The trace file is
+opened before any log is read, so a bad ``--trace`` path fails at once.
 """
 
 from __future__ import annotations
@@ -10,15 +12,18 @@ import argparse
 import json
 import os
 import sys
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
-from pcspec.logcheck import check_log, parse_options, write_trace
+from pcspec.errors import PcspecError
+from pcspec.logcheck import TraceWriter, check_log, parse_options
 from pcspec.logcheck.options import CHOICES
 from pcspec.logcheck.report import render_plain, render_rich, rules_help, to_json
 
 _EPILOG = (
-    "options (--option KEY=VALUE, repeatable; 'auto' = November 2026 behaviour unless the "
-    "log's message formats show an older build):\n"
+    "options (--option KEY=VALUE, repeatable; 'auto' = what the log shows of its build: "
+    "message formats, the build line; 'either' where it cannot tell):\n"
     + "\n".join(f"  {k:15} {' | '.join(v)}" for k, v in CHOICES.items())
     + "\n\ndeviation rules:\n" + rules_help()
 )
@@ -45,11 +50,23 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
-    results = [check_log(path, options) for path in args.logs]
-    if args.trace:
-        write_trace(args.trace, [(r.source, r.events) for r in results])
+    with ExitStack() as stack:
+        trace: TraceWriter | None = None
+        if args.trace:
+            # opening the trace truncates it: never when it is one of the logs
+            if any(_same_file(args.trace, log) for log in args.logs):
+                raise PcspecError("the trace file is one of the logs", str(Path(args.trace)))
+            trace = stack.enter_context(TraceWriter(args.trace))
+        results = [check_log(path, options, trace) for path in args.logs]
     try:
         if args.json:
             json.dump(to_json(results), sys.stdout, indent=2)
@@ -62,4 +79,4 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         # the reader of a pipe (`| head`) went away: the verdict is still the exit code
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 1 if any(r.deviations for r in results) else 0
+    return 1 if any(r.n_deviations for r in results) else 0

@@ -4,21 +4,28 @@ ask about.
 
 Modules, in data-flow order:
 
-* ``reader``   bytes -> lines -> prefix; ``messages`` message text -> typed ``events``;
-* ``options``  rule variants that changed between server builds, and the build era a log shows;
-* ``checker``  splits a log into server runs and replays each with ``slots`` (checkpoints and
-  prompt starts) and ``cache`` (alloc, load, update) over the state in ``state``, with sizes as
-  ``mib.Approx`` intervals; deviations use the ids in ``rules``;
+* ``source``   a log file as newline-terminated blocks in bounded memory; ``reader`` blocks ->
+  lines -> prefix; ``messages`` message text -> typed ``events``;
+* ``scan``     the first pass: what each server run shows (``RunSummary``); ``builds`` the format
+  era and the build it shows; ``options`` rule variants that changed between server builds and
+  their resolution for a run;
+* ``checker``  the second pass: replays each run with ``selection`` (slot picks), ``slots``
+  (checkpoints, prompt starts, slot-file restores) and ``cache`` (alloc, load, update) over the
+  state in ``state`` and ``context``, with sizes as ``mib.Approx`` intervals; deviations use the
+  ids in ``rules``;
 * ``stats``    counters and the unique-accounting estimate; ``report`` JSON and text;
   ``trace``    the events as a JSON-lines trace.
 
+``check_log`` reads the file twice, side by side (the first pass at most one server run ahead),
+so its memory does not depend on the log's length.
+
 Public API::
 
-    read_log(path) -> LogRead                     # raises PcspecError for unreadable input
-    check_events(events, options) -> CheckResult
-    check_log(path, options) -> CheckResult       # both of the above
+    check_log(path, options, trace=None) -> CheckResult  # raises PcspecError for bad input
+    check_events(events, options) -> CheckResult         # events held in memory
+    read_log(path) -> LogRead                            # all events in memory (tests, tools)
     parse_options(["sweep=always", ...]) -> Options
-    write_trace(path, [(source, events)]), load_trace(path)
+    TraceWriter(path), write_trace(path, [(source, events)]), load_trace(path)
     RULES: dict[rule id, description]
 """
 
@@ -26,18 +33,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pcspec.logcheck.checker import CheckResult, check_events
+from pcspec.errors import PcspecError
+from pcspec.logcheck.checker import CheckResult, LogChecker, check_events
 from pcspec.logcheck.options import Options, Rules, parse_options
-from pcspec.logcheck.reader import LogRead, parse_bytes, parse_text, read_log
+from pcspec.logcheck.reader import LogRead, ReadInfo, parse_bytes, parse_text, read_log, stream_events
 from pcspec.logcheck.rules import RULES, Deviation
-from pcspec.logcheck.trace import load_trace, write_trace
+from pcspec.logcheck.scan import scan_runs
+from pcspec.logcheck.source import LogFile
+from pcspec.logcheck.trace import TraceWriter, load_trace, write_trace
 
 
-def check_log(path: str | Path, options: Options | None = None) -> CheckResult:
-    """Read and check one log file."""
-    read = read_log(path)
-    return check_events(read.events, options, source=str(path), n_lines=read.n_lines,
-                        notes=read.notes)
+def check_log(path: str | Path, options: Options | None = None,
+              trace: TraceWriter | None = None) -> CheckResult:
+    """Read and check one log file, writing its events to ``trace`` if given. Raises
+    ``PcspecError`` (one line, naming the file) for input that is not a log."""
+    with LogFile(path) as log:
+        if log.looks_binary and next(stream_events(log), None) is None:
+            raise PcspecError("binary data, not a llama-server log", log.source)
+        info = ReadInfo()
+        checker = LogChecker(options, scan_runs(stream_events(log)), log.source)
+        if trace is not None:
+            trace.begin(log.source)
+        for e in stream_events(log, info):
+            checker.feed(e)
+            if trace is not None:
+                trace.write(e)
+        return checker.finish(info.n_lines, info.notes)
 
 
 __all__ = [
@@ -47,6 +68,7 @@ __all__ = [
     "LogRead",
     "Options",
     "Rules",
+    "TraceWriter",
     "check_events",
     "check_log",
     "load_trace",

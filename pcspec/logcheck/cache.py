@@ -108,7 +108,8 @@ class CacheChecker:
         if isinstance(t, _Save) and isinstance(e, SAVE_LINES) and (
                 not isinstance(e, ev.SaveFailed) or e.slot == t.slot):
             return
-        if isinstance(t, _Load) and isinstance(e, LOAD_LINES):
+        if isinstance(t, _Load) and (isinstance(e, LOAD_LINES) or (
+                isinstance(e, ev.StateRead) and t.found is not None)):
             return
         if isinstance(t, _Update) and isinstance(e, UPDATE_LINES):
             new_round = t.summary is not None and isinstance(
@@ -116,6 +117,11 @@ class CacheChecker:
             if not new_round:
                 return
         self.flush()
+
+    def loading(self) -> bool:
+        """A load has picked an entry and is restoring its state (server-task.cpp:1827-1860):
+        the state lines that follow are the entry's."""
+        return isinstance(self.txn, _Load) and self.txn.found is not None
 
     def flush(self) -> None:
         t, self.txn = self.txn, None

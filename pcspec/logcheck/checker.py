@@ -1,26 +1,46 @@
 """Replay a log's events against the model's rules: the entry point of the checker.
 
-The events are split into server runs at each ``initializing, n_slots`` line (a restart, or a
-wake from sleep, re-runs load_model and starts with empty slots and an empty cache). Each run
-gets its rule variants from ``pcspec.logcheck.options.resolve`` and is replayed by a
-``SlotChecker`` (checkpoints, prompt starts) and a ``CacheChecker`` (alloc, load, update). The
-``srv`` cache lines carry no slot id: they belong to the slot the server is working on, which
-is the slot just selected ("selected slot by ...") or the idle slot being saved ("saving idle
-slot to prompt cache"); the server runs these steps on one thread, so the order of the lines is
-the order of the calls.
+The events are split into server runs (``pcspec.logcheck.scan``: a restart, or a wake from
+sleep, re-runs load_model and starts with empty slots and an empty cache). Each run gets its
+rule variants from ``pcspec.logcheck.options.resolve`` over its ``RunSummary`` and is replayed by
+a ``SlotChecker`` (checkpoints, prompt starts), a ``CacheChecker`` (alloc, load, update) and a
+``Selection`` (get_available_slot). The ``srv`` cache lines carry no slot id: they belong to the
+slot the server is working on, which is the slot just selected ("selected slot by ...") or the
+idle slot being saved ("saving idle slot to prompt cache"); the server runs these steps on one
+thread, so the order of the lines is the order of the calls.
+
+``LogChecker`` takes the events one at a time and the run summaries from an iterator that may
+run ahead of it by one run (the first pass over the same log), so a log of any length is checked
+in bounded memory.
+
+A ``state_read_meta`` line (``StateRead``) is printed by every sequence-state read: tell which by
+what surrounds it.
+
+* after "found better prompt": the cache load (server-task.cpp:1827-1860);
+* on a slot with a task (between its launch or "new prompt" and "stop processing"): a checkpoint
+  restore at prompt start (server-context.cpp:3350-3351, before "restored context checkpoint")
+  or a speculative checkpoint (3041, 3926-3929);
+* on an idle slot (since the start-up, a release, or a scan line, which the server prints only
+  for idle slots, 1551-1568): a slot-file restore. ``POST /slots/N?action=restore`` leaves no
+  other line, and the server defers it while the slot has a task (2584-2588). Consecutive lines
+  for one slot are the parts (full and SWA caches) of one restore;
+* on a slot the log has not shown either way (it starts after the server did): one of the last
+  two, so the slot's checkpoints become unknown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.cache import LOAD_LINES, SAVE_LINES, UPDATE_LINES, CacheChecker
-from pcspec.logcheck.context import Context
+from pcspec.logcheck.context import Context, Deviations
 from pcspec.logcheck.options import Options, Rules, resolve
 from pcspec.logcheck.rules import Deviation
+from pcspec.logcheck.scan import RunSummary, opens_run, scan_runs
+from pcspec.logcheck.selection import SCAN_LINES, Selection
 from pcspec.logcheck.slots import SlotChecker
 from pcspec.logcheck.stats import Stats
 
@@ -32,16 +52,18 @@ _CACHE_LINES = (ev.CacheMakeRoom, ev.CacheLimitEvict, ev.CacheTokenEvict, ev.Cac
 
 @dataclass(slots=True)
 class CheckResult:
-    """The outcome of checking one log."""
+    """The outcome of checking one log. ``deviations`` holds the first
+    ``context.MAX_KEPT_DEVIATIONS`` (by line); ``n_deviations`` counts them all."""
 
     source: str
     n_lines: int
-    events: list[ev.Event]
+    n_events: int
     deviations: list[Deviation]
     notes: list[str]
     stats: Stats
     runs: list[Rules]
     weakened: dict[str, int] = field(default_factory=dict)
+    n_deviations: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +71,7 @@ class CheckResult:
             "source": self.source,
             "lines": self.n_lines,
             "events": self.stats.event_counts(),
+            "deviation_count": self.n_deviations,
             "deviations": [d.as_dict() for d in self.deviations],
             "stats": self.stats.as_dict(),
             "runs": [r.as_dict() for r in self.runs],
@@ -57,58 +80,42 @@ class CheckResult:
         }
 
 
-def split_runs(events: Sequence[ev.Event]) -> list[tuple[bool, list[ev.Event]]]:
-    """(starts with the server's start-up, events) per server run."""
-    runs: list[tuple[bool, list[ev.Event]]] = []
-    current: list[ev.Event] = []
-    started = False
-    for e in events:
-        if isinstance(e, ev.ServerInit):
-            if current or started:
-                runs.append((started, current))
-            current, started = [], True
-        current.append(e)
-    if current or started:
-        runs.append((started, current))
-    return runs
-
-
 class _Run:
     """One server run: configuration, slots and cache."""
 
-    def __init__(self, ctx: Context, started: bool, events: Sequence[ev.Event]) -> None:
+    def __init__(self, ctx: Context, summary: RunSummary) -> None:
         self.ctx = ctx
-        kinds = {type(e) for e in events}
-        listed = any(isinstance(e, ev.CacheSummary) and e.n_prompts > 0 for e in events)
+        kinds = summary.kinds
+        started = summary.started
         # a list is known from the start only when the lines that grow it are visible: the
         # creation and save lines are TRACE, the erasure and eviction lines WARN
         created_visible = ev.CheckpointCreated in kinds or not kinds.intersection(_CKPT_LINES)
         saves_visible = ev.PromptSave in kinds or not (kinds.intersection(_CACHE_LINES)
-                                                        or listed)
+                                                        or summary.listed)
         if started and not created_visible:
             ctx.notes.append("checkpoint creation lines are not in the log (TRACE hidden? run "
                              "the server with -lv 4 or -v): checkpoint lists not checked")
         if started and not saves_visible:
             ctx.notes.append("prompt cache save lines are not in the log (TRACE hidden?): "
                              "cache contents not checked")
-        if not started and events:
-            ctx.notes.append(f"line {events[0].line}: the log starts after the server did; "
+        if not started:
+            ctx.notes.append(f"line {summary.first_line}: the log starts after the server did; "
                              "slots and cache are learnt as the log reveals them")
         self.slots = SlotChecker(ctx, started and created_visible,
-                                 ev.CheckpointChecked in kinds)
+                                 ev.CheckpointChecked in kinds, started)
         self.cache = CacheChecker(ctx, self.slots, started and saves_visible,
                                   ev.LoadCandidate in kinds)
-        self.round: dict[int, ev.SimChecked] = {}
-        self.round_empty: set[int] = set()
+        self.selection = Selection(self.slots, self.cache)
+        self.restoring: int | None = None  # the slot whose file restore the last line was
         self.handlers: dict[type[ev.Event], Callable[[Any], None]] = {
             ev.ServerInit: self._server_init,
             ev.CacheConfig: self._cache_config,
             ev.CheckpointConfig: self._ckpt_config,
             ev.IdleSlotConfig: self._idle_config,
             ev.SlotInit: self._slot_init,
-            ev.SimChecked: self._sim,
-            ev.SlotSkipped: self._skipped,
-            ev.SlotSelected: self._selected,
+            ev.SimChecked: self.selection.on_sim,
+            ev.SlotSkipped: self.selection.on_skipped,
+            ev.SlotSelected: self.selection.on_selected,
             ev.TaskLaunched: self._launched,
             ev.NewPrompt: self.slots.on_new_prompt,
             ev.CacheReuse: self.slots.on_start_line,
@@ -124,7 +131,8 @@ class _Run:
             ev.CheckpointErasedOld: self.slots.on_erasure,
             ev.CheckpointErasedTooClose: self.slots.on_erasure,
             ev.CheckpointSuperseded: self.slots.on_erasure,
-            ev.SlotFileCheckpoints: self.slots.on_slot_file,
+            ev.SlotFileCheckpoints: self._slot_file,
+            ev.StateRead: self._state_read,
             ev.ContextShift: self._shift,
             ev.PromptCleared: self._cleared,
             ev.LoraCleared: self._cleared,
@@ -148,9 +156,17 @@ class _Run:
 
     def feed(self, e: ev.Event) -> None:
         self.cache.flush_unless_part(e)
-        handler = self.handlers.get(type(e))
+        t = type(e)
+        if self.selection.pinned is not None and t not in SCAN_LINES:
+            # a pinned pick's scan line comes right after the pick or not at all
+            self.selection.end_of_scan()
+        handler = self.handlers.get(t)
         if handler is not None:
             handler(e)
+        if self.restoring is not None and t is not ev.StateRead:
+            # a restore's state lines come together (the appendix line after them still
+            # knew, in its handler, which restore it belongs to)
+            self.restoring = None
 
     def finish(self) -> None:
         self.cache.flush()
@@ -179,34 +195,7 @@ class _Run:
         self.ctx.config.idle_clear = e.enabled and e.clear
 
     def _slot_init(self, e: ev.SlotInit) -> None:
-        s = self.slots.slot(e.slot)
-        s.ckpts, s.exact, s.n_tokens = [], True, 0
-
-    # ---- slot selection (get_available_slot) ---------------------------------------------------
-
-    def _sim(self, e: ev.SimChecked) -> None:
-        self.round[e.slot] = e
-
-    def _skipped(self, e: ev.SlotSkipped) -> None:
-        if e.empty:
-            self.round_empty.add(e.slot)
-            self.slots.slot(e.slot).n_tokens = 0
-
-    def _selected(self, e: ev.SlotSelected) -> None:
-        s = self.slots.slot(e.slot)
-        sim = self.round.get(e.slot)
-        if sim is not None:
-            s.prefix_hint = sim.lcp
-            self.cache.sel = (sim.lcp, sim.n_new)
-        elif e.slot in self.round_empty:
-            s.prefix_hint = 0
-            self.cache.sel = (0, None)
-        else:
-            s.prefix_hint = None
-            self.cache.sel = None
-        self.cache.ctx_slot = e.slot
-        self.round.clear()
-        self.round_empty.clear()
+        self.slots.slot(e.slot).clear()
 
     def _launched(self, e: ev.TaskLaunched) -> None:
         s = self.slots.slot(e.slot)
@@ -215,10 +204,28 @@ class _Run:
             # a child task (n_cmpl > 1) starts from a clone of its parent's prompt
             # (copy_state_to), which the log does not show
             self.slots.settle(s)
-            s.ckpts, s.exact, s.n_tokens = [], False, None
+            s.replace_ckpts([], False)
+            s.n_tokens = None
 
     def _update_start(self, e: ev.CacheUpdateStart) -> None:
         self.ctx.stats.cache_updates += 1
+
+    # ---- sequence state reads -------------------------------------------------------------------
+
+    def _state_read(self, e: ev.StateRead) -> None:
+        if self.cache.loading() or self.restoring == e.seq_id:
+            return  # a cache load's, or a further part of the same file restore
+        s = self.slots.slot(e.seq_id)
+        if s.busy():
+            return  # a checkpoint restore at prompt start, or a speculative checkpoint
+        if s.idle():
+            self.slots.on_file_restore(e)
+        else:
+            self.slots.on_unexplained_read(e)
+        self.restoring = e.seq_id
+
+    def _slot_file(self, e: ev.SlotFileCheckpoints) -> None:
+        self.slots.on_slot_file(e, counted=self.restoring == e.slot)
 
     def _idle_save(self, e: ev.IdleSlotSave) -> None:
         self.cache.ctx_slot = e.slot
@@ -242,30 +249,67 @@ class _Run:
         self.slots.slot(e.slot).prefix_hint = 0
 
 
+class LogChecker:
+    """Checks one log fed event by event. ``summaries`` yields each run's ``RunSummary`` (from
+    ``scan_runs`` over the same events) no later than the run's first event is fed."""
+
+    def __init__(self, options: Options | None, summaries: Iterator[RunSummary],
+                 source: str = "<events>") -> None:
+        self.options = options or Options()
+        self.summaries = summaries
+        self.source = source
+        self.stats = Stats()
+        self.deviations = Deviations()
+        self.notes: list[str] = []
+        self.runs: list[Rules] = []
+        self.weakened: dict[str, int] = {}
+        self.n_events = 0
+        self.run: _Run | None = None
+
+    def feed(self, e: ev.Event) -> None:
+        self.n_events += 1
+        if opens_run(e, self.run is not None):
+            self._close_run()
+            summary = next(self.summaries, None)
+            if summary is None:  # cannot happen when both passes read the same events
+                summary = RunSummary(isinstance(e, ev.ServerInit), e.line)
+            rules = resolve(self.options, summary)
+            self.run = _Run(Context(rules, self.stats, self.deviations), summary)
+        if self.run is not None:
+            self.run.feed(e)
+
+    def _close_run(self) -> None:
+        run, self.run = self.run, None
+        if run is None:
+            return
+        run.finish()
+        ctx = run.ctx
+        choice = ctx.invalidation
+        final = choice.rules[0] if len(choice.rules) == 1 else "either"
+        self.runs.append(replace(ctx.rules, invalidation=final,
+                                 invalidation_evidence=choice.evidence))
+        self.notes.extend(ctx.notes)
+        for k, v in ctx.weakened.items():
+            self.weakened[k] = self.weakened.get(k, 0) + v
+
+    def finish(self, n_lines: int = 0, notes: Sequence[str] = ()) -> CheckResult:
+        self._close_run()
+        all_notes = [*notes, *self.notes]
+        if self.n_events == 0:
+            all_notes.append("no llama-server prompt-cache or checkpoint lines found")
+        kept = sorted(self.deviations.kept, key=lambda d: d.line)
+        if self.deviations.count > len(kept):
+            all_notes.append(f"{self.deviations.count - len(kept)} more deviations were "
+                             f"counted but not kept (the first {len(kept)} are listed)")
+        return CheckResult(self.source, n_lines, self.n_events, kept, all_notes, self.stats,
+                           self.runs, self.weakened, self.deviations.count)
+
+
 def check_events(events: Sequence[ev.Event], options: Options | None = None,
                  source: str = "<events>", n_lines: int = 0,
                  notes: Sequence[str] = ()) -> CheckResult:
-    """Check a log's events; see the module docstring."""
-    options = options or Options()
-    stats = Stats()
-    deviations: list[Deviation] = []
-    all_notes = list(notes)
-    runs: list[Rules] = []
-    weakened: dict[str, int] = {}
-    for started, run_events in split_runs(events):
-        rules = resolve(options, run_events)
-        runs.append(rules)
-        ctx = Context(rules, stats)
-        run = _Run(ctx, started, run_events)
-        for e in run_events:
-            run.feed(e)
-        run.finish()
-        deviations.extend(ctx.deviations)
-        all_notes.extend(ctx.notes)
-        for k, v in ctx.weakened.items():
-            weakened[k] = weakened.get(k, 0) + v
-    deviations.sort(key=lambda d: d.line)
-    if not events:
-        all_notes.append("no llama-server prompt-cache or checkpoint lines found")
-    return CheckResult(source, n_lines, list(events), deviations, all_notes, stats, runs,
-                       weakened)
+    """Check a log's events held in memory; see the module docstring."""
+    checker = LogChecker(options, scan_runs(events), source)
+    for e in events:
+        checker.feed(e)
+    return checker.finish(n_lines, notes)

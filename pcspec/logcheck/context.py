@@ -47,18 +47,53 @@ class RunConfig:
         return mib * MIB
 
 
+MAX_KEPT_DEVIATIONS = 10_000  # a log deviating at every line must not fill the memory
+
+
+@dataclass(slots=True)
+class Deviations:
+    """A log's deviations: every one counted, the first ``MAX_KEPT_DEVIATIONS`` kept."""
+
+    kept: list[Deviation] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, d: Deviation) -> None:
+        self.count += 1
+        if len(self.kept) < MAX_KEPT_DEVIATIONS:
+            self.kept.append(d)
+
+
+@dataclass(slots=True)
+class InvalidationChoice:
+    """The invalidation rules a run may still follow: all the options allow until a prompt
+    start only one of them explains (one binary follows one rule), then that one."""
+
+    rules: tuple[str, ...]
+    evidence: str = ""
+
+    def narrow(self, explained: set[str], line: int) -> None:
+        if len(self.rules) > 1 and len(explained) == 1:
+            self.rules = tuple(explained)
+            self.evidence = (f"line {line}: a prompt start only the {self.rules[0]} rule "
+                             "explains")
+
+
 @dataclass(slots=True)
 class Context:
     rules: Rules
     stats: Stats
+    deviations: Deviations = field(default_factory=Deviations)
     config: RunConfig = field(default_factory=RunConfig)
-    deviations: list[Deviation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     weakened: Counter[str] = field(default_factory=Counter)
+    invalidation: InvalidationChoice = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.invalidation = InvalidationChoice(self.rules.invalidation_rules())
 
     def deviate(self, line: int, rule: str, message: str) -> None:
         assert rule in RULES, rule
-        self.deviations.append(Deviation(line, rule, message))
+        self.deviations.add(Deviation(line, rule, message))
 
     def weaken(self, why: str) -> None:
         """Count a check that ran without an input the log did not show."""

@@ -84,6 +84,38 @@ class SlotInit(SlotEvent):
     kind: ClassVar[str] = "slot_init"
 
 
+@dataclass(slots=True, frozen=True)
+class BuildLine(Event):
+    """TRACE ``cmn common_param: common_params_print_info: build %d (%s) with %s for %s%s``
+    (common/common.cpp:402): the server binary's build number and commit. Printed once per
+    process before load_model, so it belongs to every server run after it (a wake from sleep
+    re-runs load_model without printing it again). ``commit`` is as printed (a short hash, or
+    ``unknown`` for a build without git)."""
+
+    number: int
+    commit: str
+    kind: ClassVar[str] = "build_line"
+
+
+# --------------------------------------------------------------------------------------------
+# sequence state reads (src/llama-kv-cache.cpp: state_read_meta)
+
+
+@dataclass(slots=True, frozen=True)
+class StateRead(Event):
+    """DEBUG ``state_read_meta: cell_count = %d, dest_seq_id = %d`` (src/llama-kv-cache.cpp:2452):
+    one KV cache of a sequence state was read into sequence ``seq_id`` (the slot id). One line
+    per non-empty cache: an iSWA memory prints the full cache, then the SWA one; a partial read
+    (a checkpoint) prints the SWA one only; a recurrent memory prints none
+    (llama-memory-recurrent.cpp: state_read_meta has no such line). A cache load, a checkpoint
+    restore, a speculative checkpoint and a slot-file restore all print it; only the lines
+    around it tell which (``pcspec.logcheck.checker``)."""
+
+    cell_count: int
+    seq_id: int
+    kind: ClassVar[str] = "state_read"
+
+
 # --------------------------------------------------------------------------------------------
 # slot selection (server-context.cpp: get_available_slot) and task life cycle
 
@@ -499,6 +531,8 @@ class CacheSummaryEntry(Event):
 
 ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     ServerInit,
+    BuildLine,
+    StateRead,
     CacheConfig,
     CheckpointConfig,
     IdleSlotConfig,

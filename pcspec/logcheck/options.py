@@ -1,15 +1,19 @@
-"""Rules that changed between server builds, as options, and the build era a log shows.
+"""Rules that changed between server builds, as options, and their resolution for one server run.
 
 Option (``--option KEY=VALUE``)   values (default first)      what changed
 ``sweep``                         auto, when-full, always, none
     The too-close sweep of create_checkpoint (#25472, 2026-07-12) first ran on every creation;
-    the November 2026 code (seed 001) runs it only while ``size() + 1 >= n_ctx_checkpoints``.
+    the October and November 2026 code (server-context.cpp:2297 at 0c1e570, seed 001) runs it
+    only while ``size() + 1 >= n_ctx_checkpoints``.
     Before #25472 there is no sweep.
-``invalidation``                  auto, n-prefix, pos-max
-    At prompt start the August 2026 snapshot erases checkpoints with ``pos_max > pos_next``;
-    the November 2026 code also erases those with ``n_tokens > n_prefix``.
+``invalidation``                  auto, n-prefix, pos-max, either
+    At prompt start the August and October 2026 code erases checkpoints with
+    ``pos_max > pos_next``; the November 2026 code also erases those with ``n_tokens > n_prefix``.
+    ``either`` accepts both, and once a prompt start of the run only one of them explains, holds
+    the rest of the run to that one (one binary follows one rule).
 ``supersede``                     auto, on, off
-    November 2026: create_checkpoint first erases a checkpoint with the same ``n_tokens``.
+    October and November 2026: create_checkpoint first erases a checkpoint with the same
+    ``n_tokens`` (server-context.cpp:2320-2331 at 0c1e570).
 ``positions``                     text, mtmd
     ``text``: one position per token, so ``n_tokens == pos_max + 1`` for a created checkpoint;
     ``mtmd``: media chunks may take fewer positions than tokens, only ``n_tokens >= pos_max + 1``.
@@ -17,40 +21,38 @@ Option (``--option KEY=VALUE``)   values (default first)      what changed
     ``creator``: a restored checkpoint keeps its creator's ``id_task`` and can be swept by the
     task that restored it (the snapshot; #30683 proposes ``restorer``).
 
-``auto`` means the November 2026 behaviour unless the log's own message formats show an older
-build (llama-server-behavior.md 5.2-5.5). Markers, oldest first:
+``auto`` decides from what the run shows of its build (``pcspec.logcheck.builds``): older message
+formats give an older era; for the current formats, the build line or a message only the
+November code prints tells October from November, and when nothing does the invalidation rule
+is ``either``. Resolution under ``auto``:
 
-* ``pre-20287`` (before 2026-03): "created context checkpoint" without ``n_tokens``;
-* ``pre-25078`` (before 2026-06-28): ``Checking checkpoint``, or the restore / forcing /
-  invalidation / creation lines at WARN level;
-* ``pre-26271`` (before 2026-07-29): ``sim =`` instead of ``f_sim =`` in load lines;
-* otherwise ``current``.
-
-Resolution under ``auto``: ``current`` -> sweep when-full, invalidation n-prefix, supersede on.
-``pre-26271`` -> invalidation pos-max, supersede off, and the sweep is ``always`` when the log
-shows any too-close erasure (the era straddles #25472, so a build of it may have no sweep at
-all), ``none`` otherwise. Older eras -> no sweep, pos-max, no supersede, and the restore rules
-of before #24110/#24411 are accepted too (the threshold without the ``has_new_tokens`` term, the
-choice without the ``pos_max <= pos_next`` condition), since those eras straddle both PRs.
+* ``current``: sweep when-full, supersede on (both builds: server-context.cpp:2293-2310 and
+  2320-2331 at 0c1e570, and seed 001); invalidation pos-max (October), n-prefix (November) or
+  either (build unknown);
+* ``pre-26271``: invalidation pos-max, supersede off, and the sweep is ``always`` when the log
+  shows any too-close erasure (the era straddles #25472, so a build of it may have no sweep at
+  all), ``none`` otherwise;
+* older eras: no sweep, pos-max, no supersede, and the restore rules of before #24110/#24411 are
+  accepted too (the threshold without the ``has_new_tokens`` term, the choice without the
+  ``pos_max <= pos_next`` condition), since those eras straddle both PRs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pcspec.errors import PcspecError
 from pcspec.logcheck import events as ev
+from pcspec.logcheck.scan import RunSummary
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "sweep": ("auto", "when-full", "always", "none"),
-    "invalidation": ("auto", "n-prefix", "pos-max"),
+    "invalidation": ("auto", "n-prefix", "pos-max", "either"),
     "supersede": ("auto", "on", "off"),
     "positions": ("text", "mtmd"),
     "restored-owner": ("creator", "restorer"),
 }
-
-ERAS = ("current", "pre-26271", "pre-25078", "pre-20287")  # newest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +73,17 @@ class Rules:
     era: str
     era_evidence: str
     sweep: str  # when-full | always | none
-    invalidation: str  # n-prefix | pos-max
+    invalidation: str  # n-prefix | pos-max | either
     supersede: bool
     positions: str  # text | mtmd
     restored_owner: str  # creator | restorer
+    build: str = "unknown"  # october | november | unknown (current-format builds)
+    build_evidence: str = ""
+    invalidation_evidence: str = ""  # the line that settled an "either" rule
+
+    def invalidation_rules(self) -> tuple[str, ...]:
+        """The invalidation rules a prompt start may follow."""
+        return ("n-prefix", "pos-max") if self.invalidation == "either" else (self.invalidation,)
 
     @property
     def legacy_restore(self) -> bool:
@@ -85,8 +94,11 @@ class Rules:
         return {
             "era": self.era,
             "era_evidence": self.era_evidence,
+            "build": self.build,
+            "build_evidence": self.build_evidence,
             "sweep": self.sweep,
             "invalidation": self.invalidation,
+            "invalidation_evidence": self.invalidation_evidence,
             "supersede": self.supersede,
             "positions": self.positions,
             "restored_owner": self.restored_owner,
@@ -113,44 +125,27 @@ def parse_options(items: Sequence[str] | None) -> Options:
     return Options(**values)
 
 
-def detect_era(events: Iterable[ev.Event]) -> tuple[str, str]:
-    """The oldest build era whose markers appear, and the line that shows it."""
-    rank = {era: i for i, era in enumerate(ERAS)}
-    best, evidence = "current", "no older message format seen"
-    for e in events:
-        era: str | None = None
-        why = ""
-        if isinstance(e, ev.CheckpointCreated):
-            if e.n_tokens is None:
-                era, why = "pre-20287", "'created context checkpoint' without n_tokens"
-            elif e.level == "W":
-                era, why = "pre-25078", "'created context checkpoint' at WARN level"
-        elif isinstance(e, ev.CheckpointChecked) and e.legacy:
-            era, why = "pre-25078", "'Checking checkpoint' spelling"
-        elif isinstance(e, ev.CheckpointRestored | ev.FullReprocess | ev.CheckpointInvalidated):
-            if e.level == "W":
-                era, why = "pre-25078", f"'{e.kind}' line at WARN level"
-        elif isinstance(e, ev.LoadLookup) and e.legacy:
-            era, why = "pre-26271", "'sim =' instead of 'f_sim =' in load lines"
-        if era is not None and rank[era] > rank[best]:
-            best, evidence = era, f"line {e.line}: {why}"
-    return best, evidence
-
-
-def resolve(options: Options, events: Sequence[ev.Event]) -> Rules:
-    """Fix every ``auto`` option for one server run from the markers in its events."""
-    era, evidence = detect_era(events)
+def resolve(options: Options, run: RunSummary) -> Rules:
+    """Fix every ``auto`` option for one server run from what the run shows."""
+    era, evidence = run.era.era, run.era.evidence
     current = era == "current"
+    rule_set, build_evidence = run.build.rule_set()
     if options.sweep != "auto":
         sweep = options.sweep
     elif current:
         sweep = "when-full"
     elif era == "pre-26271":
-        any_sweep = any(isinstance(e, ev.CheckpointErasedTooClose) for e in events)
-        sweep = "always" if any_sweep else "none"
+        sweep = "always" if ev.CheckpointErasedTooClose in run.kinds else "none"
     else:
         sweep = "none"
-    invalidation = options.invalidation if options.invalidation != "auto" else "n-prefix" if current else "pos-max"
+    if options.invalidation != "auto":
+        invalidation = options.invalidation
+    elif not current or rule_set == "october":
+        invalidation = "pos-max"
+    elif rule_set == "november":
+        invalidation = "n-prefix"
+    else:
+        invalidation = "either"
     supersede = options.supersede == "on" or (options.supersede == "auto" and current)
     return Rules(
         era=era,
@@ -160,4 +155,6 @@ def resolve(options: Options, events: Sequence[ev.Event]) -> Rules:
         supersede=supersede,
         positions=options.positions,
         restored_owner=options.restored_owner,
+        build=rule_set or "unknown",
+        build_evidence=build_evidence,
     )

@@ -1,7 +1,8 @@
 """Read a llama-server log into typed events (``pcspec.logcheck.events``).
 
-The log is read as bytes and decoded with ``errors="replace"`` (token pieces in DEBUG lines are
-often not valid UTF-8; a replaced byte never swallows the newline, so line numbers are exact).
+The log is read as bytes, in blocks of whole lines (``pcspec.logcheck.source``), each decoded
+with ``errors="replace"`` (token pieces in DEBUG lines are often not valid UTF-8; a replaced byte
+never swallows the newline, so line numbers are exact).
 ANSI colour codes are removed. Each line may carry the ``<min>.<ss>.<mmm>.<uuu> `` timestamp
 and the level letter (``I`` is both INFO and TRACE, server-common.h / common/log.h), or neither
 (``--no-log-prefix``). After them comes the ``SRV_x`` prefix ``srv  <func, 12 chars>: `` or the
@@ -23,17 +24,28 @@ summary line without ``est`` and a per-entry line without ``checkpoints``.
 Two more things real captures contain: a message printed without a newline glued to the next
 line (the later timestamped prefix is found), and a last line without a newline (a log cut
 while being written: ignored, with a note, since a number in it may be cut short).
+
+Two lines without the ``srv``/``slot`` prefix are read as well: the build line
+(``common_params_print_info: build N (commit)``, which tells the rule set, see
+``pcspec.logcheck.builds``) and libllama's DEBUG ``state_read_meta`` line (which shows a
+slot-file restore). A block is searched for their key words once, and only the lines of a block
+that has one are tested for them.
+
+``stream_events`` reads a ``LogFile`` block by block (memory independent of the log's length);
+``parse_text`` and ``parse_bytes`` do the same for text in memory.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pcspec.errors import PcspecError
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.messages import DISPATCH
+from pcspec.logcheck.source import LogFile
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -50,15 +62,36 @@ _TS_HEADER = re.compile(
     r"(?:id +(-?\d+) \| task (-?\d+) \| )?"
 )
 
+_STATE_READ_WORD = "state_read_meta: "
+_STATE_READ = re.compile(
+    r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d )?(?:([A-Z]) )?state_read_meta: cell_count = (\d+), "
+    r"dest_seq_id = (-?\d+)"
+)
+_BUILD_WORD = "print_info: build "
+_BUILD = re.compile(
+    r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d )?(?:([A-Z]) )?cmn +\S{1,12}: common_params_print_info: "
+    r"build (\d+) \(([^)\s]*)\) with "
+)
+
+
 @dataclass(slots=True)
 class LogRead:
-    """What the reader found in one log."""
+    """What the reader found in one log (all its events in memory: for tests and small logs;
+    the checker streams instead)."""
 
     source: str
     n_lines: int
     events: list[ev.Event]
     notes: list[str] = field(default_factory=list)
     binary: bool = False
+
+
+@dataclass(slots=True)
+class ReadInfo:
+    """What a stream learnt besides its events, complete once the stream is exhausted."""
+
+    n_lines: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 def _build(m: re.Match[str], line: str, ln: int) -> ev.Event | None:
@@ -75,33 +108,40 @@ def _build(m: re.Match[str], line: str, ln: int) -> ev.Event | None:
     )
 
 
-def parse_text(text: str, source: str = "<text>") -> LogRead:
-    """Turn decoded log text into events. ``text`` may contain ANSI codes."""
-    lines = text.split("\n")
-    complete = text.endswith("\n") or text == ""
-    if complete:
-        lines.pop()  # the empty string after the final newline
-    n_lines = len(lines)
-    out: list[ev.Event] = []
-    notes: list[str] = []
-    last = _ANSI.sub("", lines[-1]) if lines else ""
-    if not complete and (_HEADER.match(last) or _TS_HEADER.search(last)):
-        # the last server line has no newline: the writer may have been cut off in the middle
-        # of a number, so nothing read from it can be trusted
-        notes.append(f"line {n_lines}: last line has no line end (truncated?); ignored")
-        lines.pop()
+def _other(line: str, ln: int) -> ev.Event | None:
+    """The two recognised lines without an ``srv``/``slot`` prefix."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    m = _STATE_READ.match(line)
+    if m is not None:
+        return ev.StateRead(ln, m.group(1) or "", int(m.group(2)), int(m.group(3)))
+    m = _BUILD.match(line)
+    if m is not None:
+        return ev.BuildLine(ln, m.group(1) or "", int(m.group(2)), m.group(3))
+    return None
+
+
+def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) -> None:
+    """Append the events of ``lines`` (line numbers from ``first + 1``) to ``out``; ``text`` is
+    the text the lines come from (searched once for the rare non-prefixed lines)."""
+    state_reads = _STATE_READ_WORD in text
+    builds = _BUILD_WORD in text
     header = _HEADER.match
     inner = _TS_HEADER.search
     strip_ansi = _ANSI.sub
-    for i, line in enumerate(lines):
-        # prefilter: every relevant line is an SRV_x or SLT_x line
+    for i, line in enumerate(lines, first + 1):
+        # prefilter: every relevant line but two rare ones is an SRV_x or SLT_x line
         if "srv " not in line and "slot " not in line:
+            if (state_reads and _STATE_READ_WORD in line) or (builds and _BUILD_WORD in line):
+                other = _other(line, i)
+                if other is not None:
+                    out.append(other)
             continue
         if "\x1b" in line:
             # colours wrap the timestamp and level letter, never the "srv"/"slot" tag
             line = strip_ansi("", line)
         m = header(line)
-        event = _build(m, line, i + 1) if m is not None else None
+        event = _build(m, line, i) if m is not None else None
         if event is None:
             # two writes glued on one line: a message printed without "\n" followed by a
             # complete one (03-eviction.log line 2496 holds "...content parser.0.00.810.936 I
@@ -112,10 +152,34 @@ def parse_text(text: str, source: str = "<text>") -> LogRead:
             m2 = inner(line, p)
             if m2 is None:
                 continue
-            event = _build(m2, line, i + 1)
+            event = _build(m2, line, i)
             if event is None:
                 continue
         out.append(event)
+
+
+def _cut_last(last: str, n_lines: int, notes: list[str]) -> bool:
+    """Whether a last line without a line end is a server line, to be ignored: the writer may
+    have been cut off in the middle of a number, so nothing read from it can be trusted."""
+    last = _ANSI.sub("", last)
+    if _HEADER.match(last) or _TS_HEADER.search(last) or _STATE_READ.match(last):
+        notes.append(f"line {n_lines}: last line has no line end (truncated?); ignored")
+        return True
+    return False
+
+
+def parse_text(text: str, source: str = "<text>") -> LogRead:
+    """Turn decoded log text into events. ``text`` may contain ANSI codes."""
+    lines = text.split("\n")
+    complete = text.endswith("\n") or text == ""
+    if complete:
+        lines.pop()  # the empty string after the final newline
+    n_lines = len(lines)
+    out: list[ev.Event] = []
+    notes: list[str] = []
+    if not complete and _cut_last(lines[-1], n_lines, notes):
+        lines.pop()
+    parse_lines(lines, 0, text, out)
     return LogRead(source, n_lines, out, notes)
 
 
@@ -127,18 +191,34 @@ def parse_bytes(data: bytes, source: str = "<bytes>") -> LogRead:
     return read
 
 
+def stream_events(log: LogFile, info: ReadInfo | None = None) -> Iterator[ev.Event]:
+    """The events of ``log`` in order, read block by block. ``info`` (if given) receives the
+    line count and the notes once the iterator is exhausted."""
+    notes: list[str] = [] if info is None else info.notes
+    n_lines = 0
+    out: list[ev.Event] = []
+    for before, block in log.blocks(notes):
+        text = block.decode("utf-8", errors="replace")
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()
+        elif _cut_last(lines[-1], before + len(lines), notes):
+            n_lines = before + len(lines)
+            lines.pop()
+        parse_lines(lines, before, text, out)
+        n_lines = max(n_lines, before + len(lines))
+        yield from out
+        out.clear()
+    if info is not None:
+        info.n_lines = n_lines
+
+
 def read_log(path: str | Path) -> LogRead:
-    """Read one log file. Raises ``PcspecError`` when it cannot be read or is binary data."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except IsADirectoryError:
-        raise PcspecError("is a directory, not a log file", str(p)) from None
-    except FileNotFoundError:
-        raise PcspecError("no such file", str(p)) from None
-    except OSError as exc:
-        raise PcspecError(f"cannot read: {exc.strerror or exc}", str(p)) from None
-    read = parse_bytes(data, str(p))
-    if read.binary and not read.events:
-        raise PcspecError("binary data, not a llama-server log", str(p))
-    return read
+    """Read one whole log into memory. Raises ``PcspecError`` when it cannot be read or is
+    binary data."""
+    with LogFile(path) as log:
+        info = ReadInfo()
+        events = list(stream_events(log, info))
+        if log.looks_binary and not events:
+            raise PcspecError("binary data, not a llama-server log", log.source)
+        return LogRead(log.source, info.n_lines, events, info.notes, log.looks_binary)

@@ -27,6 +27,7 @@ def to_json(results: Sequence[CheckResult]) -> dict[str, Any]:
         "schema": 1,
         "lines": sum(r.n_lines for r in results),
         "events": stats.event_counts(),
+        "deviation_count": sum(r.n_deviations for r in results),
         "deviations": [dict(d.as_dict(), file=r.source) for r in results for d in r.deviations],
         "stats": stats.as_dict(),
         "logs": [r.as_dict() for r in results],
@@ -45,7 +46,8 @@ def _summary_lines(r: CheckResult) -> list[str]:
         f"invalidated {er['invalidated']}, old {er['old']}, too close {er['too_close']}, "
         f"superseded {er['superseded']}, cleared {er['cleared']}",
         f"                    erased after being restored, by the same task: "
-        f"{ck['erased_after_restore_by_same_task']}",
+        f"{ck['erased_after_restore_by_same_task']}; slot-file restores "
+        f"{s['slots']['file_restores']}",
         f"full re-processing  forced {fr['forced']} (no usable checkpoint "
         f"{fr['no_usable_checkpoint']}, no checkpoints {fr['no_checkpoints']}); "
         f"cache miss {fr['cache_miss']}",
@@ -74,18 +76,32 @@ def _summary_lines(r: CheckResult) -> list[str]:
 
 
 def _rules_line(r: CheckResult) -> list[str]:
-    out = []
-    for i, run in enumerate(r.runs):
-        tag = f"run {i + 1}: " if len(r.runs) > 1 else ""
-        out.append(f"{tag}build era {run.era} ({run.era_evidence}); sweep={run.sweep} "
-                   f"invalidation={run.invalidation} supersede={'on' if run.supersede else 'off'}"
+    """One line per stretch of runs with the same rules (a log repeated or restarted many times
+    gives one line, not one per restart)."""
+    out: list[str] = []
+    i = 0
+    while i < len(r.runs):
+        run = r.runs[i]
+        j = i + 1
+        while j < len(r.runs) and r.runs[j].as_dict() == run.as_dict():
+            j += 1
+        tag = ""
+        if len(r.runs) > 1:
+            tag = f"run {i + 1}: " if j == i + 1 else f"runs {i + 1}-{j}: "
+        build = f"; build {run.build} ({run.build_evidence})" if run.era == "current" else ""
+        inval = run.invalidation
+        if run.invalidation_evidence:
+            inval += f" ({run.invalidation_evidence})"
+        out.append(f"{tag}build era {run.era} ({run.era_evidence}){build}; sweep={run.sweep} "
+                   f"invalidation={inval} supersede={'on' if run.supersede else 'off'}"
                    f" positions={run.positions} restored-owner={run.restored_owner}")
+        i = j
     return out
 
 
 def render_plain(results: Sequence[CheckResult], out: TextIO) -> None:
     for r in results:
-        out.write(f"== {r.source}: {r.n_lines} lines, {len(r.events)} events\n")
+        out.write(f"== {r.source}: {r.n_lines} lines, {r.n_events} events\n")
         for line in _rules_line(r):
             out.write(line + "\n")
         for line in _summary_lines(r):
@@ -94,12 +110,12 @@ def render_plain(results: Sequence[CheckResult], out: TextIO) -> None:
             out.write(f"weakened check      {v} x {k}\n")
         for note in r.notes:
             out.write(f"note: {note}\n")
-        if r.deviations:
-            out.write(f"{len(r.deviations)} deviation(s):\n")
+        if r.n_deviations:
+            out.write(f"{r.n_deviations} deviation(s):\n")
             for d in r.deviations[:MAX_TEXT_DEVIATIONS]:
                 out.write(f"  line {d.line}: [{d.rule}] {d.message}\n")
-            if len(r.deviations) > MAX_TEXT_DEVIATIONS:
-                out.write(f"  ... {len(r.deviations) - MAX_TEXT_DEVIATIONS} more (see --json)\n")
+            if r.n_deviations > MAX_TEXT_DEVIATIONS:
+                out.write(f"  ... {r.n_deviations - MAX_TEXT_DEVIATIONS} more (see --json)\n")
         else:
             out.write("no deviations: the log shows behaviour the spec allows\n")
 
@@ -110,7 +126,7 @@ def render_rich(results: Sequence[CheckResult], out: TextIO) -> None:
 
     console = Console(file=out)
     for r in results:
-        console.rule(f"{r.source}: {r.n_lines} lines, {len(r.events)} events")
+        console.rule(f"{r.source}: {r.n_lines} lines, {r.n_events} events")
         for line in _rules_line(r):
             console.print(line, highlight=False, markup=False)
         counts = Table(title="events", show_header=True)
@@ -130,8 +146,8 @@ def render_rich(results: Sequence[CheckResult], out: TextIO) -> None:
             console.print(f"weakened check: {v} x {k}", highlight=False, markup=False)
         for note in r.notes:
             console.print(f"note: {note}", highlight=False, markup=False)
-        if r.deviations:
-            table = Table(title=f"{len(r.deviations)} deviation(s)", show_lines=False)
+        if r.n_deviations:
+            table = Table(title=f"{r.n_deviations} deviation(s)", show_lines=False)
             table.add_column("line", justify="right")
             table.add_column("rule")
             table.add_column("message")

@@ -19,11 +19,11 @@ RULES: dict[str, str] = {
     "ckpt-position": "a checkpoint is created at n_tokens = pos_max + 1 from the memory range "
     "read before the batch (update_slots: main/do_checkpoint, cached n_tokens)",
     "ckpt-sweep": "too-close erasures are those of sweep_too_close over the slot's list "
-    "(create_checkpoint, #25472; November 2026: only when the list is full)",
+    "(create_checkpoint, #25472; in the October and November 2026 code only when the list is full)",
     "ckpt-cap-evict": "capacity erasures remove exactly cap_evictions checkpoints from the "
     "front (create_checkpoint)",
     "ckpt-supersede": "a checkpoint with the new checkpoint's n_tokens is superseded "
-    "(create_checkpoint, November 2026)",
+    "(create_checkpoint, October and November 2026)",
     # server-context.cpp: update_slots, SLOT_STATE_STARTED
     "restore-scan": "checkpoints are checked newest to oldest, stopping at the restored one "
     "(update_slots: find_if over rbegin..rend)",
@@ -33,7 +33,7 @@ RULES: dict[str, str] = {
     "(update_slots, #24411)",
     "restore-position": "n_past after a restore is restored_positions(...) (update_slots)",
     "invalidate": "checkpoints erased at prompt start are invalidated(list, pos_next, n_prefix) "
-    "(update_slots; n_prefix rule since late 2026)",
+    "(update_slots; the n_prefix rule in the November 2026 code only)",
     "n-past": "the first 'cached n_tokens' of a prompt is n_past after restore or reset, "
     "minus 1 when it covers the whole prompt (update_slots, [TAG_PROMPT_LOGITS])",
     # server-task.cpp: server_prompt_cache

@@ -1,5 +1,6 @@
 """Per-slot replay: checkpoint creation (create_checkpoint) and prompt start (update_slots,
-SLOT_STATE_STARTED), checked against the pure rules of ``pcspec.model.policy``.
+SLOT_STATE_STARTED), checked against the pure rules of ``pcspec.model.policy``; and the other
+changes of a slot's prompt (clears, cache hand-overs, slot-file restores), which are not judged.
 
 Creation is a transaction: the too-close sweep, capacity and superseding erasures of one
 ``create_checkpoint`` call are logged before its "created ... k of N" line, so they are
@@ -13,7 +14,9 @@ the "checking" scan, the restore or the forced re-processing, the invalidations 
 the slot selection ("checking sim = ... (lcp/n)") or the cache load ("prompt with length ...,
 lcp = ...") when those lines precede the task, else from the logged threshold (``against T``
 with the server's ``n_swa``), else every value that could matter is tried: the start is
-accepted when one value explains all its lines.
+accepted when one value explains all its lines. When the run's invalidation rule is not known
+(``either``), each value is tried under both rules, and a start that only one rule explains
+settles the run's rule (``context.InvalidationChoice``).
 """
 
 from __future__ import annotations
@@ -30,11 +33,14 @@ _Erasure = ev.CheckpointErasedTooClose | ev.CheckpointErasedOld | ev.CheckpointS
 
 
 class SlotChecker:
-    def __init__(self, ctx: Context, exact_start: bool, checks_visible: bool = True) -> None:
+    def __init__(self, ctx: Context, exact_start: bool, checks_visible: bool = True,
+                 idle_start: bool = True) -> None:
         self.ctx = ctx
         self.exact_start = exact_start
         # builds (or verbosities) that print restores but no "checking checkpoint" lines
         self.checks_visible = checks_visible
+        # the run starts at the server's start-up, so every slot starts without a task
+        self.idle_start = idle_start
         self.slots: dict[int, SlotState] = {}
 
     # ---- bookkeeping -------------------------------------------------------------------------
@@ -42,7 +48,8 @@ class SlotChecker:
     def slot(self, sid: int) -> SlotState:
         s = self.slots.get(sid)
         if s is None:
-            s = SlotState(sid, [], self.exact_start, 0 if self.exact_start else None)
+            s = SlotState(sid, [], self.exact_start, 0 if self.exact_start else None,
+                          task=-1 if self.idle_start else UNKNOWN_TASK)
             self.slots[sid] = s
         return s
 
@@ -71,17 +78,44 @@ class SlotChecker:
         s = self.slot(sid)
         self.settle(s)
         self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        s.ckpts, s.exact, s.n_tokens = [], True, n_tokens
+        s.replace_ckpts([], True)
+        s.n_tokens = n_tokens
 
     def hand_over(self, sid: int, ckpts: list[Ckpt] | None, n_tokens: int | None,
                   lcp: int | None) -> None:
         """server_prompt_cache::load success: the slot's prompt becomes the entry's."""
         s = self.slot(sid)
         self.settle(s)
-        s.ckpts = list(ckpts) if ckpts is not None else []
-        s.exact = ckpts is not None
+        s.replace_ckpts(list(ckpts) if ckpts is not None else [], ckpts is not None)
         s.n_tokens = n_tokens
         s.prefix_hint = lcp
+
+    def on_file_restore(self, e: ev.StateRead) -> None:
+        """``POST /slots/N?action=restore`` (server-context.cpp:2576-2640 at 0c1e570): the file's
+        state replaces the slot's, ``prompt.clear()`` drops its checkpoints (2620) and the file's
+        tokens are installed. The October code restores no checkpoints; the November code
+        restores the file's appendix and says so in a line of its own (``on_slot_file``), so
+        until that line comes the list is empty and known. How many tokens the slot now holds
+        is not in the log (a cell count is a lower bound at most: an SWA cache holds a window,
+        a recurrent one prints no line), so it becomes unknown."""
+        s = self.slot(e.seq_id)
+        self.settle(s)
+        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
+        self.ctx.stats.slot_file_restores += 1
+        s.replace_ckpts([], True)
+        s.n_tokens = None
+        s.prefix_hint = None
+
+    def on_unexplained_read(self, e: ev.StateRead) -> None:
+        """A state read into a slot the log has not shown idle or working (a log that starts
+        after the server did): a file restore or a speculative checkpoint. Either way the list
+        may have changed, so it is no longer known."""
+        s = self.slot(e.seq_id)
+        self.settle(s)
+        self.ctx.weaken("a state read into a slot whose task the log did not show: its "
+                        "checkpoints are unknown after it")
+        s.replace_ckpts([], False)
+        s.n_tokens = None
 
     # ---- event handlers ------------------------------------------------------------------
 
@@ -156,13 +190,16 @@ class SlotChecker:
         s.n_tokens = e.n_tokens
         s.task = -1
 
-    def on_slot_file(self, e: ev.SlotFileCheckpoints) -> None:
-        # the file's checkpoints replace the list; their positions are not logged
+    def on_slot_file(self, e: ev.SlotFileCheckpoints, counted: bool) -> None:
+        """The November code's appendix line after a slot-file restore: the file's checkpoints
+        replace the list; their positions are not logged, so only an empty list is known.
+        ``counted``: the restore was already seen (its state lines came just before)."""
         s = self.slot(e.slot)
         self.settle(s)
         self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        s.ckpts = []
-        s.exact = e.count == 0
+        if not counted:
+            self.ctx.stats.slot_file_restores += 1
+        s.replace_ckpts([], e.count == 0)
         s.n_tokens = None
 
     # ---- create_checkpoint ---------------------------------------------------------------------
@@ -377,6 +414,10 @@ class SlotChecker:
             self._erase_logged(s, x, new.task, count=False)
         if cached is not None:
             s.n_tokens = cached.n_tokens
+        if len(s.restored_by) > len(s.ckpts):
+            # records of checkpoints that left the list without an erasure line
+            held = {c.uid for c in s.ckpts}
+            s.restored_by = {k: v for k, v in s.restored_by.items() if k in held}
 
     def _learn_from_scan(self, s: SlotState, st: PromptStart) -> None:
         """A scan that ends in "forcing" names every checkpoint, newest first."""
@@ -483,24 +524,36 @@ class SlotChecker:
                        "enumerated, invalidation also accepted under the pos_max rule alone")
         if not s.exact:
             ctx.weaken("prompt start on a checkpoint list the log did not fully show")
+        choice = ctx.invalidation
+        # a start can settle the run's rule only when its inputs are all in the log
+        settles = len(choice.rules) > 1 and known and s.exact
+        explained: set[str] = set()
         best: tuple[int, str, str, int] | None = None
         for p in cands:
-            failure = self._explain(s, st, cached, thold, branch, p, known)
-            if failure is None:
-                return
-            if best is None or failure[0] > best[0]:
-                best = failure
+            for rule in choice.rules:
+                failure = self._explain(s, st, cached, thold, branch, p, rule, known)
+                if failure is None:
+                    if not settles:
+                        return
+                    explained.add(rule)
+                elif best is None or failure[0] > best[0]:
+                    best = failure
+        if explained:
+            choice.narrow(explained, st.new.line)
+            return
         if best is not None:
-            _stage, rule, message, line = best
+            _stage, rule_id, message, line = best
             if not known and len(cands) > 1:
                 message += f" (n_past before the restore not logged; tried {cands})"
-            ctx.deviate(line, rule, message)
+            if rule_id == "invalidate" and choice.evidence:
+                message += f" (this run follows the {choice.rules[0]} rule: {choice.evidence})"
+            ctx.deviate(line, rule_id, message)
 
     def _explain(self, s: SlotState, st: PromptStart, cached: ev.CachedTokens | None,
-                 thold: int | None, branch: bool, p: int,
+                 thold: int | None, branch: bool, p: int, invalidation: str,
                  prefix_known: bool = True) -> tuple[int, str, str, int] | None:
-        """Why ``p`` (n_past before the restore) does not explain the prompt start, as
-        (stage reached, rule, message, line); None when it does."""
+        """Why ``p`` (n_past before the restore) does not explain the prompt start under the
+        ``invalidation`` rule, as (stage reached, rule, message, line); None when it does."""
         rules = self.ctx.rules
         n_swa = self.ctx.config.n_swa
         new = st.new
@@ -566,7 +619,7 @@ class SlotChecker:
                         f"invalidation logged pos_next = {x.pos_next} but the prompt start "
                         f"leaves pos_next = {pos_next}", x.line)
         if exact:
-            n_prefix = p if rules.invalidation == "n-prefix" else _BIG
+            n_prefix = p if invalidation == "n-prefix" else _BIG
             pairs = [(c.pos_max, c.n_tokens if c.n_tokens is not None else c.pos_max + 1)
                      for c in ckpts]
             expected = set(policy.invalidated(pairs, pos_next, n_prefix))
@@ -595,7 +648,7 @@ class SlotChecker:
                         else (cached.line if cached is not None else new.line))
                 return (3, "invalidate",
                         "; ".join(parts) + f" (pos_next = {pos_next}, n_prefix = "
-                        f"{'n/a' if n_prefix == _BIG else n_prefix}, rule {rules.invalidation})",
+                        f"{'n/a' if n_prefix == _BIG else n_prefix}, rule {invalidation})",
                         line)
         # [TAG_PROMPT_LOGITS]: a prompt fully in cache evaluates its last token again
         final = n_past
@@ -654,7 +707,7 @@ class SlotChecker:
             self._count_kind(reason)
         restored = s.restored_by.pop(c.uid, None)
         if restored is not None and restored[0] == task:
-            self.ctx.stats.restored_then_erased.append({
+            self.ctx.stats.restored_then_erased_add({
                 "task": task, "checkpoint": c.show(), "restored_line": restored[1],
                 "erased_line": line, "reason": reason,
             })

@@ -77,7 +77,7 @@ class SlotState:
     ckpts: list[Ckpt]
     exact: bool
     n_tokens: int | None = None  # tokens in the slot's prompt
-    task: int = -1
+    task: int = -1  # the task holding the slot; -1 none; UNKNOWN_TASK not shown by the log
     start: PromptStart | None = None
     pending_create: list[
         ev.CheckpointErasedTooClose | ev.CheckpointErasedOld | ev.CheckpointSuperseded
@@ -90,9 +90,23 @@ class SlotState:
 
     def clear(self) -> None:
         """prompt.clear(): tokens and checkpoints (#25649)."""
-        self.ckpts = []
-        self.exact = True
+        self.replace_ckpts([], True)
         self.n_tokens = 0
+
+    def replace_ckpts(self, ckpts: list[Ckpt], exact: bool) -> None:
+        """The list is replaced as a whole; what its old checkpoints were restored by no longer
+        matters (the next erasure is by a later task)."""
+        self.ckpts = ckpts
+        self.exact = exact
+        self.restored_by.clear()
+
+    def busy(self) -> bool:
+        """A task holds the slot (from its launch or prompt start to its release)."""
+        return self.task >= 0 or self.start is not None
+
+    def idle(self) -> bool:
+        """The log has shown that no task holds the slot."""
+        return self.task == -1 and self.start is None
 
 
 @dataclass(slots=True, eq=False)

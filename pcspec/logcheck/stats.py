@@ -38,6 +38,8 @@ from typing import Any
 
 from pcspec.logcheck.state import Ckpt, Entry
 
+MAX_LISTED = 100  # restored-then-erased checkpoints listed (all are counted)
+
 
 @dataclass(slots=True)
 class Stats:
@@ -50,7 +52,10 @@ class Stats:
     ckpt_erased_too_close: int = 0
     ckpt_superseded: int = 0
     ckpt_dropped_by_clear: int = 0
-    restored_then_erased: list[dict[str, Any]] = field(default_factory=list)
+    restored_then_erased: list[dict[str, Any]] = field(default_factory=list)  # the first few
+    restored_then_erased_count: int = 0
+    # slots
+    slot_file_restores: int = 0
     # prompt starts
     full_reprocess: int = 0
     reprocess_no_usable: int = 0
@@ -82,6 +87,11 @@ class Stats:
     shared_with_slots_max_mib: float = 0.0
     evictions_avoidable: int = 0
     evictions_avoidable_mib: float = 0.0
+
+    def restored_then_erased_add(self, item: dict[str, Any]) -> None:
+        self.restored_then_erased_count += 1
+        if len(self.restored_then_erased) < MAX_LISTED:
+            self.restored_then_erased.append(item)
 
     def cache_evicted(self) -> int:
         return self.evict_make_room + self.evict_limit_bytes + self.evict_limit_tokens
@@ -117,8 +127,11 @@ class Stats:
                     "superseded": self.ckpt_superseded,
                     "cleared": self.ckpt_dropped_by_clear,
                 },
-                "erased_after_restore_by_same_task": len(self.restored_then_erased),
+                "erased_after_restore_by_same_task": self.restored_then_erased_count,
                 "erased_after_restore": self.restored_then_erased,
+            },
+            "slots": {
+                "file_restores": self.slot_file_restores,
             },
             "full_reprocess": {
                 "forced": self.full_reprocess,
@@ -166,7 +179,7 @@ class Stats:
             mine = getattr(self, name)
             theirs = getattr(other, name)
             if isinstance(mine, list):
-                mine.extend(theirs)
+                mine.extend(theirs[:max(0, MAX_LISTED - len(mine))])
             elif name.startswith(("peak_", "unique_max", "unique_accounted", "unique_at",
                                   "shared_with")):
                 continue

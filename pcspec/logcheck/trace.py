@@ -10,8 +10,9 @@ Format, schema 1, JSON lines (UTF-8, one object per line):
   ``task`` for slot lines; sizes in MiB as logged; fields an older build does not print are
   ``null``; a ``nan`` value, which the server prints for an empty pinned slot, is ``null``).
 
-Several logs are written one after the other, each opened by its own header. ``load_trace``
-reads the file back into the same event objects.
+Several logs are written one after the other, each opened by its own header. ``TraceWriter``
+writes the events as a log is read (``pcspec check-log --trace``); ``load_trace`` reads the file
+back into the same event objects.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, TextIO
 
 from pcspec.errors import PcspecError
 from pcspec.logcheck import events as ev
@@ -42,16 +44,54 @@ def event_record(e: ev.Event) -> dict[str, Any]:
     return rec
 
 
+class TraceWriter:
+    """Writes a trace as the logs are read (one event at a time). Opening it fails at once, with
+    a ``PcspecError``, when the path cannot be written."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        try:
+            self._out: TextIO = open(path, "w", encoding="utf-8")  # noqa: SIM115 (close())
+        except OSError as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: OSError) -> PcspecError:
+        return PcspecError(f"cannot write the trace: {exc.strerror or exc}", self.path)
+
+    def begin(self, source: str) -> None:
+        """Start the events of one log."""
+        self._write(json.dumps({"schema": SCHEMA, "kind": KIND, "source": source}) + "\n")
+
+    def write(self, e: ev.Event) -> None:
+        self._write(json.dumps(event_record(e)) + "\n")
+
+    def _write(self, text: str) -> None:
+        try:
+            self._out.write(text)
+        except OSError as exc:
+            raise self._error(exc) from None
+
+    def close(self) -> None:
+        try:
+            self._out.close()
+        except OSError as exc:
+            raise self._error(exc) from None
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
 def write_trace(path: str | Path, logs: Sequence[tuple[str, Iterable[ev.Event]]]) -> None:
     """Write ``(source, events)`` pairs to ``path``."""
-    try:
-        with open(path, "w", encoding="utf-8") as out:
-            for source, events in logs:
-                out.write(json.dumps({"schema": SCHEMA, "kind": KIND, "source": source}) + "\n")
-                for e in events:
-                    out.write(json.dumps(event_record(e)) + "\n")
-    except OSError as exc:
-        raise PcspecError(f"cannot write the trace: {exc.strerror or exc}", str(path)) from None
+    with TraceWriter(path) as out:
+        for source, events in logs:
+            out.begin(source)
+            for e in events:
+                out.write(e)
 
 
 def load_trace(path: str | Path) -> list[tuple[str, list[ev.Event]]]:

@@ -1,0 +1,148 @@
+"""Regression logs for false alarms of ``pcspec check-log`` on real logs (issue 8, sections 4
+and 5): each checks clean, and a copy changed in one place reports the deviation it should.
+
+The logs (tests/data/logs, described in its README) are written in the formats, order and
+verbosity (-v) of ../shared/real-logs, for the same build (0c1e570) and model (gemma2, SWA
+window 32, a 256-cell SWA cache: checkpoints cover [pos_max - 255, pos_max]).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pcspec.logcheck import check_events, parse_text
+from pcspec.logcheck.checker import CheckResult
+
+LOGS = Path(__file__).resolve().parent / "data" / "logs"
+REAL = Path(__file__).resolve().parent / "data" / "real"
+
+
+def lines_of(name: str) -> list[str]:
+    return (LOGS / name).read_text().splitlines()
+
+
+def check(lines: list[str]) -> CheckResult:
+    read = parse_text("\n".join(lines) + "\n")
+    return check_events(read.events, n_lines=read.n_lines, notes=read.notes)
+
+
+def found(result: CheckResult) -> list[tuple[int, str]]:
+    return [(d.line, d.rule) for d in result.deviations]
+
+
+def where(lines: list[str], needle: str, nth: int = 0) -> int:
+    """1-based number of the ``nth`` line containing ``needle``."""
+    return [i + 1 for i, x in enumerate(lines) if needle in x][nth]
+
+
+# ---- A: slot-file restore ------------------------------------------------------------------
+
+
+def test_slot_restore_checks_clean() -> None:
+    """Request 1 leaves checkpoints [0, 231] and [40, 295]; the slot is saved to a file;
+    request 2 (another prompt) replaces them with its own; the file is restored (two
+    state_read_meta lines: the full and the SWA cache) and request 3 goes on from the file's
+    tokens with no checkpoint at all, so it re-processes everything and numbers its first
+    checkpoint "1 of 8"."""
+    lines = lines_of("slot-restore.log")
+    result = check(lines)
+    assert found(result) == [] and result.weakened == {}
+    assert result.stats.slot_file_restores == 1
+    assert result.stats.requests == 3 and result.stats.ckpt_created == 6
+    assert result.stats.ckpt_dropped_by_clear == 2  # request 2's, dropped by the restore
+
+
+def test_slot_restore_lines_removed() -> None:
+    """Without the restore's lines the slot seems to still hold request 2's two checkpoints:
+    request 3 re-processes everything but keeps them, and numbers its checkpoints from 1."""
+    lines = [x for x in lines_of("slot-restore.log") if "state_read_meta" not in x]
+    assert found(check(lines)) == [
+        (where(lines, "cached n_tokens = 0", 2), "invalidate"),
+        (where(lines, "created context checkpoint 1 of 8", 2), "ckpt-count"),
+        (where(lines, "created context checkpoint 2 of 8", 2), "ckpt-count"),
+    ]
+
+
+def test_slot_restore_with_the_november_appendix_line() -> None:
+    """The November code restores the file's checkpoints too and says how many: the list is
+    then unknown (no positions are logged), so its checks are widened, not failed; the one
+    restore is counted once, and the line tells the build."""
+    lines = [x for x in lines_of("slot-restore.log") if "print_info: build" not in x]
+    at = where(lines, "state_read_meta", 1)
+    stamp = lines[at - 1].split(" ")[0]
+    lines.insert(at, f"{stamp} I slot restore_slot: id  0 | task -1 | restored 2 context "
+                     "checkpoint(s) from 'slots/conversation.bin'")
+    result = check(lines)
+    assert found(result) == []
+    assert result.stats.slot_file_restores == 1
+    assert result.runs[0].build == "november"
+    assert any("did not fully show" in k for k in result.weakened)
+
+
+def test_state_reads_of_loads_and_checkpoint_restores_are_not_file_restores() -> None:
+    """03-eviction.log reads state three times: a cache load (after "found better prompt")
+    and a checkpoint restore (between "checking checkpoint" and "restored")."""
+    text = (REAL / "03-eviction.log").read_bytes().decode("utf-8", errors="replace")
+    read = parse_text(text)
+    assert sum(e.kind == "state_read" for e in read.events) == 3
+    result = check_events(read.events)
+    assert found(result) == [] and result.stats.slot_file_restores == 0
+
+
+# ---- B1: a slot chosen by id ----------------------------------------------------------------
+
+
+def test_pinned_slot_checks_clean() -> None:
+    """Three requests with ``id_slot`` 0: "selected slot by id (0)" comes before the scan line
+    of its own request (server-context.cpp:1537 then 1568). Request B shares 300 of 321 tokens
+    (nothing to invalidate), request C all 321 (n_past 321 -> 320)."""
+    result = check(lines_of("pinned-slot.log"))
+    assert found(result) == [] and result.weakened == {}
+    assert result.stats.requests == 3
+
+
+def test_pinned_slot_scan_line_is_its_own_requests() -> None:
+    """The same log where B's scan line says 280 shared tokens: [40, 295] then lies beyond
+    pos_next = 280 and must be erased at B's start."""
+    lines = [x.replace("checking sim = 0.935 (300/321)", "checking sim = 0.872 (280/321)")
+             for x in lines_of("pinned-slot.log")]
+    assert found(check(lines)) == [(where(lines, "cached n_tokens = 300"), "invalidate")]
+
+
+# ---- B2: the rule set of the build ------------------------------------------------------------
+
+
+def test_october_build_checks_clean() -> None:
+    """Request B shares 295 tokens: [40, 295] (n_tokens 296) ends at pos_next. The October
+    build (line 2) erases only pos_max > pos_next (server-context.cpp:3370-3378), so it keeps
+    it; the November rule (n_tokens > n_prefix) would not."""
+    result = check(lines_of("october-build.log"))
+    assert found(result) == []
+    assert (result.runs[0].build, result.runs[0].invalidation) == ("october", "pos-max")
+
+
+def erase_at_b(lines: list[str]) -> list[str]:
+    """B erases [40, 295] (as the November code would), and numbers its checkpoint to match."""
+    at = where(lines, "task.n_tokens = 310")
+    stamp = lines[at - 1].split(" ")[0]
+    erased = (f"{stamp} I slot   operator(): id  0 | task 8 | erased invalidated context "
+              "checkpoint (pos_min = 40, pos_max = 295, n_tokens = 296, n_swa = 32, "
+              "pos_next = 295, size = 0.016 MiB)")
+    out = [*lines[:at], erased, *lines[at:]]
+    return [x.replace("created context checkpoint 3 of 8 (pos_min = 50",
+                      "created context checkpoint 2 of 8 (pos_min = 50") for x in out]
+
+
+def test_october_build_erasing_by_n_prefix() -> None:
+    lines = erase_at_b(lines_of("october-build.log"))
+    assert found(check(lines)) == [(where(lines, "erased invalidated"), "invalidate")]
+
+
+def test_unknown_build_accepts_either_rule() -> None:
+    """Without the build line the log cannot tell October from November: both the original
+    and the erasing copy check clean, each settling the run's rule."""
+    lines = [x for x in lines_of("october-build.log") if "print_info: build" not in x]
+    kept, erased = check(lines), check(erase_at_b(lines))
+    assert found(kept) == [] and found(erased) == []
+    assert [(r.runs[0].build, r.runs[0].invalidation) for r in (kept, erased)] == [
+        ("unknown", "pos-max"), ("unknown", "n-prefix")]
