@@ -323,6 +323,7 @@ class PromptCache:
             if ok and e.drft is not None:
                 ok = ctx_dft is not None and self._restore(ctx_dft, seq, e.drft, "load.write.dft")
             if not ok:
+                self.heap.emit("load_failed", entry=e.id, ctx="tgt or dft")
                 self.evict(e, "load_failed")
                 return False
         else:

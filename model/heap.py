@@ -13,6 +13,7 @@ properties rebuild the holder graph independently (``pcspec.model.ownership``) a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,7 @@ class Faults:
 
     def __init__(self) -> None:
         self.armed: dict[str, int] = {}
+        self.on_hit: Callable[[str], None] = lambda _site: None  # the heap records hits as events
 
     def arm(self, site: str, count: int = 1) -> None:
         self.armed[site] = self.armed.get(site, 0) + count
@@ -112,6 +114,7 @@ class Faults:
             del self.armed[site]
         else:
             self.armed[site] = n - 1
+        self.on_hit(site)
         return True
 
 
@@ -126,6 +129,9 @@ class Heap:
     op: int = 0
     _next_id: int = 1
     _live_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        self.faults.on_hit = lambda site: self.emit("fault_hit", site=site)
 
     def emit(self, kind: str, **data: Any) -> None:
         self.events.append(Event(self.op, kind, data))

@@ -101,14 +101,18 @@ def pos_min_threshold(pos_next: int, n_swa: int, has_new_tokens: bool) -> int:
     return max(0, pos_next - n_swa - (0 if has_new_tokens else 1))
 
 
-def restore_choice(ckpts: Sequence[tuple[int, int]], pos_next: int, thold: int) -> int | None:
+def restore_choice(
+    ckpts: Sequence[tuple[int, int]], pos_next: int, thold: int, eligible: Sequence[bool] | None = None
+) -> int | None:
     """Index of the checkpoint restored at prompt start, or None (server-context.cpp:
     update_slots, ``SLOT_STATE_STARTED``). ``ckpts`` are ``(pos_min, pos_max)`` in list
     order; the scan runs newest (back) to oldest and takes the first with
     ``pos_max <= pos_next`` (the [TAG_CHECKPOINTS_FIX_POS_MIN] workaround, #24411) and
-    ``pos_min < thold or pos_min == 0``."""
+    ``pos_min < thold or pos_min == 0``. ``eligible`` (``fixed``) leaves some out."""
     for i in range(len(ckpts) - 1, -1, -1):
         pos_min, pos_max = ckpts[i]
+        if eligible is not None and not eligible[i]:
+            continue
         if pos_max <= pos_next and (pos_min < thold or pos_min == 0):
             return i
     return None

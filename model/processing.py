@@ -90,11 +90,17 @@ def prompt_start(srv: Server, slot: Slot) -> None:
                 f"pos_min == -1, but n_past = {n_past} > 0 - should not happen (slot {slot.id})",
             )
         if pos_min >= thold:
+            # fixed: only checkpoints of the shared prefix (n_tokens <= n_prefix) are candidates;
+            # the C++ may restore the one at n_prefix + 1 (pos_max == pos_next) and then erase
+            # it at once as invalidated (n_tokens > n_prefix): a wasted restore (PERF-2).
+            eligible = [c.n_tokens <= n_prefix for c in ckpts] if v.restore_only_prefixes else None
             if v.record_payload_pos_min and cfg.swa_window > 0:
                 trip = [(c.pos_min, c.pos_max, c.n_tokens) for c in ckpts]
+                if eligible is not None:
+                    trip = [t if ok else (t[0], pos_next + 1, t[2]) for t, ok in zip(trip, eligible, strict=True)]
                 i = policy.restore_choice_exact(trip, pos_next, thold, task.n_tokens, cfg.swa_window)
             else:
-                i = policy.restore_choice([(c.pos_min, c.pos_max) for c in ckpts], pos_next, thold)
+                i = policy.restore_choice([(c.pos_min, c.pos_max) for c in ckpts], pos_next, thold, eligible)
             reprocess = "no usable checkpoint" if ckpts else "no checkpoints"
             if i is not None:
                 ck = ckpts[i]
@@ -401,6 +407,7 @@ def context_shift_if_full(srv: Server, slot: Slot) -> None:
         context_shift(srv, slot)
     else:
         slot.truncated = True
+        srv.heap.emit("truncated", slot=slot.id, task=slot.task_id, n_tokens=slot.prompt.n_tokens)
         slot.release(srv)
 
 

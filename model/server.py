@@ -219,7 +219,8 @@ class Server:
         self.heap.emit("op", name="restart", **changes)
         for buf in list(self.heap.live.values()):
             self.heap.free(buf)  # the old process's memory goes with it
-        self.cfg = replace(self.cfg, **changes).validate()
+        cfg: Config = replace(self.cfg, **changes)  # type: ignore[arg-type]  # (ints only: RESTART_FIELDS)
+        self.cfg = cfg.validate()
         self.ctx_tgt = Context.target(self.cfg)
         self.ctx_dft = Context.draft(self.cfg) if self.cfg.has_draft else None
         self.slots = [Slot(i) for i in range(self.cfg.n_slots)]

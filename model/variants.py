@@ -66,6 +66,9 @@ class Variant:
     # cells), not the SWA cache's pos_min ([TAG_CHECKPOINTS_FIX_POS_MIN], server-context.cpp
     # 2337-2341): the restore test then rejects a checkpoint whose window is one cell short.
     record_payload_pos_min: bool = False
+    # Restore only a checkpoint of the shared prefix (n_tokens <= n_prefix): the C++ can
+    # restore the one at n_prefix + 1 and erase it right away as invalidated (PERF-2).
+    restore_only_prefixes: bool = False
     # Historical rules kept as seams so that their regressions can be shown (mutants):
     # #24110 lowers the restore threshold only for a prompt without new tokens; seed 001
     # sweeps too-close checkpoints only while the list is full.
@@ -141,6 +144,7 @@ FIXED = Variant(
     consult_cache_for_empty_pinned=True,
     cache_update_busy_slot=False,
     record_payload_pos_min=True,
+    restore_only_prefixes=True,
 )
 
 DESIGNS: dict[str, Variant] = {v.name: v for v in (MASTER, PR30137, PR27451, FIXED)}

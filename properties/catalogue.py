@@ -7,7 +7,7 @@ true.
 
 from __future__ import annotations
 
-from pcspec.errors import PcspecError
+from pcspec.model.errors import PcspecError
 from pcspec.properties import accounting, checkpoints, files, immutability, refs, rollback, state, uninit
 from pcspec.properties.base import Property
 

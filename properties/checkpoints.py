@@ -78,11 +78,14 @@ def restore1_prompt_start(srv: Server, events: Sequence[Event]) -> list[str]:
 
 
 def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
+    """Wasted restores: the task erases, re-creates identically or clears away the checkpoint
+    it restored. A context shift is not counted: it moves every position, so no checkpoint
+    describes the shifted sequence and keeping one would break CKPT-2."""
     out = [
         f"task {e.data['task']} erased the checkpoint it restored (ckpt#{e.data['ckpt']}, "
         f"n_tokens={e.data['n_tokens']}, reason {e.data['reason']})"
         for e in events_of(events, "ckpt_erase")
-        if e.data["restored_by_task"]
+        if e.data["restored_by_task"] and e.data["reason"] != "context_shift"
     ]
     out += [
         f"task {e.data['task']} re-created the checkpoint it restored, byte-identical (n_tokens={e.data['n_tokens']})"
@@ -125,12 +128,15 @@ def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
             out.append(f"{what} while the list ({d['list_len']} of {cap}) was not full")
         elif d["reason"] == "cap" and d["list_len"] < cap:
             out.append(f"{what} while the list held {d['list_len']} of {cap}")
-        elif d["reason"] == "invalidated" and "cause" not in d:
-            if not (d["pos_max"] > d["pos_next"] or d["n_tokens"] > d["n_prefix"]):
-                out.append(
-                    f"{what} though pos_max {d['pos_max']} <= pos_next {d['pos_next']} and "
-                    f"n_tokens {d['n_tokens']} <= n_prefix {d['n_prefix']}: it still described the prompt"
-                )
+        elif (
+            d["reason"] == "invalidated"
+            and "cause" not in d
+            and not (d["pos_max"] > d["pos_next"] or d["n_tokens"] > d["n_prefix"])
+        ):
+            out.append(
+                f"{what} though pos_max {d['pos_max']} <= pos_next {d['pos_next']} and "
+                f"n_tokens {d['n_tokens']} <= n_prefix {d['n_prefix']}: it still described the prompt"
+            )
     return out
 
 

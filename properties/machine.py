@@ -22,22 +22,24 @@ Binding to your own variant::
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from pcspec.errors import PcspecError
 from pcspec.model import ops
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Faults
 from pcspec.model.processing import sample_token
 from pcspec.model.server import Server
 from pcspec.model.slotfile import field_map, read_slot_file
 from pcspec.model.variants import Variant
+from pcspec.properties import coverage
 from pcspec.properties.base import Property, Violation
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.runner import Judge
@@ -108,6 +110,8 @@ class Found:
     steps: int = 0
     # The last failing example of a target property: after shrinking, the minimal one.
     last: tuple[Violation, list[dict[str, Any]], Config] | None = None
+    # How often each decision of properties/coverage.py was reached.
+    coverage: Counter[str] = field(default_factory=Counter)
 
 
 class CacheMachine(RuleBasedStateMachine):
@@ -142,6 +146,20 @@ class CacheMachine(RuleBasedStateMachine):
     def do(self, op: dict[str, Any]) -> None:
         assert self.srv is not None
         self.trace.append(op)
+        start = len(self.srv.heap.events)
+        try:
+            self._apply(op)
+        finally:
+            # Decision coverage (properties/coverage.py), also reported to Hypothesis so that
+            # ``pytest --hypothesis-show-statistics`` shows what a user's run reached.
+            reached: Counter[str] = Counter()
+            coverage.count(self.srv.heap.events[start:], reached)
+            type(self).found.coverage.update(reached)
+            for name in reached:
+                event(name)
+
+    def _apply(self, op: dict[str, Any]) -> None:
+        assert self.srv is not None
         for _ in ops.apply(self.srv, op):
             type(self).found.steps += 1
             for v in self.judge():
@@ -207,6 +225,25 @@ class CacheMachine(RuleBasedStateMachine):
         tokens = c.tokens[:cut] + self._user_msg(k + 5, c.turn, n)
         self._send(k, tokens, (*tuple(s for s in c.spans if s < cut), cut), pin, fault)
 
+    @precondition(lambda self: any(c.tokens for c in self.convs))
+    @rule(k=st.integers(0, N_CONVS - 1), pin=st.integers(-1, 2))
+    def generate_to_limit(self, k: int, pin: int) -> None:
+        """A conversation resent with a reply long enough to reach the end of the slot's
+        context: the context shift (or, where the memory cannot shift, the truncation)."""
+        c = self.convs[k]
+        if not c.tokens:
+            return
+        op: dict[str, Any] = {"op": "request", "tokens": list(c.tokens), "n_predict": self.cfg.n_ctx_slot}
+        if pin >= 0:
+            op["id_slot"] = pin
+        self.do(op)
+        self.run()
+
+    @rule(k=st.integers(0, N_CONVS - 1), over=st.integers(0, 3))
+    def overlong(self, k: int, over: int) -> None:
+        """A prompt of n_ctx tokens or more: the server answers with an error."""
+        self._send(k, self._user_msg(k, self.convs[k].turn, self.cfg.n_ctx_slot + over), (), -1)
+
     @precondition(lambda self: self.srv is not None and any(s.prompt.checkpoints for s in self.srv.slots))
     @rule(pick=st.integers(0, 63), plus=st.sampled_from([0, 0, 1, -1]), pin=st.booleans(), fault=FAULT)
     def end_on_checkpoint(self, pick: int, plus: int, pin: bool, fault: int) -> None:
@@ -254,13 +291,15 @@ class CacheMachine(RuleBasedStateMachine):
         n_steps=st.integers(0, 3),
         other=st.integers(0, N_CONVS - 1),
         again=st.booleans(),
+        load_fault=st.sampled_from(["", "", "load.write.tgt"]),
     )
-    def pin_busy(self, k: int, cut: int, n: int, n_steps: int, other: int, again: bool) -> None:
+    def pin_busy(self, k: int, cut: int, n: int, n_steps: int, other: int, again: bool, load_fault: str) -> None:
         """A request, a few server steps, then another request pinned to the slot that is
         still processing the first (clients pin by conversation, whatever the slot does).
         ``again``: the pinned request resends an earlier conversation as it was, so that the
         cache holds an entry for it (a long one loaded into the busy slot is the livelock of
-        live-findings section 1)."""
+        live-findings section 1); ``load_fault``: that load fails, and the C++ clears the
+        busy slot's prompt."""
         if self.convs[k].tokens:
             self.diverge(k, cut, n, -1, -1)
         else:
@@ -271,6 +310,8 @@ class CacheMachine(RuleBasedStateMachine):
         busy = [s.id for s in self.srv.slots if s.is_processing]
         if not busy:
             return
+        if load_fault:
+            self.do({"op": "inject", "site": load_fault})
         if again and self.convs[other].tokens:
             self.resend(other, busy[0], -1)
         else:
@@ -281,14 +322,28 @@ class CacheMachine(RuleBasedStateMachine):
         dst=st.integers(0, 2),
         pick=st.integers(0, 63),
         how=st.sampled_from(["none", "huge", "huge", "plus1", "minus1", "zero", "truncate"]),
+        restore_fault=st.sampled_from(["", "", "ckpt.write.dft", "file.write.tgt"]),
+        then=st.sampled_from(["", "prefix", "prefix_fault"]),
     )
-    def file_round_trip(self, src: int, dst: int, pick: int, how: str) -> None:
-        """Save a slot, maybe damage the file on disk, restore it (into any slot)."""
+    def file_round_trip(self, src: int, dst: int, pick: int, how: str, restore_fault: str, then: str) -> None:
+        """Save a slot, maybe damage the file on disk, restore it (into any slot), maybe with
+        the restore's own loads failing (the draft test-load, the state); ``then``: a prompt
+        ending two tokens before the restored ones, pinned to that slot, so that a
+        checkpoint from the file is restored -- with its load failing (``prefix_fault``)."""
         n = self.cfg.n_slots
         self.slot_save(src % n, "c.bin")
         if how != "none":
             self.corrupt("c.bin", pick, how)
+        if restore_fault:
+            self.do({"op": "inject", "site": restore_fault})
         self.slot_restore(dst % n, "c.bin")
+        assert self.srv is not None
+        tokens = self.srv.slots[dst % n].prompt.tokens
+        if then and len(tokens) > 2:
+            if then == "prefix_fault":
+                self.do({"op": "inject", "site": "ckpt.write.tgt"})
+            self._send(dst % N_CONVS, tokens[:-2], (), dst % n)
+            self.run()
 
     # -- the server's own progress -------------------------------------------------------------
 

@@ -283,6 +283,9 @@ def test_issue8_traces_replay_clean_on_fixed(path: Path) -> None:
         # The SWA off-by-one the real server shows (live-findings section 2).
         ("state1-swa-prompt-one-before-checkpoint", "pr30137", "STATE-1"),
         ("state1-swa-divergent-tails", "pr30137", "STATE-1"),
+        # Found by the default verify once fixed took prompt start and the first batch as one
+        # pass: the C++ restores the checkpoint at n_prefix + 1, then invalidates it at once.
+        ("perf2-restore-then-invalidate", "pr30137", "PERF-2"),
     ],
 )
 def test_issue8_traces_show_the_cpp_hazard(stem: str, variant: str, pid: str) -> None:

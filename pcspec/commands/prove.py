@@ -1,0 +1,161 @@
+"""``pcspec prove``: the Z3 proof obligations, each against ``fixed`` and its paired buggy
+designs; counterexamples replayed in the model; optionally exported as SMT-LIB 2 and
+re-checked with a second solver (cvc5)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pcspec.argtypes import count
+from pcspec.errors import PcspecError
+from pcspec.model.variants import get_variant
+from pcspec.outdir import ensure_writable_dir
+from pcspec.proofs.cache_proofs import Bounds
+from pcspec.proofs.obligations import BY_ID, OBLIGATIONS
+from pcspec.proofs.recheck import Recheck, recheck
+from pcspec.proofs.run import Row, RunConfig
+from pcspec.proofs.solver import Settings, version_pinned, z3_version
+from pcspec.proofs.suite import Report, export, run_suite
+from pcspec.user_variant import load_variant
+
+DEEP = Bounds(8, 10)
+
+
+def positive(text: str) -> int:
+    value = count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def add_prove_args(p: argparse.ArgumentParser) -> None:
+    """The options ``pcspec verify`` shares (the solver's seed and limits)."""
+    p.add_argument("--proof-seed", type=count, default=0, help="Z3's random seed (default 0)")
+    p.add_argument("--proof-timeout", type=positive, default=5000, help="per-query timeout in ms (default 5000)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("prove", help="Z3 proof obligations: proved for fixed, counterexamples replayed for the others")
+    p.add_argument(
+        "--obligation", action="append", help="only these obligations (repeatable; e.g. IMM-1, ACC-1/unbounded)"
+    )
+    p.add_argument(
+        "--variant", action="append", help="run against these variants instead of the paired ones (repeatable)"
+    )
+    p.add_argument(
+        "--variant-module",
+        action="append",
+        metavar="MODULE:NAME",
+        help="... or against a Variant of your own: the object NAME in MODULE (repeatable)",
+    )
+    add_prove_args(p)
+    p.add_argument("--entries", type=positive, default=Bounds().n, help="bounded proofs: cache entries (default 6)")
+    p.add_argument("--checkpoints", type=positive, default=Bounds().k, help="bounded proofs: checkpoints (default 8)")
+    p.add_argument("--deep", action="store_true", help=f"the deep profile: {DEEP.n} entries, {DEEP.k} checkpoints")
+    p.add_argument(
+        "--depth", type=positive, default=4, help="counterexample search: requests after the first (default 4)"
+    )
+    p.add_argument("--smt2", type=Path, metavar="DIR", help="write every query solved as SMT-LIB 2, with manifest.json")
+    p.add_argument("--recheck", action="store_true", help="re-check the --smt2 files with cvc5; verdicts must agree")
+    p.add_argument(
+        "--out", type=Path, default=Path("pcspec-out"), help="where counterexample traces go (default ./pcspec-out)"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.set_defaults(func=run)
+
+
+def config_of(args: argparse.Namespace) -> RunConfig:
+    bounds = (
+        DEEP if getattr(args, "deep", False) else Bounds(getattr(args, "entries", 6), getattr(args, "checkpoints", 8))
+    )
+    if bounds.n < 2:
+        raise PcspecError("--entries must be at least 2 (one entry and room for the new one)")
+    settings = Settings(
+        seed=args.proof_seed, timeout_ms=args.proof_timeout, watchdog_s=2 * args.proof_timeout / 1000 + 1
+    )
+    return RunConfig(settings, bounds, getattr(args, "depth", 4))
+
+
+def line(r: Row) -> str:
+    mark = "" if r.ok else "   <-- " + ("expected " + r.expected if r.expected else "not settled")
+    rep = "" if r.replayed is None else ("  replayed" if r.replayed else "  NOT replayed")
+    return f"  {r.obligation:<16s} {r.variant:<24s} {r.result:<15s} {r.seconds:6.3f}s{rep}{mark}"
+
+
+def print_row(r: Row) -> None:
+    print(line(r), flush=True)
+    if r.result != "proved" or not r.ok:
+        print(f"      {r.detail}" + (f" [{r.trace_path}]" if r.trace_path else ""), flush=True)
+
+
+def print_summary(report: Report, rechecked: list[Recheck] | None = None) -> None:
+    proved = sum(r.result == "proved" for r in report.rows)
+    found = sum(r.result == "counterexample" for r in report.rows)
+    unknown = sum(r.result == "unknown" for r in report.rows)
+    s = report.cfg.settings
+    replayed = sum(bool(r.replayed) for r in report.rows)
+    print()
+    print(
+        f"{len(report.rows)} proofs: {proved} proved, {found} counterexample(s) ({replayed} replayed),"
+        f" {unknown} unknown; Z3 {z3_version()} seed {s.seed}, timeout {s.timeout_ms} ms, "
+        f"{report.seconds:.2f}s solving; bounds: {report.cfg.bounds.describe()}"
+    )
+    if not version_pinned():
+        print(f"warning: Z3 {z3_version()} is not the pinned version (pyproject.toml): figures may differ")
+    if rechecked is not None:
+        bad = [c for c in rechecked if not c.agrees]
+        print(
+            f"cvc5 re-check: {len(rechecked) - len(bad)} of {len(rechecked)} verdicts agree "
+            f"({sum(c.seconds for c in rechecked):.1f}s)"
+        )
+        for c in bad:
+            print(f"  DISAGREE {c.file}: z3 {c.z3}, cvc5 {c.cvc5}")
+    if report.ok and (rechecked is None or all(c.agrees for c in rechecked)):
+        print("OK: every obligation as expected")
+    elif report.exit_code == 3:
+        print("UNKNOWN: some obligations were not settled (never a pass): see the lines marked above")
+    else:
+        print("FAILED: see the lines marked above")
+
+
+def run(args: argparse.Namespace) -> int:
+    obligations = (
+        tuple(BY_ID[o] if o in BY_ID else _unknown(o) for o in args.obligation) if args.obligation else OBLIGATIONS
+    )
+    chosen = [get_variant(n) for n in args.variant or []] + [load_variant(m) for m in args.variant_module or []]
+    variants = chosen or None
+    if args.recheck and args.smt2 is None:
+        raise PcspecError("--recheck re-checks the files --smt2 DIR writes: give --smt2 too")
+    cfg = config_of(args)
+    ensure_writable_dir(args.out, "--out")
+    if args.smt2 is not None:
+        ensure_writable_dir(args.smt2, "--smt2")
+    t0 = time.monotonic()
+    report = run_suite(cfg, obligations, variants, args.out, None if args.json else print_row)
+    rechecked: list[Recheck] | None = None
+    if args.smt2 is not None:
+        export(report, args.smt2)
+        if args.recheck:
+            rechecked = recheck(args.smt2)
+    agree = rechecked is None or all(c.agrees for c in rechecked)
+    if args.json:
+        data = report.to_json()
+        data["ok"] = report.ok and agree
+        data["wall_seconds"] = round(time.monotonic() - t0, 2)
+        if rechecked is not None:
+            data["recheck"] = [
+                {"file": c.file, "z3": c.z3, "cvc5": c.cvc5, "seconds": round(c.seconds, 3), "agrees": c.agrees}
+                for c in rechecked
+            ]
+        print(json.dumps(data, indent=1))
+    else:
+        print_summary(report, rechecked)
+    return report.exit_code if agree else 1
+
+
+def _unknown(name: str) -> Any:
+    raise PcspecError(f"unknown obligation {name!r}; valid obligations: {', '.join(BY_ID)}")

@@ -1,0 +1,326 @@
+"""Encoding conformance, cache side: concrete model states through the Python model and
+through the Z3 relation of ``cache_ops``; they must agree.
+
+A ``Scene`` is a concrete state small enough to draw: checkpoint payloads, entries (tokens,
+which checkpoints, whether their data was filled), the slot's tokens and checkpoints, the
+limit, a fault. ``stage`` builds it as model objects on a real ``Server`` (entries hold the
+checkpoints as the variant's sharing seam holds them); the model operation then runs
+(``Slot.prompt_save``, ``PromptCache.update``); ``abstract`` reads pre- and post-state as the
+encoding's values. A ``Relation`` is the operation's encoding built once, with every input
+free; each scene is checked in a ``push``/``pop``: the relation must allow exactly the
+post-state the model produced (allowed, and no other post-state allowed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from pcspec.model.cache import CacheEntry, lcp
+from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, hold
+from pcspec.model.config import STATE_HEADER, Config, MemoryKind
+from pcspec.model.heap import Abort, Buffer
+from pcspec.model.server import Server
+from pcspec.model.variants import Sharing, Variant
+from pcspec.proofs import cache_ops as co
+from pcspec.proofs.build import Build, Term
+from pcspec.proofs.cache_state import Cache, fresh
+
+N, K = 4, 4  # positions (the last one free for the new entry) and checkpoint payloads
+
+
+@dataclass
+class Scene:
+    rs: int  # target state: STATE_HEADER + rs bytes (recurrent)
+    draft_rs: int | None  # draft state, or no draft
+    limit: int  # cache_ram bytes (0: no byte limit)
+    payloads: list[int]  # checkpoint payload sizes (up to K)
+    entries: list[tuple[tuple[int, ...], list[int], bool]]  # tokens, payloads held, data filled
+    slot: tuple[tuple[int, ...], list[int]]  # tokens, payloads held
+    fault: str = "none"
+
+
+@dataclass
+class Staged:
+    srv: Server
+    pool: list[Checkpoint]
+    slot_groups: list[int]
+
+
+def stage(scene: Scene, v: Variant) -> Staged:
+    cfg = Config(
+        memory=MemoryKind.RECURRENT,
+        rs_bytes=scene.rs,
+        has_draft=scene.draft_rs is not None,
+        draft_memory=MemoryKind.RECURRENT,
+        draft_rs_bytes=scene.draft_rs or 1,
+        cache_ram=scene.limit if scene.limit > 0 else -1,
+    )
+    srv = Server(cfg, v)
+    heap = srv.heap
+    pool: list[Checkpoint] = []
+    for i, size in enumerate(scene.payloads):
+        ck = Checkpoint(heap.new_id(), i + 1, 0, i, i)
+        ck.tgt = heap.allocate(size, "ckpt_tgt", v.zero_init)
+        heap.fill(ck.tgt, ("payload", i), size)
+        pool.append(ck)
+    tokens, held = scene.slot
+    slot = srv.slots[0]
+    slot.prompt.tokens = tokens
+    for i in held:
+        hold(heap, slot.prompt, pool[i])
+    for ctx in srv.contexts():
+        ctx.seqs[0].decode(tokens)
+    assert srv.cache is not None
+    for toks, groups, filled in scene.entries:
+        ckpts = copy_checkpoints(heap, [pool[i] for i in groups], v.sharing, v.zero_init, None)
+        data: list[Buffer | None] = []
+        for ctx in srv.contexts():
+            size = STATE_HEADER + (scene.rs if ctx.name == "tgt" else scene.draft_rs or 0)
+            buf = heap.allocate(size, "main" if ctx.name == "tgt" else "drft", v.zero_init)
+            # a real state image (the slot's), so that a load of it can succeed
+            heap.fill(buf, ctx.seqs[0].image(0), size if filled else size // 2)
+            data.append(buf)
+        e = CacheEntry(heap.new_id(), Prompt(toks), data[0], data[1] if len(data) > 1 else None)
+        for ck in ckpts:
+            hold(heap, e.prompt, ck)
+        e.sealed = e.fingerprint()
+        srv.cache.entries.append(e)
+    if scene.fault != "none":
+        heap.faults.arm(scene.fault)
+    return Staged(srv, pool, list(held))
+
+
+def _groups(ck: Checkpoint, pool: list[Checkpoint]) -> int | None:
+    bufs = [b.id for b in ck.buffers()]
+    for i, p in enumerate(pool):
+        if [b.id for b in p.buffers()] == bufs:
+            return i
+    return None  # a private copy
+
+
+def abstract(st: Staged, entries: list[CacheEntry], at_ids: list[int], v: Variant) -> dict[str, Any]:
+    """The cache as the encoding's values: ``at_ids[i]`` is the entry id at position ``i``
+    (0: a gap)."""
+    by_id = {e.id: e for e in entries}
+    vals: dict[str, Any] = {}
+    for i, eid in enumerate(at_ids):
+        e = by_id.get(eid)
+        vals[f"p{i}"] = e is not None
+        if e is None:  # what a gap's fields hold is no one's business
+            continue
+        vals[f"main{i}"] = e.main.size if e.main is not None else 0
+        vals[f"drft{i}"] = e.drft.size if e.drft is not None else 0
+        vals[f"main_full{i}"] = e.main is None or e.main.complete
+        vals[f"drft_full{i}"] = e.drft is None or e.drft.complete
+        private = 0
+        refs = [False] * K
+        for ck in e.prompt.checkpoints:
+            g = _groups(ck, st.pool)
+            if g is None or v.sharing == Sharing.DEEP_COPY:
+                private += ck.size()
+            else:
+                refs[g] = True
+        vals[f"private{i}"] = private
+        for j in range(K):
+            vals[f"r{i}_{j}"] = refs[j]
+    for j in range(K):
+        vals[f"s{j}"] = st.pool[j].size() if j < len(st.pool) else 0
+        vals[f"h{j}"] = j in st.slot_groups
+    return vals
+
+
+def _fields(c: Cache) -> dict[str, Term]:
+    out: dict[str, Term] = {}
+    for i in range(c.n):
+        for name, xs in (
+            ("p", c.present),
+            ("main", c.main),
+            ("drft", c.drft),
+            ("main_full", c.main_full),
+            ("drft_full", c.drft_full),
+            ("private", c.private),
+        ):
+            out[f"{name}{i}"] = xs[i]
+        for j in range(c.k):
+            out[f"r{i}_{j}"] = c.refs[i][j]
+    for j in range(c.k):
+        out[f"s{j}"] = c.size[j]
+        out[f"h{j}"] = c.slot[j]
+    out["limit"] = c.limit
+    return out
+
+
+@dataclass
+class Relation:
+    """One operation's encoding with every input free, checked against many scenes."""
+
+    v: Variant
+    op: str  # "save" | "update" | "remove" | "clear_main"
+    b: Build = field(init=False)
+    solver: Any = field(init=False)
+    pre: dict[str, Term] = field(init=False)
+    post: dict[str, Term] = field(init=False)
+    inputs: dict[str, Term] = field(init=False)
+    outputs: dict[str, Term] = field(init=False)
+
+    def __post_init__(self) -> None:
+        b = self.b = Build(f"conformance {self.op} {self.v.name}")
+        c = fresh(b, "pre", N, K)
+        b.assume(z3.Not(c.present[N - 1]))
+        self.pre = _fields(c)
+        self.inputs, self.outputs = {}, {}
+        if self.op == "save":
+            cand = co.Candidate(
+                b.int("tgt"), b.int("dft"), [b.bool(f"obs{i}") for i in range(N)], b.bool("contained"), b.int("fault")
+            )
+            s = co.save(b, "save", self.v, c, cand, N - 1)
+            post = s.post
+            self.inputs = {"tgt": cand.tgt, "dft": cand.dft, "contained": cand.contained, "fault": cand.fault}
+            self.inputs.update({f"obs{i}": o for i, o in enumerate(cand.obsolete)})
+            self.outputs = {"ok": s.ok, "crash": s.crash, "rejected": s.rejected, "published": s.published}
+            self._evictions(s.evictions[:N], "room")
+            self._evictions(s.evictions[N:], "limit_bytes")
+        elif self.op == "update":
+            post, ev = co.update(b, "update", self.v, c)
+            self._evictions(ev, "limit_bytes")
+        else:  # which entries go, or lose their main state, is the encoding's free choice: an input
+            post = co.remove(b, "remove", c) if self.op == "remove" else co.clear_main(b, "clear_main", c)
+            flag = "gone" if self.op == "remove" else "cleared"
+            self.inputs = {f"{flag}{i}": z3.Bool(f"{self.op}.{flag}{i}", b.ctx) for i in range(N)}
+        self.post = _fields(post)
+        self.solver = z3.Solver(ctx=b.ctx)
+        self.solver.add(*b.facts)
+
+    def _evictions(self, ev: list[co.Eviction], reason: str) -> None:
+        """Each position's eviction (popped?) and the unique bytes the model records then."""
+        for i, e in enumerate(ev):
+            self.outputs[f"{reason}.pop{i}"] = e.popped
+            self.outputs[f"{reason}.unique{i}"] = e.unique_total
+
+    def agrees(self, pre: dict[str, Any], inputs: dict[str, Any], post: dict[str, Any], outputs: dict[str, Any]) -> str:
+        """'' when the relation, given ``pre`` and ``inputs``, allows exactly this ``post`` and
+        these ``outputs``; otherwise what differs."""
+        s = self.solver
+        s.push()
+        try:
+            s.add(*(self.pre[k] == v for k, v in pre.items()), *(self.inputs[k] == v for k, v in inputs.items()))
+            known = {**self.post, **self.outputs}
+            want = [known[k] == v for k, v in {**post, **outputs}.items() if k in known]
+            if s.check() != z3.sat:
+                return "the encoding allows no result at all from this state"
+            if s.check(*want) != z3.sat:
+                s.check()
+                m = s.model()
+                diff = {
+                    k: (str(m.eval(known[k], model_completion=True)), v)
+                    for k, v in {**post, **outputs}.items()
+                    if k in known and str(m.eval(known[k], model_completion=True)) not in (str(v), str(v).lower())
+                }
+                return f"the encoding does not allow the model's result; (encoding, model): {diff}"
+            if s.check(z3.Not(z3.And(*want))) != z3.unsat:
+                return "the encoding also allows a result the model did not produce"
+            return ""
+        finally:
+            s.pop()
+
+
+def run_save(scene: Scene, v: Variant) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The model's save of the scene: (pre, inputs, post, outputs) as the encoding's values."""
+    st = stage(scene, v)
+    srv, cache = st.srv, st.srv.cache
+    assert cache is not None
+    ids = [e.id for e in cache.entries] + [0] * (N - len(cache.entries))
+    pre = abstract(st, list(cache.entries), ids, v)
+    pre["limit"] = cache.limit_size
+    tokens = srv.slots[0].prompt.tokens
+    inputs: dict[str, Any] = {
+        "tgt": srv.ctx_tgt.get_size(0, 0),
+        "dft": srv.ctx_dft.get_size(0, 0) if srv.ctx_dft is not None else 0,
+        "contained": any(lcp(e.prompt.tokens, tokens) == len(tokens) for e in cache.entries),
+        "fault": co.FAULTS.index(scene.fault) if scene.fault in co.FAULTS else 0,
+    }
+    for i in range(N):
+        e = cache.entries[i] if i < len(cache.entries) else None
+        inputs[f"obs{i}"] = e is not None and lcp(e.prompt.tokens, tokens) == e.prompt.n_tokens
+    start = len(srv.heap.events)
+    crash = False
+    ok = False
+    try:
+        ok = srv.slots[0].prompt_save(srv)
+    except Abort:
+        crash = True
+    events = srv.heap.events[start:]
+    new = [e for e in cache.entries if e.id not in ids]
+    post_ids = [i if i in {e.id for e in cache.entries} else 0 for i in ids[: N - 1]] + [new[0].id if new else 0]
+    post = abstract(st, list(cache.entries), post_ids, v)
+    post["limit"] = cache.limit_size
+    outputs: dict[str, Any] = {
+        "ok": ok,
+        "crash": crash,
+        "rejected": any(e.kind == "save_reject_oversize" for e in events),
+        "published": any(e.kind == "entry_insert" for e in events),
+    }
+    outputs.update(_evicted(events, ids, "make_room", "room"))
+    outputs.update(_evicted(events, ids, "limit_bytes", "limit_bytes"))
+    return pre, inputs, post, outputs
+
+
+def _evicted(events: list[Any], ids: list[int], reason: str, key: str) -> dict[str, Any]:
+    """Which positions the model evicted for ``reason``, and the unique bytes it recorded."""
+    out: dict[str, Any] = {}
+    gone = {
+        e.data["entry"]: e.data["unique_total"]
+        for e in events
+        if e.kind == "entry_evict" and e.data["reason"] == reason
+    }
+    for i, eid in enumerate(ids):
+        out[f"{key}.pop{i}"] = eid in gone
+        if eid in gone:
+            out[f"{key}.unique{i}"] = gone[eid]
+    return out
+
+
+def run_remove(scene: Scene, v: Variant) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The model loads the first entry (a prompt that extends it): on success the entry leaves
+    the cache -- a removal; under the C++ designs with the draft load failing, it stays with its
+    main state cleared (``clear_main``)."""
+    st = stage(scene, v)
+    srv, cache = st.srv, st.srv.cache
+    assert cache is not None and cache.entries
+    ids = [e.id for e in cache.entries] + [0] * (N - len(cache.entries))
+    pre = abstract(st, list(cache.entries), ids, v)
+    pre["limit"] = cache.limit_size
+    first = cache.entries[0]
+    mains = {e.id: e.main for e in cache.entries}
+    slot = srv.slots[0]
+    slot.prompt_load(srv, (*first.prompt.tokens, 99_999))
+    post_ids = [i if i in {e.id for e in cache.entries} else 0 for i in ids]
+    post = abstract(st, list(cache.entries), post_ids, v)
+    post["limit"] = cache.limit_size
+    gone = {f"gone{i}": eid != 0 and eid not in post_ids for i, eid in enumerate(ids)}
+    cleared = {
+        f"cleared{i}": eid != 0
+        and eid in post_ids
+        and mains[eid] is not None
+        and next(e for e in cache.entries if e.id == eid).main is None
+        for i, eid in enumerate(ids)
+    }
+    return pre, {**gone, **cleared}, post, {}
+
+
+def run_update(scene: Scene, v: Variant) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    st = stage(scene, v)
+    cache = st.srv.cache
+    assert cache is not None
+    ids = [e.id for e in cache.entries] + [0] * (N - len(cache.entries))
+    pre = abstract(st, list(cache.entries), ids, v)
+    pre["limit"] = cache.limit_size
+    start = len(st.srv.heap.events)
+    cache.update()
+    post_ids = [i if i in {e.id for e in cache.entries} else 0 for i in ids]
+    post = abstract(st, list(cache.entries), post_ids, v)
+    post["limit"] = cache.limit_size
+    return pre, {}, post, _evicted(st.srv.heap.events[start:], ids, "limit_bytes", "limit_bytes")

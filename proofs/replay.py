@@ -1,0 +1,34 @@
+"""A counterexample, turned into a trace and replayed in the executable model.
+
+The search's model is read back as a canvas ``Plan``; ``canvas.realize`` writes it as a
+trace of ordinary operations; ``pcspec.replay.replay`` (the path ``pcspec replay`` takes)
+runs it from scratch and judges the property. The counterexample counts as replayed only
+when the model reports the same property violated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pcspec.model.variants import Variant
+from pcspec.proofs.canvas import Plan, realize
+from pcspec.properties.catalogue import get_property
+from pcspec.replay import replay
+from pcspec.trace import Trace
+
+
+@dataclass
+class Replayed:
+    trace: Trace
+    reproduced: bool
+    message: str
+
+
+def replay_plan(plan: Plan, variant: Variant, pid: str) -> Replayed:
+    trace = realize(plan, variant)
+    hits = [v for v in replay(trace, [get_property(pid)]).violations if v.property == pid]
+    if not hits:
+        return Replayed(trace, False, "the model shows no violation of " + pid)
+    first = hits[0]
+    trace.expect = [{"property": pid, "op": first.op, "message": first.message}]
+    return Replayed(trace, True, first.message)
