@@ -28,7 +28,16 @@ from pcspec.trace import Trace
 ROOT = Path(__file__).resolve().parents[1]
 LINKS = ("model", "properties", "proofs")
 # What a checkout holds that is not needed to build, and slow to copy.
-NOT_COPIED = shutil.ignore_patterns(".git", ".mypy_cache", ".ruff_cache", ".hypothesis", ".pytest_cache", "__pycache__")
+_CACHES = shutil.ignore_patterns(".git", ".mypy_cache", ".ruff_cache", ".hypothesis", ".pytest_cache", "__pycache__")
+
+
+def NOT_COPIED(folder: str, names: list[str]) -> set[str]:
+    """Caches anywhere, and the checkout's own ``build/`` (CI builds the C++ port there, tens
+    of MB; this test makes the stale build it needs itself)."""
+    skipped = set(_CACHES(folder, names))
+    if Path(folder) == ROOT:
+        skipped.add("build")
+    return skipped
 
 
 def verify_like_run(checkout: Path) -> None:

@@ -1,0 +1,78 @@
+"""The golden suite: every scenario lowered under ``fixed``, one file per case.
+
+``write(DIR)`` regenerates the suite from ``scenarios.scenarios()``; ``drift(DIR)`` lists what
+differs between the files and a regeneration (a test runs it, so that the committed suite
+follows the model); ``load(DIR)`` reads the cases for a conformance run. The committed suite
+lives in ``tests/data/conform/``; ``default_dir()`` finds it in a checkout, and without one
+(an installed wheel) ``cases()`` regenerates it in memory, which ``drift`` keeps identical.
+
+Command: ``pcspec conform --write-suite [DIR]`` (regenerate), ``--check-suite`` (drift).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pcspec.conform.case import Case
+from pcspec.conform.scenarios import Scenario, scenarios
+
+VARIANT = "fixed"
+
+
+def default_dir() -> Path | None:
+    """``tests/data/conform`` of the checkout this package runs from (an editable install), or
+    of the current folder (a checkout with pcspec installed from it), if any."""
+    for root in (Path(__file__).resolve().parents[2], Path.cwd()):
+        here = root / "tests" / "data" / "conform"
+        if here.is_dir():
+            return here
+    return None
+
+
+def case_of(s: Scenario) -> Case:
+    return Case.from_trace(s.name, s.trace(), s.purpose, list(s.shows))
+
+
+def generate() -> list[Case]:
+    return [case_of(s) for s in scenarios()]
+
+
+def write(folder: Path) -> list[Path]:
+    """Regenerate the suite in ``folder`` (files of cases that no longer exist are removed)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for case in generate():
+        path = folder / f"{case.name}.jsonl"
+        path.write_text(case.dumps(), encoding="utf-8")
+        written.append(path)
+    for old in folder.glob("*.jsonl"):
+        if old not in written:
+            old.unlink()
+    return written
+
+
+def load(folder: Path) -> list[Case]:
+    return [Case.loads(p.read_text(encoding="utf-8"), str(p)) for p in sorted(folder.glob("*.jsonl"))]
+
+
+def cases(folder: Path | None = None) -> list[Case]:
+    """The suite: from ``folder``, else the checkout's, else regenerated."""
+    folder = folder or default_dir()
+    return load(folder) if folder is not None else generate()
+
+
+def drift(folder: Path) -> list[str]:
+    """What differs between the files in ``folder`` and a regeneration (empty: none)."""
+    out = []
+    fresh = {c.name: c.dumps() for c in generate()}
+    have = {p.stem: p.read_text(encoding="utf-8") for p in folder.glob("*.jsonl")}
+    for name in sorted(set(fresh) | set(have)):
+        if name not in have:
+            out.append(f"{name}: missing")
+        elif name not in fresh:
+            out.append(f"{name}: no longer generated")
+        elif fresh[name] != have[name]:
+            a, b = have[name].splitlines(), fresh[name].splitlines()
+            line = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+            out.append(f"{name}: differs from line {line + 1} on ({len(a)} lines committed, {len(b)} generated)")
+    return out

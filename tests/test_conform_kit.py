@@ -1,0 +1,115 @@
+"""The pieces of the conformance kit: states as bytes, canonical comparison, the lowering's
+fault attribution, the judge, and a port that misbehaves."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from pcspec.conform import golden
+from pcspec.conform.canon import Canon, differences
+from pcspec.conform.judge import Judge
+from pcspec.conform.lower import lower
+from pcspec.conform.protocol import decode_state, encode_state
+from pcspec.conform.scenarios import BASE_CONFIG, chat
+from pcspec.conform.session import Session, sanitizer_findings
+from pcspec.model.variants import FIXED
+from pcspec.trace import Trace
+
+SUITE = Path(__file__).resolve().parent / "data" / "conform"
+CASE = next(c for c in golden.load(SUITE) if c.name == "base")
+
+
+def test_states_as_bytes() -> None:
+    for tag, size in ((1, 16), (258, 80), (70000, 5), (3, 2), (0, 9)):
+        data = encode_state(tag, size)
+        assert len(data) == size
+        assert decode_state(data) == (tag if size >= 4 else tag & ((1 << (8 * size)) - 1))
+    half = bytearray(encode_state(7, 16))
+    half[8:] = bytes(8)
+    assert decode_state(half) is None
+    assert decode_state(bytes(16)) is None
+    assert decode_state(b"") is None
+
+
+def test_canonical_comparison_ignores_ids_and_event_order() -> None:
+    obs = CASE.expect[5]
+    shifted = {
+        **obs,
+        "events": list(reversed(obs["events"])),
+        "slots": [{**s, "ckpts": [c + 100 for c in s["ckpts"]],
+                   "restored": None if s["restored"] is None else s["restored"] + 100} for s in obs["slots"]],
+        "ckpts": [{**c, "id": c["id"] + 100} for c in reversed(obs["ckpts"])],
+        "entries": [{**e, "id": e["id"] + 7, "ckpts": [c + 100 for c in e["ckpts"]]} for e in obs["entries"]],
+    }
+    for k, ev in enumerate(shifted["events"]):
+        if "ckpt" in ev:
+            shifted["events"][k] = {**ev, "ckpt": ev["ckpt"] + 100}
+        if ev.get("entry") is not None:
+            shifted["events"][k] = {**shifted["events"][k], "entry": ev["entry"] + 7}
+    assert Canon()(shifted) == Canon()(obs)
+
+
+def test_differences_name_the_field() -> None:
+    want = Canon()(CASE.expect[3])
+    got = {**want, "accounted": want["accounted"] + 1, "slots": [{**want["slots"][0], "tokens": [9]}]}
+    paths = [p for p, _, _ in differences(want, got)]
+    assert paths == ["slots[0].tokens", "accounted"]
+
+
+def test_faults_are_attached_to_the_operation_that_reaches_them() -> None:
+    ops = chat()
+    ops.insert(4, {"op": "inject", "site": "save.read.tgt"})
+    low = lower(Trace(FIXED, BASE_CONFIG, ops))
+    faulted = [(op["op"], op["faults"]) for op in low.ops if "faults" in op]
+    assert faulted == [("save", ["save.read.tgt"])]
+    i = next(i for i, op in enumerate(low.ops) if "faults" in op)
+    kinds = [e["kind"] for e in low.expect[i]["events"]]
+    assert kinds == ["save_fill_short", "save_end"]
+
+
+def test_lowering_keeps_the_model_in_step() -> None:
+    low = lower(Trace(FIXED, BASE_CONFIG, chat()))
+    assert low.crash is None and len(low.ops) == len(low.expect) == len(low.origin)
+    assert {op["op"] for op in low.ops} >= {"save", "load", "update", "prompt_start", "checkpoint", "tokens", "release"}
+
+
+def test_judge_names_what_an_observation_breaks() -> None:
+    obs = Canon()(CASE.expect[-1])
+    j = Judge(CASE.config, CASE.tags)
+    assert j(0, {"op": "update"}, obs) == []
+    bad = {**obs, "ckpts": [{**c, "refs": c["refs"] + 1} for c in obs["ckpts"]], "accounted": obs["accounted"] + 3}
+    named = {f.property for f in Judge(CASE.config, CASE.tags)(0, {"op": "update"}, bad)}
+    assert {"REF-1", "ACC-1"} <= named
+
+
+@pytest.mark.parametrize(
+    ("script", "why"),
+    [
+        ("import sys; sys.exit(3)", "exited (code 3)"),
+        ("print('not json', flush=True)", "not JSON"),
+        ("print('{\"schema\": 2}', flush=True)", "schema 2"),
+        ("import time; print('{\"schema\": 1}', flush=True); time.sleep(30)", "no answer within"),
+    ],
+)
+def test_a_misbehaving_port_is_a_divergence(tmp_path: Path, script: str, why: str) -> None:
+    prog = tmp_path / "port.py"
+    prog.write_text(script, encoding="utf-8")
+    session = Session(f"{sys.executable} {prog}", timeout=2.0)
+    try:
+        d = session.run_one(CASE)
+    finally:
+        session.port.kill()
+    assert d is not None and d.index == -1 and d.error is not None and why in d.error
+
+
+def test_sanitizer_reports_name_properties() -> None:
+    def named(text: str) -> list[str]:
+        return [f.property for f in sanitizer_findings(text)]
+
+    assert named("==1== Conditional jump or move depends on uninitialised value(s)") == ["UNINIT-1"]
+    assert named("depends on uninitialised value(s)\n at llama_state_seq_set_data_ext") == ["UNINIT-2"]
+    assert named("ERROR: AddressSanitizer: heap-use-after-free") == ["REF-1"]
+    assert named("all fine") == []
