@@ -21,9 +21,13 @@ from pcspec.errors import PcspecError
 COMMAND_MODULES = (
     "pcspec.commands.verify",
     "pcspec.commands.fuzz",
+    "pcspec.commands.prove",
     "pcspec.commands.replay",
     "pcspec.commands.check_log",
     "pcspec.commands.slotfile",
+    "pcspec.commands.live",
+    "pcspec.commands.conform",
+    "pcspec.commands.campaign",
 )
 
 

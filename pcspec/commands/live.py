@@ -1,0 +1,149 @@
+"""``pcspec live``: drive a real llama-server with fuzzed workloads and check every request
+against the model and the cache-transparency oracle.
+
+Exit codes: 0 when every finding is explained (a known server bug, an observation, or a model
+change already asked for: docs/LIVE.md), 1 when a finding is unexplained, 2 for bad input (no
+server binary, an unreadable workload).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pcspec.errors import PcspecError
+from pcspec.live import build as live_build
+from pcspec.live.models import KINDS, ensure_model
+
+DEFAULT_OUT = Path("pcspec-out") / "live"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "live",
+        help="fuzz a real llama-server and check it against the model",
+        description="Start llama-server on 127.0.0.1 with tiny generated models (one per memory kind), "
+        "send fuzzed requests, and check every one against the model, the server's own log and the "
+        "cache-transparency oracle (cached and uncached log-probabilities must agree). Every finding "
+        "is shrunk and written as a workload, curl lines, a model trace and the log excerpt.",
+        epilog="Build the server once with `pcspec live --build` (or python -m pcspec.live.build); "
+        "see docs/LIVE.md.",
+    )
+    p.add_argument("--server", metavar="PATH", help="the llama-server binary (default: the cached build, "
+                   f"or ${live_build.ENV_SERVER})")
+    p.add_argument("--build", action="store_true", help="build the server first if it is not cached "
+                   "(about 5 minutes on 2 cores)")
+    p.add_argument("--kind", action="append", choices=[*KINDS, "all"], help="model kind(s) (default: all)")
+    p.add_argument("--requests", type=int, default=200, metavar="N", help="requests per kind (default 200)")
+    p.add_argument("--seconds", type=float, default=900.0, metavar="S", help="time budget per kind")
+    p.add_argument("--run-requests", type=int, default=50, metavar="N",
+                   help="requests per server run (flags are drawn per run)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="where findings go")
+    p.add_argument("--no-shrink", action="store_true", help="report findings without shrinking them")
+    p.add_argument("--shrink-seconds", type=float, default=180.0, metavar="S")
+    p.add_argument("--timeout", type=float, default=20.0, metavar="S",
+                   help="a request without an answer after S seconds is a finding")
+    p.add_argument("--variant", default="master", help="the model design the server is compared with")
+    p.add_argument("--replay", type=Path, metavar="WORKLOAD", help="run a saved workload.jsonl once")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run)
+
+
+def _server(args: argparse.Namespace) -> Path:
+    if args.server:
+        path = Path(args.server)
+        if not path.is_file():
+            raise PcspecError("no such llama-server binary", str(path))
+        return path
+    found = live_build.find_server()
+    if found is not None:
+        return found
+    if args.build:
+        res = live_build.build()
+        return res.path
+    raise PcspecError("no llama-server: pass --server PATH, or build one with `pcspec live --build` "
+                      f"(cached in {live_build.cached_server().parent})")
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so every server this run started is stopped (by PID) in
+    the ``finally`` blocks instead of being left running."""
+    def handler(_sig: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def run(args: argparse.Namespace) -> int:
+    _stop_on_sigterm()
+    binary = _server(args)
+    if args.build and not args.kind and not args.replay:
+        print(binary)
+        return 0
+    out_dir: Path = args.out
+    models_dir = live_build.cache_root() / "models"
+    if args.replay:
+        return _replay(args, binary, models_dir, out_dir)
+    from pcspec.live.campaign import campaign
+
+    kinds = list(KINDS) if not args.kind or "all" in args.kind else list(dict.fromkeys(args.kind))
+    reports = []
+    for kind in kinds:
+        rep = campaign(binary, kind, models_dir, out_dir, seed=args.seed, requests=args.requests,
+                       seconds=args.seconds, run_requests=args.run_requests, timeout=args.timeout,
+                       do_shrink=not args.no_shrink, shrink_seconds=args.shrink_seconds, variant=args.variant,
+                       log=lambda m: print(m, file=sys.stderr, flush=True))
+        reports.append(rep)
+    unexplained = sum(len(r.unexplained) for r in reports)
+    if args.json:
+        json.dump({"schema": 1, "server": str(binary), "kinds": [r.to_json() for r in reports],
+                   "unexplained": unexplained}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print(reports)
+    return 1 if unexplained else 0
+
+
+def _print(reports: list[Any]) -> None:
+    print(f"{'kind':10} {'runs':>4} {'requests':>8} {'req/s':>6} {'checked':>7} {'max dlp':>7}  findings")
+    for r in reports:
+        rps = r.requests / r.live_seconds if r.live_seconds else 0.0
+        print(f"{r.kind:10} {r.runs:4d} {r.requests:8d} {rps:6.2f} {r.transparency_checks:7d} "
+              f"{r.max_logprob_diff:7.4f}  {len(r.reported)} ({len(r.unexplained)} unexplained)")
+        for rep in r.reported:
+            why = rep.explanation or "UNEXPLAINED"
+            print(f"  - {rep.finding.cls}: {rep.finding.detail}")
+            print(f"      {why}; {rep.shrunk_ops} ops (from {rep.original_ops}); {rep.directory}")
+
+
+def _replay(args: argparse.Namespace, binary: Path, models_dir: Path, out_dir: Path) -> int:
+    from pcspec.live.campaign import References
+    from pcspec.live.explain import explain
+    from pcspec.live.report import read_workload
+    from pcspec.live.session import Target, execute
+
+    kind, flags, _seed, ops = read_workload(args.replay)
+    model = ensure_model(kind, models_dir)
+    work = Path(tempfile.mkdtemp(prefix="replay-", dir=out_dir if out_dir.is_dir() else None))
+    refs = References(binary, model, work, args.timeout, kind)
+    try:
+        out = execute(Target(binary, model, kind, flags), work, refs.get(flags), ops=ops, timeout=args.timeout,
+                      variant=args.variant)
+    finally:
+        refs.close()
+    found = [(f, explain(f, out)) for f in out.analysis.findings]
+    if args.json:
+        json.dump({"schema": 1, "requests": out.n_requests, "log": str(work / "server.log"),
+                   "findings": [{**f.to_json(), "explanation": w} for f, w in found]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"{out.n_requests} requests; server log: {work / 'server.log'}")
+        for f, w in found:
+            print(f"  op {f.op}: {f.cls}: {f.detail}" + (f"  [{w}]" if w else "  [UNEXPLAINED]"))
+    return 1 if any(w is None and not f.is_observation for f, w in found) else 0

@@ -1,0 +1,76 @@
+"""The model's configuration for a live server: its flags, what its log says, and state sizes.
+
+The model counts a sequence state as ``STATE_HEADER + cells * cell_bytes (+ window cells *
+cell_bytes for iSWA) (+ rs_bytes)`` (``pcspec.model.memory.SeqMemory.state_size``). The real
+sizes of the tiny models are linear in the cell count too; ``SIZES`` holds their measured
+slope per cell and the recurrent state's bytes (``measure_sizes`` re-measures them from slot
+files). What the model cannot express is the real constant part (per-layer headers): the
+model's states are smaller by a few dozen bytes (``SIZES``), so an eviction decided within that
+margin of the byte limit may differ (none seen so far).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pcspec.live.process import Flags
+from pcspec.live.schedule import ServerFacts
+from pcspec.model.config import MIB, STATE_HEADER, Config, MemoryKind
+from pcspec.model.variants import Variant, get_variant
+
+KIND_MEMORY = {"kv": MemoryKind.KV, "swa": MemoryKind.SWA, "recurrent": MemoryKind.RECURRENT,
+               "hybrid": MemoryKind.HYBRID}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Measured state sizes of a tiny model (bytes): ``full(n) = base + per_cell * n`` for the
+    attention part, ``rs`` for a recurrent state (0 without one)."""
+
+    per_cell: int
+    base: int
+    rs: int = 0
+
+
+# Measured on 0c1e570 from slot files (the state part of files saved after 20, 100 and 300
+# tokens; f16 K/V): kv 64 + 524 n; swa 128 + 524 n + 524 min(n, 32), a checkpoint 64 + 524 * 32;
+# recurrent 19524 whatever n; hybrid 19588 + 524 n, a checkpoint 19524. (524 = 2 attention layers
+# x (128 K + 128 V bytes) + 12 bytes of cell metadata.) The model's header is 16 bytes, so its
+# states are 48 (kv, a checkpoint), 112 (swa) or 64 (hybrid) bytes smaller: ``offset``.
+SIZES: dict[str, Sizes] = {
+    "kv": Sizes(per_cell=524, base=64),
+    "swa": Sizes(per_cell=524, base=128),
+    "recurrent": Sizes(per_cell=0, base=0, rs=19524),
+    "hybrid": Sizes(per_cell=524, base=64, rs=19524),
+}
+
+# The October tree's rules are closest to the model's ``master`` design; the seams where they
+# differ are listed in docs/LIVE.md ("October rules") and reported as model changes.
+DEFAULT_VARIANT = "master"
+
+
+def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | None = None) -> Config:
+    sz = sizes or SIZES[kind]
+    memory = KIND_MEMORY[kind]
+    cache_ram = flags.cache_ram_mib * MIB if flags.cache_ram_mib > 0 else flags.cache_ram_mib
+    return Config(
+        n_slots=facts.n_slots,
+        n_ctx_slot=facts.n_ctx_slot,
+        n_batch=flags.n_batch,
+        n_ubatch=flags.n_ubatch,
+        kv_unified=flags.kv_unified,
+        memory=memory,
+        n_swa=32 if memory == MemoryKind.SWA else 0,
+        swa_cells=facts.swa_cells or 256,
+        cell_bytes=max(1, sz.per_cell),
+        # a recurrent checkpoint (and state) is exact: the state's own header is the model's
+        rs_bytes=max(1, sz.rs - STATE_HEADER),
+        n_ctx_checkpoints=flags.ctx_checkpoints,
+        checkpoint_min_step=flags.checkpoint_min_step,
+        cache_ram=cache_ram,
+        slot_prompt_similarity=flags.slot_prompt_similarity,
+    ).validate()
+
+
+def variant(name: str = DEFAULT_VARIANT) -> Variant:
+    return get_variant(name)

@@ -1,0 +1,44 @@
+"""Diff what the server did with what the model predicts, for one operation.
+
+Records of each kind are compared in order (the order within a kind is the server's order of
+calls, which the model follows); a field ``None`` on either side matches anything. A kind
+whose lists differ in length or in a field is a ``Difference``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pcspec.live import records as r
+
+
+@dataclass(frozen=True)
+class Difference:
+    kind: str
+    server: tuple[str, ...]
+    model: tuple[str, ...]
+
+    def show(self) -> str:
+        return f"{self.kind}: server [{', '.join(self.server)}] vs model [{', '.join(self.model)}]"
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "server": list(self.server), "model": list(self.model)}
+
+
+def _by_kind(recs: list[r.Record]) -> dict[str, list[r.Record]]:
+    out: dict[str, list[r.Record]] = {}
+    for rec in recs:
+        out.setdefault(rec.kind, []).append(rec)
+    return out
+
+
+def diff(server: list[r.Record], model: list[r.Record], ignore: frozenset[str] = frozenset()) -> list[Difference]:
+    a, b = _by_kind(server), _by_kind(model)
+    out: list[Difference] = []
+    for kind in [t.kind for t in r.RECORD_TYPES]:
+        if kind in ignore:
+            continue
+        xs, ys = a.get(kind, []), b.get(kind, [])
+        if len(xs) != len(ys) or not all(x.matches(y) for x, y in zip(xs, ys, strict=True)):
+            out.append(Difference(kind, tuple(x.show() for x in xs), tuple(y.show() for y in ys)))
+    return out

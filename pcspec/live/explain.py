@@ -1,0 +1,176 @@
+"""Known causes: a finding that matches one is explained (a server bug in docs/FINDINGS.md, or a
+model change asked for in docs/LIVE.md); anything else is unexplained and fails the campaign.
+
+Each explainer looks at the finding and at the log of the run that shows it (the shrunk one
+when there is one) and returns the name of the cause, or None.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from pcspec.live.analyze import Finding
+from pcspec.live.session import Outcome
+
+Explainer = Callable[[Finding, Outcome], str | None]
+
+
+def _op_log(f: Finding, out: Outcome) -> str:
+    obs = [o for o in out.run.observations if o.index == f.op]
+    if not obs:
+        return ""
+    return out.log[obs[0].log_start:obs[0].log_end].decode("utf-8", "replace")
+
+
+def pinned_busy(f: Finding, out: Outcome) -> str | None:
+    """FINDINGS F1: a task pinned to a busy slot runs the cache update on it before it is
+    deferred (server-context.cpp:1534-1631, deferral at 2417). Explains a finding of the
+    concurrent group where that happened (or a request without an answer then)."""
+    first = f.op
+    while first > 0 and out.run.observations[first - 1].op.is_async:
+        first -= 1
+    last = f.op
+    obs = out.run.observations
+    while last + 1 < len(obs) and obs[last].op.is_async:
+        last += 1
+    if first > last or not any(o.op.is_async for o in obs[first:last + 1]):
+        return None
+    text = out.log[obs[first].log_start:max(o.log_end for o in obs[first:last + 1])].decode("utf-8", "replace")
+    if _PINNED_BUSY_UPDATE.search(text):
+        return "F1 (server): a pinned task runs the cache update on its busy slot before deferring"
+    return None
+
+
+# "selected slot by id (N)", then that slot skipped as busy, then the cache update (on it)
+_PINNED_BUSY_UPDATE = re.compile(
+    r"id +(\d+) \| task -?\d+ \| selected slot by id \(\1\)\n"
+    r"[^\n]*id +\1 \| task -?\d+ \|  - skipping, is_processing = 1\n"
+    r"[^\n]*updating prompt cache"
+)
+
+
+def swa_off_by_one(f: Finding, out: Outcome) -> str | None:
+    """FINDINGS F2: a restored SWA checkpoint one cell short when the prompt ends one before it."""
+    if out.target.kind != "swa" or f.cls != "transparency":
+        return None
+    text = _op_log(f, out)
+    if "restored context checkpoint" in text and "need to evaluate at least 1 token" in text:
+        return "F2 (server): SWA window one cell short after a restore (server-context.cpp:3278, 3355, 3384)"
+    return None
+
+
+def observation(f: Finding, out: Outcome) -> str | None:
+    if f.cls == "waste:restore-extend":
+        return "F3 (behaviour): a slot restore drops the checkpoints; the extension re-processes all"
+    if f.cls == "waste:unused-checkpoint":
+        return "F4 (behaviour): full re-processing although a checkpoint is a prefix of the prompt"
+    return None
+
+
+def swa_pos_min(f: Finding, out: Outcome) -> str | None:
+    """M3 (model): the SWA cache's pos_min after find_slot's ring reuse (src/llama-kv-cache.cpp:
+    898-1080) differs from the model's ``part_lo = len - swa_cells``; checkpoints agree on
+    n_tokens and pos_max and differ in pos_min only."""
+    if f.cls != "model:ckpt_created" or out.target.kind not in ("swa",):
+        return None
+    d = f.data.get("difference", {})
+    srv, mod = d.get("server", []), d.get("model", [])
+    strip = [_without_pos_min(x) for x in srv], [_without_pos_min(x) for x in mod]
+    if srv and strip[0] == strip[1]:
+        return "M3 (model): SWA checkpoint pos_min (the SWA cache's ring reuse is not modelled)"
+    return None
+
+
+def _without_pos_min(shown: str) -> str:
+    return re.sub(r"pos_min=\d+, ", "", shown)
+
+
+def silent_restore(f: Finding, out: Outcome) -> str | None:
+    """L1 (log checker): a successful slot-file restore can leave no line in the log (an empty
+    file, a recurrent memory: state_read_meta prints only for a non-empty attention cache), so
+    the checker keeps the slot's old tokens and checkpoints and flags what follows."""
+    if not f.cls.startswith("logcheck:"):
+        return None
+    for o in out.run.observations:
+        if o.index >= f.op:
+            break
+        if o.op.op == "slot_restore" and o.reply is not None and o.reply.ok:
+            return "L1 (log checker): a slot restore it cannot see in the log (no state_read_meta line)"
+    return None
+
+
+def equal_lengths(f: Finding, out: Outcome) -> str | None:
+    """L2 (log checker): two cache entries of the same length; "removing obsolete cached prompt
+    with length N" does not say which one went, and the checker assumed the other (its next
+    load scan lists the same lengths in another order)."""
+    if f.cls != "logcheck:load-scan":
+        return None
+    m = re.search(r"entries of \[([\d, ]*)\] tokens but the cache holds \[([\d, ]*)\]", f.detail)
+    if m is None:
+        return None
+    a = [int(x) for x in m.group(1).split(",") if x.strip()]
+    b = [int(x) for x in m.group(2).split(",") if x.strip()]
+    # the same lengths in another order: an entry of the removed length is still there, in
+    # another place, so two entries had that length when the removal was logged
+    if sorted(a) == sorted(b):
+        return "L2 (log checker): which of two equal-length entries an obsolete removal took is not in the log"
+    return None
+
+
+def invalid_tokens(f: Finding, out: Outcome) -> str | None:
+    """M6 (model): a corrupted slot file whose token list still parses but holds ids outside the
+    vocabulary is refused by the server (``restored.validate(ctx_tgt)``: "Invalid tokens in slot
+    save file", server-context.cpp:2609-2611, then ``prompt_clear``); the model has no vocabulary
+    size and installs the tokens."""
+    obs = [o for o in out.run.observations if o.index == f.op]
+    if obs and obs[0].op.op == "slot_restore" and obs[0].reply is not None \
+            and "Invalid tokens in slot save file" in obs[0].reply.error:
+        return "M6 (model): slot restore does not validate token ids against the vocabulary"
+    return None
+
+
+def release_order(f: Finding, out: Outcome) -> str | None:
+    """M7 (model): within one update_slots iteration the server samples and releases the slots
+    in slot order after the decode (server-context.cpp:3800-3870, the post-decode loop); the
+    model releases a slot whose prompt ends with n_predict 1 inside ``prompt_batch``, before
+    the generating slots of the same iteration. The release order sets ``t_last_used``, so the
+    next LRU pick can differ."""
+    if f.cls != "model:released":
+        return None
+    d = f.data.get("difference", {})
+    srv, mod = d.get("server", []), d.get("model", [])
+    if srv and sorted(srv) == sorted(mod) and srv != mod:
+        return "M7 (model): the order of releases within one update_slots iteration"
+    return None
+
+
+EXPLAINERS: tuple[Explainer, ...] = (invalid_tokens, release_order,
+    equal_lengths, observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
+)
+
+
+def _direct(f: Finding, out: Outcome) -> str | None:
+    for ex in EXPLAINERS:
+        why = ex(f, out)
+        if why is not None:
+            return why
+    return None
+
+
+def _judged(f: Finding) -> bool:
+    return not f.is_observation and not f.cls.startswith("logcheck:")
+
+
+def explain(f: Finding, out: Outcome) -> str | None:
+    """The cause of ``f``: a known one, or an explained divergence earlier in the same run
+    (from there on the server's and the model's states differ, so later differences follow)."""
+    why = _direct(f, out)
+    if why is not None or not _judged(f):
+        return why
+    for g in out.analysis.findings:
+        if g is not f and g.op <= f.op and _judged(g):
+            cause = _direct(g, out)
+            if cause is not None:
+                return f"after {g.cls} at operation {g.op} ({cause.split(':')[0]}): the states differ from there"
+    return None

@@ -1,0 +1,249 @@
+"""Tiny random-weight GGUF models, one per memory kind, generated with the ``gguf`` package.
+
+A few hundred KB each, seeded (same seed, same file), with a byte-level vocabulary of 272 tokens
+(ids 0..255 are the bytes, in GPT-2's byte-to-unicode spelling; 256 is one merge; 257..271 are
+control tokens, 257 BOS/EOS). Prompts go to ``/completion`` as arrays of ids, so nothing is
+tokenized and a prompt is exact.
+
+===========  ==========  ================================================================
+kind         arch        memory the server builds (``llama_model::create_memory``)
+===========  ==========  ================================================================
+``kv``       llama       plain KV cache: no checkpoints, the cache alone
+``swa``      gemma2      iSWA: layers 0 and 2 slide over ``sliding_window`` (32) tokens
+``recurrent``  mamba     one recurrent state per sequence (FULL: no rollback)
+``hybrid``   jamba       attention layers plus mamba layers (``llama_memory_hybrid``)
+===========  ==========  ================================================================
+
+The shapes are those of the models behind ``../shared/real-logs`` and live-findings.md (gemma2:
+4 layers, n_embd 64, window 32; mamba: 2 layers, n_embd 64).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+KINDS = ("kv", "swa", "recurrent", "hybrid")
+N_VOCAB = 272
+TOKEN_BOS = 257  # also EOS (requests send ignore_eos)
+N_EMBD = 64
+N_HEAD = 4
+N_FF = 128
+N_SWA = 32
+GENERATOR_VERSION = 1  # bump when the files change: part of the cache key
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    kind: str
+    arch: str
+    n_layer: int
+    n_swa: int = 0  # sliding window (swa only)
+
+
+SPECS: dict[str, ModelSpec] = {
+    "kv": ModelSpec("kv", "llama", 2),
+    "swa": ModelSpec("swa", "gemma2", 4, N_SWA),
+    "recurrent": ModelSpec("recurrent", "mamba", 2),
+    "hybrid": ModelSpec("hybrid", "jamba", 4),
+}
+
+
+def _bytes_to_unicode() -> list[str]:
+    """GPT-2's reversible byte -> printable character map (the spelling of byte tokens)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    table = dict(zip(bs, cs, strict=True))
+    return [chr(table[b]) for b in range(256)]
+
+
+def vocabulary() -> tuple[list[str], list[int], list[str]]:
+    """(tokens, token types, merges) of the byte-level vocabulary."""
+    byte_tok = _bytes_to_unicode()
+    space = byte_tok[ord(" ")]
+    tokens = [*byte_tok, space + space]
+    types = [1] * 257  # NORMAL
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    specials += [f"<|unused_{i}|>" for i in range(N_VOCAB - 257 - len(specials))]
+    tokens += specials
+    types += [3] * len(specials)  # CONTROL
+    return tokens, types, [f"{space} {space}"]
+
+
+class _Weights:
+    """Seeded random tensors; ``add`` takes the ggml shape (``ne``, innermost first)."""
+
+    def __init__(self, writer: Any, seed: int) -> None:
+        self.w = writer
+        self.rng = np.random.default_rng(seed)
+
+    def add(self, name: str, ne: tuple[int, ...], scale: float = 0.2, const: float | None = None) -> None:
+        shape = tuple(reversed(ne))
+        if const is not None:
+            arr = np.full(shape, const, dtype=np.float32)
+        else:
+            arr = (self.rng.standard_normal(shape) * scale).astype(np.float32)
+        self.w.add_tensor(name, arr)
+
+    def norm(self, name: str) -> None:
+        self.add(name, (N_EMBD,), const=1.0)
+
+
+def _common(w: Any, spec: ModelSpec, weights: _Weights) -> None:
+    w.add_context_length(8192)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(spec.n_layer)
+    w.add_layer_norm_rms_eps(1e-5)
+    tokens, types, merges = vocabulary()
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(TOKEN_BOS)
+    w.add_eos_token_id(TOKEN_BOS)
+    w.add_add_bos_token(True)  # as the model assumes (processing.ADD_BOS); arrays get none
+    weights.add("token_embd.weight", (N_EMBD, N_VOCAB), scale=1.0)
+    weights.norm("output_norm.weight")
+
+
+def _attention(weights: _Weights, i: int, post_norms: bool) -> None:
+    weights.norm(f"blk.{i}.attn_norm.weight")
+    for t in ("q", "k", "v"):
+        weights.add(f"blk.{i}.attn_{t}.weight", (N_EMBD, N_EMBD))
+    weights.add(f"blk.{i}.attn_output.weight", (N_EMBD, N_EMBD))
+    if post_norms:
+        weights.norm(f"blk.{i}.post_attention_norm.weight")
+
+
+def _ffn(weights: _Weights, i: int, post_norms: bool) -> None:
+    weights.norm(f"blk.{i}.ffn_norm.weight")
+    weights.add(f"blk.{i}.ffn_gate.weight", (N_EMBD, N_FF))
+    weights.add(f"blk.{i}.ffn_up.weight", (N_EMBD, N_FF))
+    weights.add(f"blk.{i}.ffn_down.weight", (N_FF, N_EMBD))
+    if post_norms:
+        weights.norm(f"blk.{i}.post_ffw_norm.weight")
+
+
+D_CONV, D_STATE, DT_RANK = 4, 16, 4
+D_INNER = 2 * N_EMBD  # only an expansion factor of 2 is supported
+
+
+def _mamba(weights: _Weights, i: int, jamba: bool) -> None:
+    weights.norm(f"blk.{i}.attn_norm.weight")
+    weights.add(f"blk.{i}.ssm_in.weight", (N_EMBD, 2 * D_INNER))
+    weights.add(f"blk.{i}.ssm_conv1d.weight", (D_CONV, D_INNER))
+    weights.add(f"blk.{i}.ssm_conv1d.bias", (D_INNER,), scale=0.05)
+    weights.add(f"blk.{i}.ssm_x.weight", (D_INNER, DT_RANK + 2 * D_STATE))
+    weights.add(f"blk.{i}.ssm_dt.weight", (DT_RANK, D_INNER))
+    weights.add(f"blk.{i}.ssm_dt.bias", (D_INNER,), scale=0.05)
+    if jamba:
+        weights.add(f"blk.{i}.ssm_dt_norm.weight", (DT_RANK,), const=1.0)
+        weights.add(f"blk.{i}.ssm_b_norm.weight", (D_STATE,), const=1.0)
+        weights.add(f"blk.{i}.ssm_c_norm.weight", (D_STATE,), const=1.0)
+    # A = -exp(A_log) is stored: negative, so the state decays
+    a = -np.tile(np.arange(1, D_STATE + 1, dtype=np.float32), (D_INNER, 1))
+    weights.w.add_tensor(f"blk.{i}.ssm_a", a)
+    weights.add(f"blk.{i}.ssm_d", (D_INNER,), const=1.0)
+    weights.add(f"blk.{i}.ssm_out.weight", (D_INNER, N_EMBD))
+
+
+def _ssm_keys(w: Any) -> None:
+    w.add_ssm_conv_kernel(D_CONV)
+    w.add_ssm_inner_size(D_INNER)
+    w.add_ssm_state_size(D_STATE)
+    w.add_ssm_time_step_rank(DT_RANK)
+
+
+def write_model(kind: str, path: Path, seed: int = 0) -> Path:
+    """Write the model of ``kind`` to ``path``; returns ``path``."""
+    import gguf  # a live-only dependency: imported where it is needed
+
+    spec = SPECS[kind]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    w = gguf.GGUFWriter(str(tmp), spec.arch)
+    weights = _Weights(w, seed)
+    w.add_name(f"pcspec-tiny-{kind}")
+    _common(w, spec, weights)
+    if spec.arch in ("llama", "gemma2"):
+        w.add_feed_forward_length(N_FF)
+        w.add_head_count(N_HEAD)
+        w.add_head_count_kv(N_HEAD)
+        if spec.arch == "gemma2":
+            w.add_sliding_window(spec.n_swa)
+            w.add_attn_logit_softcapping(50.0)
+            w.add_final_logit_softcapping(30.0)
+        else:
+            w.add_rope_dimension_count(N_EMBD // N_HEAD)
+        post = spec.arch == "gemma2"
+        for i in range(spec.n_layer):
+            _attention(weights, i, post)
+            _ffn(weights, i, post)
+    elif spec.arch == "mamba":
+        w.add_feed_forward_length(0)
+        w.add_head_count(0)
+        w.add_head_count_kv(0)
+        _ssm_keys(w)
+        for i in range(spec.n_layer):
+            _mamba(weights, i, jamba=False)
+    else:  # jamba: layers 1 and 3 attention, 0 and 2 mamba
+        attn_layers = {1, 3}
+        w.add_feed_forward_length(N_FF)
+        w.add_head_count(N_HEAD)
+        w.add_head_count_kv([N_HEAD if i in attn_layers else 0 for i in range(spec.n_layer)])
+        _ssm_keys(w)
+        for i in range(spec.n_layer):
+            if i in attn_layers:
+                _attention(weights, i, post_norms=False)
+            else:
+                _mamba(weights, i, jamba=True)
+            _ffn(weights, i, post_norms=False)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.replace(path)
+    return path
+
+
+def model_key(kind: str, seed: int) -> str:
+    h = hashlib.sha256(f"{GENERATOR_VERSION}:{kind}:{seed}".encode()).hexdigest()[:8]
+    return f"tiny-{kind}-s{seed}-{h}.gguf"
+
+
+def ensure_model(kind: str, directory: Path, seed: int = 0) -> Path:
+    """The model file of ``kind`` in ``directory``, generated if it is not there."""
+    if kind not in SPECS:
+        raise ValueError(f"unknown model kind {kind!r}; kinds: {', '.join(KINDS)}")
+    path = directory / model_key(kind, seed)
+    if not path.is_file():
+        write_model(kind, path, seed)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pcspec.live.models KIND OUT.gguf [SEED]``: write one model file."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) not in (2, 3) or args[0] not in SPECS:
+        print(f"usage: python -m pcspec.live.models {{{','.join(KINDS)}}} OUT.gguf [SEED]", file=sys.stderr)
+        return 2
+    path = write_model(args[0], Path(args[1]), int(args[2]) if len(args) == 3 else 0)
+    print(f"{path} ({path.stat().st_size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

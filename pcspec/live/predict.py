@@ -1,0 +1,219 @@
+"""Run live operations through the model: what the spec says the server does.
+
+The model is ``Server(config, variant)`` with the configuration of the live server
+(``pcspec.live.calibrate``). A request is resolved with the *model's* replies (segments, see
+``pcspec.live.ops``), so a workload means the same on both sides. A synchronous request is
+``request`` then steps until idle; async requests follow a schedule: the number of
+``update_slots`` iterations the server ran before each arrival, read from its log (the log is
+the schedule, ``pcspec.live.schedule``).
+
+Each operation yields its records (``pcspec.live.records``) and, for requests, a ``Served``
+record (tokens from the cache and tokens processed), so it can be diffed with the server's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pcspec.live import from_model
+from pcspec.live import records as r
+from pcspec.live.october import october_rules
+from pcspec.live.ops import LiveOp, resolve
+from pcspec.live.schedule import Schedule
+from pcspec.model.config import Config
+from pcspec.model.server import Server
+from pcspec.model.slot import TaskType
+from pcspec.model.variants import Variant
+
+MAX_STEPS = 100_000
+
+
+@dataclass
+class Prediction:
+    index: int
+    records: list[r.Record] = field(default_factory=list)
+    served: r.Served | None = None
+    error: str = ""
+    crash: str = ""
+    stalled: bool = False  # the task can never finish (the model's livelock)
+    slot_file: r.SlotFile | None = None
+
+
+class Predictor:
+    def __init__(self, cfg: Config, variant: Variant, rules: str = "october") -> None:
+        self.srv = Server(cfg, variant)
+        self.rules = rules  # "october" (0c1e570, the live tree) or "november" (the model as is)
+        self.prompts: dict[int, list[int]] = {}
+        self.replies: dict[int, list[int]] = {}
+        self.task_of: dict[int, int] = {}  # model task id -> live request id
+        self.served: dict[int, r.Served] = {}  # live request id -> served
+        self.errors: dict[int, str] = {}
+        self.model_ops: list[dict[str, object]] = []  # the pcspec trace of what ran
+        self.slot_results: dict[int, dict[str, object]] = {}  # op index -> last_result
+        self.pinned: set[int] = set()  # model task ids sent with id_slot
+        self.generated: dict[int, list[int]] = {}  # model task id -> tokens it generated
+        self._emit = self.srv.heap.emit
+        self.srv.heap.emit = self._observe  # type: ignore[method-assign]
+
+    # -- stepping with a hand on releases ------------------------------------------------------
+
+    def _observe(self, kind: str, **data: object) -> None:
+        """Wraps the heap's ``emit``: the tokens a task generates are read the moment the model
+        decodes them (``generate``) or samples its last one (``release``); later in the same
+        step a cache load may replace the slot's tokens (FINDINGS F1), so reading them after
+        the step would take another prompt's tokens for this task's reply. (The model's events
+        could carry the token instead: asked for as M4 in docs/LIVE.md.)"""
+        task = data.get("task")
+        if kind in ("generate", "release") and task in self.task_of:
+            slot = self.srv.slots[int(data["slot"])]  # type: ignore[call-overload]
+            if kind == "generate" and slot.prompt.tokens:
+                self.generated.setdefault(int(task), []).append(slot.prompt.tokens[-1])
+            elif kind == "release" and not data.get("error"):
+                self.generated.setdefault(int(task), []).append(slot.next_token)
+        self._emit(kind, **data)
+
+    def _scan(self, start: int) -> None:
+        """Learn, from events since ``start``, what each finished task served and generated."""
+        for e in self.srv.heap.events[start:]:
+            d = e.data
+            if e.kind == "prompt_start" and d.get("task") in self.task_of:
+                rid = self.task_of[d["task"]]
+                n = len(self.prompts[rid])
+                self.served[rid] = r.Served(int(d["n_past"]), n - int(d["n_past"]))
+            elif e.kind == "release" and d.get("task") in self.task_of:
+                rid = self.task_of[d["task"]]
+                if d.get("error"):
+                    self.errors[rid] = str(d["error"])
+                    continue
+                self.replies[rid] = list(self.generated.get(int(d["task"]), []))
+
+    def step(self, n: int = 1) -> None:
+        for _ in range(n):
+            if self.srv.crash is not None:
+                return
+            start = len(self.srv.heap.events)
+            self.srv.step()
+            self.model_ops.append({"op": "step"})
+            self._scan(start)
+
+    def run(self) -> None:
+        for _ in range(MAX_STEPS):
+            if self.srv.idle or self.srv.crash is not None:
+                return
+            self.step()
+
+    # -- operations ----------------------------------------------------------------------------
+
+    def arrive(self, op: LiveOp) -> None:
+        """A request arrives (no steps)."""
+        tokens = resolve(op, self.prompts, self.replies)
+        self.prompts[op.id] = tokens
+        start = len(self.srv.heap.events)
+        tid = self.srv.request(tuple(tokens), (), op.n_predict, op.id_slot, op.cache_prompt, TaskType.COMPLETION)
+        self.task_of[tid] = op.id
+        if op.id_slot != -1:
+            self.pinned.add(tid)
+        self.model_ops.append({"op": "request", "tokens": tokens, "n_predict": op.n_predict,
+                               "id_slot": op.id_slot, "cache_prompt": op.cache_prompt})
+        self._scan(start)
+
+    def _slot_op(self, op: LiveOp) -> None:
+        if op.op in ("slot_save", "slot_restore"):
+            self.srv.slot_action(op.op[5:], op.id_slot, op.filename)
+            self.model_ops.append({"op": op.op, "id_slot": op.id_slot, "filename": op.filename})
+        else:
+            self.srv.slot_action("erase", op.id_slot)
+            self.model_ops.append({"op": "slot_erase", "id_slot": op.id_slot})
+
+    def _corrupt(self, op: LiveOp) -> None:
+        self.srv.corrupt_file(op.filename, op.offset, bytes(op.data), op.truncate)
+        m: dict[str, object] = {"op": "corrupt_file", "filename": op.filename}
+        if op.truncate is not None:
+            m["truncate"] = op.truncate
+        else:
+            m["offset"], m["data"] = op.offset, list(op.data)
+        self.model_ops.append(m)
+
+    def follow(self, ops: list[LiveOp], segments: list[list[int]], schedule: Schedule,
+               lengths: dict[int, int] | None = None) -> list[Prediction]:
+        """The model under the rules of the server's build (``self.rules``); see ``_follow``.
+        ``lengths``: op index -> prompt length as sent, to tell which of two requests sent
+        together the server took first (its log gives each task's ``task.n_tokens``)."""
+        if self.rules == "october":
+            with october_rules(self.srv.variant):
+                return self._follow(ops, segments, schedule, lengths or {})
+        return self._follow(ops, segments, schedule, lengths or {})
+
+    def _follow(self, ops: list[LiveOp], segments: list[list[int]], schedule: Schedule,
+                lengths: dict[int, int]) -> list[Prediction]:
+        """Run ``ops`` in the order the server's log shows (``schedule``); one prediction per
+        segment (a list of op indices that ran together: one synchronous op, or a concurrent
+        group and its ``wait``), holding the records of everything that happened from the
+        segment's first arrival to the next segment's."""
+        # an empty token array is refused by the HTTP handler before any task exists
+        # (server-common.cpp:1015-1028, '"prompt" must not be empty'): no arrival, no model task
+        empty = {i for i, op in enumerate(ops) if op.op == "request" and lengths.get(i, 1) == 0}
+        for i in sorted(empty):
+            self.prompts[ops[i].id] = []
+            self.errors[ops[i].id] = '"prompt" must not be empty'
+        posting = [i for i, op in enumerate(ops) if op.op in TASK_OPS and i not in empty]
+        seg_of = {i: k for k, seg in enumerate(segments) for i in seg}
+        marks: dict[int, int] = {}  # segment -> event index where it starts
+        applied = 0  # ops before this index have been applied
+        k = 0
+
+        def upto(i: int) -> None:
+            nonlocal applied
+            while applied < i:
+                op = ops[applied]
+                seg = seg_of.get(applied)
+                if seg is not None and seg not in marks:
+                    marks[seg] = len(self.srv.heap.events)
+                if op.op == "corrupt_file":
+                    self._corrupt(op)
+                applied += 1
+
+        for action, tid in schedule.actions:
+            if action == "step":
+                if not self.srv.idle:
+                    self.step()
+                continue
+            if k >= len(posting):
+                continue
+            # the next op in order, unless the log says the task is another of its group
+            want = schedule.n_tokens.get(tid)
+            group = [j for j in posting[k:] if seg_of[j] == seg_of[posting[k]]]
+            pick = next((j for j in group if want is not None and lengths.get(j) == want), posting[k])
+            posting.remove(pick)
+            posting.insert(k, pick)
+            i = posting[k]
+            k += 1
+            upto(i)
+            seg = seg_of[i]
+            if seg not in marks:
+                marks[seg] = len(self.srv.heap.events)
+            start = len(self.srv.heap.events)
+            op = ops[i]
+            if op.op == "request":
+                self.arrive(op)
+            else:
+                self._slot_op(op)
+                self.slot_results[i] = dict(self.srv.last_result)
+            self._scan(start)
+        upto(len(ops))
+        self.run()
+        out: list[Prediction] = []
+        bounds = [marks.get(s, len(self.srv.heap.events)) for s in range(len(segments))]
+        for n, group in enumerate(segments):
+            lo = bounds[n]
+            hi = min([b for b in bounds[n + 1:] if b >= lo] or [len(self.srv.heap.events)])
+            events = self.srv.heap.events[lo:hi]
+            pred = Prediction(group[0], from_model.records(events, self.pinned))
+            pred.stalled = any(e.kind == "stall" for e in events)
+            if any(e.kind == "crash" for e in events) and self.srv.crash is not None:
+                pred.crash = f"{self.srv.crash.where}: {self.srv.crash.message}"
+            out.append(pred)
+        return out
+
+
+TASK_OPS = ("request", "slot_save", "slot_restore", "slot_erase")

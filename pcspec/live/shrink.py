@@ -1,0 +1,100 @@
+"""Shrink a live workload that shows a finding, by re-running both sides.
+
+The workload is cut into units (one synchronous operation, or a concurrent group with its
+``wait``) and units are removed while a fresh run still shows a finding of the same class
+(delta debugging: halves, then quarters, ..., then single units). Requests that referred to a
+removed request lose those segments (``ops.renumber``); a request left with no prompt is
+dropped. Every attempt is a real run on a fresh server, bounded in time and in attempts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from pcspec.live.analyze import Finding
+from pcspec.live.ops import LiveOp, renumber
+from pcspec.live.session import Outcome
+
+Runner = Callable[[list[LiveOp], Path], Outcome]
+
+
+def units(ops: list[LiveOp]) -> list[list[LiveOp]]:
+    out: list[list[LiveOp]] = []
+    cur: list[LiveOp] = []
+    for op in ops:
+        cur.append(op)
+        if not op.is_async:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append([*cur, LiveOp("wait")])
+    return out
+
+
+def _flatten(us: list[list[LiveOp]]) -> list[LiveOp]:
+    """The units as one workload: requests numbered 0..n-1, references to removed requests
+    dropped, requests left without a prompt dropped (until nothing changes)."""
+    ops = [op for u in us for op in u]
+    while True:
+        ops = renumber(ops)
+        kept = [op for op in ops if op.op != "request" or op.segments]
+        if len(kept) == len(ops):
+            return ops
+        ops = kept
+
+
+def same_class(cls: str) -> Callable[[Outcome], Finding | None]:
+    def pred(o: Outcome) -> Finding | None:
+        return next((f for f in o.analysis.findings if f.cls == cls), None)
+    return pred
+
+
+def shrink(ops: list[LiveOp], runner: Runner, keep: Callable[[Outcome], Finding | None], workdir: Path,
+           *, seconds: float = 180.0, max_attempts: int = 40,
+           log: Callable[[str], None] | None = None) -> tuple[list[LiveOp], Outcome | None, int]:
+    """(smallest workload found, its outcome, attempts made)."""
+    deadline = time.monotonic() + seconds
+    us = units(ops)
+    best: Outcome | None = None
+    attempts = 0
+
+    def attempt(cand: list[list[LiveOp]]) -> bool:
+        nonlocal best, attempts
+        attempts += 1
+        out = runner(_flatten(cand), workdir / f"attempt-{attempts:03d}")
+        ok = keep(out) is not None
+        if log is not None:
+            log(f"  shrink attempt {attempts}: {sum(len(u) for u in cand)} ops -> {'kept' if ok else 'gone'}")
+        if ok:
+            best = out
+        return ok
+
+    n = 2
+    while len(us) >= 2 and attempts < max_attempts and time.monotonic() < deadline:
+        chunk = max(1, len(us) // n)
+        removed = False
+        for start in range(0, len(us), chunk):
+            if attempts >= max_attempts or time.monotonic() > deadline:
+                break
+            cand = us[:start] + us[start + chunk:]
+            if cand and attempt(cand):
+                us = cand
+                n = max(n - 1, 2)
+                removed = True
+                break
+        if not removed:
+            if chunk == 1:
+                break
+            n = min(len(us), n * 2)
+    # simpler requests: fewer generated tokens
+    for i, u in enumerate(us):
+        if attempts >= max_attempts or time.monotonic() > deadline:
+            break
+        if len(u) == 1 and u[0].op == "request" and u[0].n_predict > 1:
+            cand = [*us[:i], [replace(u[0], n_predict=1)], *us[i + 1:]]
+            if attempt(cand):
+                us = cand
+    return _flatten(us), best, attempts

@@ -1,0 +1,248 @@
+"""pcspec live without a server: operations, workloads, records, comparison, oracles, models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pcspec.live import build, from_log, from_model
+from pcspec.live import records as r
+from pcspec.live.client import Reply, completion_body
+from pcspec.live.compare import diff
+from pcspec.live.fuzz import LIT_MAX, LIT_MIN, Feedback, Fuzzer
+from pcspec.live.ops import LiveOp, renumber, resolve
+from pcspec.live.process import Flags
+from pcspec.live.report import KIND, read_workload, workload_lines
+from pcspec.live.schedule import read_facts, read_schedule
+from pcspec.live.shrink import units
+from pcspec.live.transparency import compare
+from pcspec.logcheck import read_log
+from pcspec.model.config import Config, MemoryKind
+from pcspec.model.server import Server
+from pcspec.model.variants import get_variant
+
+REAL_LOGS = Path(__file__).resolve().parent / "data" / "real"
+
+
+def test_ops_round_trip_and_resolve() -> None:
+    ops = [
+        LiveOp("request", id=0, segments=(("lit", (1, 2, 3)),), n_predict=2),
+        LiveOp("request", id=1, segments=(("prompt", 0), ("reply", 0), ("lit", (9,))), id_slot=1, is_async=True,
+               delay_ms=5),
+        LiveOp("request", id=2, segments=(("head", (1, 4)), ("lit", (7,))), cut=3, cache_prompt=False),
+        LiveOp("wait"),
+        LiveOp("slot_save", id_slot=0, filename="a.bin"),
+        LiveOp("corrupt_file", filename="a.bin", offset=3, data=(1, 2)),
+        LiveOp("corrupt_file", filename="a.bin", truncate=10),
+        LiveOp("slot_erase", id_slot=0),
+    ]
+    again = [LiveOp.from_json(json.loads(json.dumps(op.to_json()))) for op in ops]
+    assert again == ops
+    prompts = {0: [1, 2, 3]}
+    replies = {0: [200, 201]}
+    assert resolve(ops[1], prompts, replies) == [1, 2, 3, 200, 201, 9]
+    prompts[1] = resolve(ops[1], prompts, replies)
+    assert resolve(ops[2], prompts, replies) == [1, 2, 3]
+
+
+def test_renumber_drops_references_to_removed_requests() -> None:
+    ops = [
+        LiveOp("request", id=3, segments=(("lit", (1,)),)),
+        LiveOp("request", id=5, segments=(("prompt", 4), ("lit", (2,)))),
+        LiveOp("request", id=6, segments=(("head", (3, 1)), ("reply", 5))),
+    ]
+    out = renumber(ops)
+    assert [o.id for o in out] == [0, 1, 2]
+    assert out[1].segments == (("lit", (2,)),)
+    assert out[2].segments == (("head", (0, 1)), ("reply", 1))
+
+
+def test_units_close_a_trailing_async_group() -> None:
+    a = LiveOp("request", id=0, segments=(("lit", (1,)),), is_async=True)
+    b = LiveOp("request", id=1, segments=(("lit", (1,)),))
+    us = units([b, a, a, LiveOp("wait"), b, a])
+    assert [len(u) for u in us] == [1, 3, 1, 2]
+    assert us[-1][-1].op == "wait"
+
+
+def test_fuzzer_is_deterministic_and_bounded() -> None:
+    def draw(seed: int) -> list[dict[str, object]]:
+        fz = Fuzzer(seed, n_slots=2, n_ctx_slot=1024)
+        out = []
+        for _ in range(60):
+            out += [op.to_json() for op in fz.next_ops(Feedback())]
+        return out
+
+    a, b = draw(7), draw(7)
+    assert a == b and a != draw(8)
+    fz = Fuzzer(1, n_slots=2, n_ctx_slot=1024)
+    for _ in range(100):
+        for op in fz.next_ops(Feedback()):
+            if op.op == "request":
+                assert fz.shapes[op.id].n_full <= 1024 - 40
+                for kind, val in op.segments:
+                    if kind == "lit":
+                        assert all(LIT_MIN <= t <= LIT_MAX for t in val)
+
+
+def test_generation_is_banned_from_literal_ids() -> None:
+    body = completion_body([1, 2], n_predict=3)
+    banned = {t for t, v in body["logit_bias"]}
+    assert banned >= set(range(LIT_MIN, LIT_MAX + 1)) and not banned & set(range(LIT_MIN))
+    assert body["temperature"] == 0 and body["n_probs"] > 0 and body["ignore_eos"]
+
+
+def test_curl_line_is_exact_json() -> None:
+    rep = Reply("POST", "/completion", {"prompt": [1, 2], "n_predict": 1})
+    line = rep.curl("$B")
+    assert line.startswith('curl -s -X POST "$B/completion"')
+    assert json.loads(line.split("-d '", 1)[1].rstrip("'")) == rep.body
+
+
+def test_transparency_compare() -> None:
+    ref = [[(5, -0.1), (6, -2.0)], [(7, -0.5), (8, -1.0)]]
+    same = [[(5, -0.103), (6, -2.002)], [(7, -0.5), (8, -1.0)]]
+    assert compare(same, [5, 7], ref, [5, 7]).ok
+    moved = [[(5, -0.1), (6, -2.0)], [(7, -0.6), (8, -0.9)]]
+    v = compare(moved, [5, 7], ref, [5, 7])
+    assert not v.ok and v.step == 1
+    # a near tie chosen the other way stops the comparison there
+    tie = [[(6, -0.70), (5, -0.69)], [(1, -9.0), (2, -9.5)]]
+    tie_ref = [[(5, -0.69), (6, -0.70)], [(7, -0.5), (8, -1.0)]]
+    assert compare(tie, [6, 1], tie_ref, [5, 7]).ok
+
+
+def test_records_match_with_unknown_fields() -> None:
+    a = r.CacheLoaded(None)
+    assert a.matches(r.CacheLoaded(300)) and r.CacheLoaded(300).matches(a)
+    assert not r.CacheLoaded(300).matches(r.CacheLoaded(301))
+    d = diff([r.CkptCreated(0, 10, 0, 9)], [r.CkptCreated(0, 11, 0, 10)])
+    assert [x.kind for x in d] == ["ckpt_created"]
+    assert diff([r.Selected(0, "lru")], [r.Selected(0, "lru")]) == []
+
+
+def test_log_and_model_records_of_the_same_run_agree_on_a_real_log() -> None:
+    """The sample log 03 (twelve prompts, 1 MiB cache): its records have the kinds and the
+    fields the model's have."""
+    log = REAL_LOGS / "03-eviction.log"
+    recs = from_log.records(read_log(log).events)
+    kinds = {x.kind for x in recs}
+    assert {"selected", "cache_saved", "cache_evicted", "ckpt_created", "ckpt_erased", "released"} <= kinds
+    created = [x for x in recs if isinstance(x, r.CkptCreated)]
+    assert all(x.n_tokens == x.pos_max + 1 for x in created if x.n_tokens is not None and x.pos_max is not None)
+
+
+def test_model_records() -> None:
+    cfg = Config(memory=MemoryKind.SWA, n_ctx_checkpoints=4, checkpoint_min_step=16, cache_ram=1 << 20)
+    srv = Server(cfg, get_variant("master"))
+    srv.request(tuple(range(300)), n_predict=2)
+    srv.run()
+    srv.request(tuple(range(290)), n_predict=2)
+    srv.run()
+    recs = from_model.records(srv.heap.events)
+    kinds = [x.kind for x in recs]
+    assert "selected" in kinds and "ckpt_created" in kinds and "released" in kinds
+    assert any(isinstance(x, r.CkptErased) and x.why == "invalidated" for x in recs)
+
+
+def test_schedule_and_facts() -> None:
+    text = "\n".join([
+        "0.00.100.000 I srv    load_model: initializing, n_slots = 2, n_ctx_slot = 1024, kv_unified = 'false'",
+        "0.00.050.000 I llama_kv_cache_iswa: creating     SWA KV cache, size = 256 cells",
+        "0.01.000.000 D que    start_loop: processing new tasks",
+        "0.01.000.001 D que    start_loop: processing task, id = 0",
+        "0.01.000.002 D que    start_loop: update slots",
+        "0.01.000.002 D srv  update_slots: posting NEXT_RESPONSE",
+        "0.01.000.002 D que          post: new task, id = 7, front = 0",
+        "0.01.000.002 D que  process_new_: processing task, id = 7",
+        "0.01.000.003 D que          post: new task, id = 8/1, front = 1",
+        "0.01.000.003 D que  process_new_: processing task, id = 8",
+        "0.01.000.003 D que  process_new_: processing task, id = 1",
+        "0.01.000.003 D srv  process_sing: decoding, decline task, id_task = 1",
+        "0.01.000.004 D que    start_loop: update slots",
+        "0.01.000.003 D que  process_new_: processing task, id = 1",
+        "0.01.000.005 D que    start_loop: processing task, id = 1",
+        "0.01.000.006 D que    start_loop: update slots",
+    ])
+    s = read_schedule(text)
+    assert s.actions == [("arrive", 0), ("step", 0), ("step", 0), ("arrive", 1), ("step", 0)]
+    f = read_facts(text)
+    assert f is not None and (f.n_slots, f.n_ctx_slot, f.swa_cells) == (2, 1024, 256)
+
+
+def test_workload_file_round_trip(tmp_path: Path) -> None:
+    ops = [LiveOp("request", id=0, segments=(("lit", (1, 2)),)), LiveOp("slot_save", id_slot=0, filename="x")]
+    p = tmp_path / "w.jsonl"
+    p.write_text(workload_lines("swa", Flags(n_slots=2), 5, ops))
+    kind, flags, seed, got = read_workload(p)
+    assert (kind, flags, seed, got) == ("swa", Flags(n_slots=2), 5, ops)
+    assert json.loads(p.read_text().splitlines()[0])["kind"] == KIND
+
+
+def test_build_cache_is_outside_the_checkout_and_keyed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(build.ENV_CACHE, str(tmp_path))
+    monkeypatch.delenv(build.ENV_SERVER, raising=False)
+    p = build.cached_server()
+    assert p.parent.parent == tmp_path
+    assert build.SDIST_VERSION in p.parent.name and build.LLAMA_COMMIT in p.parent.name
+    assert build.find_server() is None
+
+
+def test_models_are_small_and_seeded(tmp_path: Path) -> None:
+    pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+    from pcspec.live.models import KINDS, write_model
+
+    for kind in KINDS:
+        a = write_model(kind, tmp_path / f"{kind}-a.gguf", seed=3)
+        b = write_model(kind, tmp_path / f"{kind}-b.gguf", seed=3)
+        assert a.read_bytes() == b.read_bytes()
+        assert a.stat().st_size < 4 << 20
+
+
+def test_waste_watch_sees_a_restore_then_full_reprocessing() -> None:
+    from pcspec.live.driver import Observation
+    from pcspec.live.waste import WasteWatch
+
+    def req(i: int, rid: int, tokens: list[int], gen: list[int]) -> Observation:
+        o = Observation(i, LiveOp("request", id=rid, segments=(("lit", tuple(tokens)),)), tokens=tokens)
+        o.reply = Reply("POST", "/completion", {}, status=200, data={"id_slot": 0, "tokens": gen})
+        return o
+
+    w = WasteWatch(1)
+    assert w.observe([req(0, 0, [1, 2, 3], [7, 8])], [r.CkptCreated(0, 2, 0, 1)]) == []
+    save = Observation(1, LiveOp("slot_save", id_slot=0, filename="a"))
+    save.reply = Reply("POST", "/slots/0?action=save", {}, status=200, data={"n_saved": 4})
+    w.observe([save], [])
+    restore = Observation(2, LiveOp("slot_restore", id_slot=0, filename="a"))
+    restore.reply = Reply("POST", "/slots/0?action=restore", {}, status=200, data={"n_restored": 4})
+    w.observe([restore], [])
+    got = w.observe([req(3, 1, [1, 2, 3, 7, 9], [5])], [r.FullReprocess(0)])
+    assert [c for _, c, _ in got] == ["waste:restore-extend"]
+    # a checkpoint that is a prefix of the prompt, then a full re-processing
+    w2 = WasteWatch(1)
+    w2.observe([req(0, 0, [1, 2, 3, 4], [7])], [r.CkptCreated(0, 3, 2, 2)])
+    got = w2.observe([req(1, 1, [1, 2, 3], [5])], [r.FullReprocess(0)])
+    assert [c for _, c, _ in got] == ["waste:unused-checkpoint"]
+
+
+def test_explainers_name_known_causes_and_consequences(tmp_path: Path) -> None:
+    from pcspec.live.analyze import Analysis, Finding
+    from pcspec.live.driver import Observation, Run
+    from pcspec.live.explain import explain
+    from pcspec.live.session import Outcome, Target
+
+    run = Run(observations=[Observation(i, LiveOp("request", id=i, segments=(("lit", (130,)),))) for i in range(3)])
+    released = Finding("model:released", 1, "", {"difference": {"kind": "released", "server": ["a", "b"],
+                                                                 "model": ["b", "a"]}})
+    later = Finding("model:selected", 2, "", {"difference": {"kind": "selected", "server": ["x"], "model": ["y"]}})
+    scan = Finding("logcheck:load-scan", 2, "log line 9: load scanned entries of [15, 2, 15] tokens but the cache "
+                   "holds [2, 15, 15]")
+    odd = Finding("model:ckpt_created", 0, "", {"difference": {"kind": "ckpt_created", "server": ["p"], "model": []}})
+    out = Outcome(Target(tmp_path, tmp_path, "kv", Flags()), [], run, Analysis([odd, released, later, scan]), b"",
+                  tmp_path)
+    assert (explain(released, out) or "").startswith("M7")
+    assert (explain(scan, out) or "").startswith("L2")
+    assert (explain(later, out) or "").startswith("after model:released")
+    assert explain(odd, out) is None  # nothing known: unexplained, the campaign fails
