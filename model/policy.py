@@ -152,13 +152,21 @@ def restored_positions(pos_next: int, ck_pos_min: int, ck_pos_max: int, ck_n_tok
     return new_pos_next, min(new_pos_next, ck_n_tokens)
 
 
-def invalidated(ckpts: Sequence[tuple[int, int]], pos_next: int, n_prefix: int) -> list[int]:
+def invalidated(
+    ckpts: Sequence[tuple[int, int]], pos_next: int, n_prefix: int, n_prefix_rule: bool = True
+) -> list[int]:
     """Indices of checkpoints erased at prompt start (server-context.cpp: update_slots).
 
     ``ckpts`` are ``(pos_max, n_tokens)``. November 2026 (seed 001): erased when
     ``pos_max > pos_next`` or ``n_tokens > n_prefix`` (tokens not shared with the new prompt).
+    ``n_prefix_rule=False`` is the October rule (server-context.cpp:3367-3378 at 0c1e570):
+    ``pos_max > pos_next`` only.
     """
-    return [i for i, (pos_max, n_tokens) in enumerate(ckpts) if pos_max > pos_next or n_tokens > n_prefix]
+    return [
+        i
+        for i, (pos_max, n_tokens) in enumerate(ckpts)
+        if pos_max > pos_next or (n_prefix_rule and n_tokens > n_prefix)
+    ]
 
 
 def invalidated_by_pos_min(pos_mins: Sequence[int], thold: int) -> list[int]:

@@ -131,7 +131,8 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         if v.invalidate_by_pos_min:  # mutant: the earlier rule, by pos_min against the threshold
             doomed = policy.invalidated_by_pos_min([c.pos_min for c in ckpts], thold)
         else:
-            doomed = policy.invalidated([(c.pos_max, c.n_tokens) for c in ckpts], pos_next, n_prefix)
+            pairs = [(c.pos_max, c.n_tokens) for c in ckpts]
+            doomed = policy.invalidated(pairs, pos_next, n_prefix, v.invalidate_n_prefix)
         for ck in [ckpts[i] for i in doomed]:
             # The erasure carries the numbers its condition is judged on (CKPT-4, at the erasure).
             _erase(srv, slot, ck, "invalidated", pos_max=ck.pos_max, pos_next=pos_next, n_prefix=n_prefix)

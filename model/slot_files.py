@@ -167,7 +167,8 @@ def save(srv: Server, slot: Slot, filename: str) -> None:
     img = srv.ctx_tgt.seqs[slot.id].image(FULL)
     records: list[FileCheckpoint] = []
     unwritten = 0
-    for ck in slot.prompt.checkpoints:
+    # The October build writes no checkpoint appendix (it came with #26004, seed 001).
+    for ck in slot.prompt.checkpoints if srv.variant.slot_file_appendix else []:
         rec, n = _file_checkpoint(ck)
         records.append(rec)
         unwritten += n
@@ -329,6 +330,8 @@ def implausible(srv: Server, rec: FileCheckpoint, n_tokens: int) -> str | None:
 
 def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: str) -> None:
     heap, v = srv.heap, srv.variant
+    if not v.slot_file_appendix:
+        return  # October: the tokens come back with no checkpoint (prompt.clear(), 2614-2620)
     if parsed.appendix_status in ("truncated", "invalid"):
         heap.emit("file_appendix_ignored", filename=filename, reason=parsed.appendix_reason)
     records = parsed.checkpoints or []

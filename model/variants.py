@@ -69,6 +69,11 @@ class Variant:
     # Restore only a checkpoint of the shared prefix (n_tokens <= n_prefix): the C++ can
     # restore the one at n_prefix + 1 and erase it right away as invalidated (PERF-2).
     restore_only_prefixes: bool = False
+    # The two places the October 2026 build (llama.cpp 0c1e570, the one `pcspec live` runs)
+    # differs from November's seed 001: the invalidation has no ``n_tokens > n_prefix`` term
+    # (server-context.cpp:3367-3378) and slot files carry no checkpoint appendix.
+    invalidate_n_prefix: bool = True
+    slot_file_appendix: bool = True
     # Historical rules kept as seams so that their regressions can be shown (mutants):
     # #24110 lowers the restore threshold only for a prompt without new tokens; seed 001
     # sweeps too-close checkpoints only while the list is full.
@@ -148,6 +153,17 @@ FIXED = Variant(
 )
 
 DESIGNS: dict[str, Variant] = {v.name: v for v in (MASTER, PR30137, PR27451, FIXED)}
+
+# Rule sets of real builds, for checking a real server (`pcspec live`, replay): not designs
+# under review, so not in the verdict matrix.
+OCTOBER = replace(
+    MASTER,
+    name="october",
+    summary="the October 2026 build (0c1e570): master's design with October's invalidation and no file appendix",
+    invalidate_n_prefix=False,
+    slot_file_appendix=False,
+)
+RULE_SETS: dict[str, Variant] = {OCTOBER.name: OCTOBER}
 
 
 def _mutant(base: Variant, name: str, summary: str, **seams: object) -> Variant:
@@ -248,7 +264,7 @@ MUTANTS: dict[str, Variant] = {
     )
 }
 
-ALL: dict[str, Variant] = {**DESIGNS, **MUTANTS}
+ALL: dict[str, Variant] = {**DESIGNS, **RULE_SETS, **MUTANTS}
 
 
 def get_variant(name: str) -> Variant:

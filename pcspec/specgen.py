@@ -57,6 +57,8 @@ SEAM_OPS = {
     "shrink_limit_on_bad_alloc": "save",
     "record_payload_pos_min": "prompt_start (the environment records pos_min; the restore choice uses it)",
     "restore_only_prefixes": "prompt_start",
+    "invalidate_n_prefix": "prompt_start (the October rule set)",
+    "slot_file_appendix": "slot files (the October rule set)",
     "threshold_uses_new_tokens": "prompt_start",
     "sweep_only_when_full": "checkpoint",
     "sweep_rechecks_full": "checkpoint",

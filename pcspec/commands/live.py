@@ -49,7 +49,9 @@ def register(sub: Any) -> None:
     p.add_argument("--shrink-seconds", type=float, default=180.0, metavar="S")
     p.add_argument("--timeout", type=float, default=20.0, metavar="S",
                    help="a request without an answer after S seconds is a finding")
-    p.add_argument("--variant", default="master", help="the model design the server is compared with")
+    p.add_argument(
+        "--variant", default="october", help="the rule set or design the server is compared with (default october)"
+    )
     p.add_argument("--replay", type=Path, metavar="WORKLOAD", help="run a saved workload.jsonl once")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)

@@ -46,7 +46,7 @@ SIZES: dict[str, Sizes] = {
 
 # The October tree's rules are closest to the model's ``master`` design; the seams where they
 # differ are listed in docs/LIVE.md ("October rules") and reported as model changes.
-DEFAULT_VARIANT = "master"
+DEFAULT_VARIANT = "october"  # the rule set of the build pcspec live runs (model/variants.py: OCTOBER)
 
 
 def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | None = None) -> Config:
