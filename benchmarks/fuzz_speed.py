@@ -1,38 +1,55 @@
-"""Fuzzing speed, measured side by side in one run.
+"""Fuzzing speed: the seeded swarm walker and the Hypothesis machine, side by side in one run.
 
-1. Throughput: rule executions per second of the state machine with every property judged
-   after every model operation, over the same machine with every rule body replaced by
-   nothing (same rules, same argument strategies), same settings and seed. Target >= 0.5.
-2. Time to first violation, for every expected violation of the oracle and every mutant:
-   a survey per (variant, seed) with every property judged, stopping once all the
-   violations expected of that variant were seen; the median over the seeds. Target < 1 s.
-3. The shrunk length of each first counterexample (pcspec.shrink). Target <= 8 operations.
+1. Throughput, interleaved repetitions on the same variant (``fixed``), rules executed per
+   second (workflow rules count once, the initialize rule not at all) and model operations
+   judged per second:
+   * Hypothesis, bare: the machine's rules with every body replaced by nothing (same rules,
+     same argument strategies, same settings): what Hypothesis alone costs;
+   * Hypothesis, judged: the machine, every property judged after every model operation;
+   * walker, judged: ``pcspec.walker`` on the same machine class, same properties judged;
+   * walker, bare: the walker's generation alone (rules drawn, bodies not run).
+   Target: walker judged >= 3 x Hypothesis judged.
+2. Time to first violation for every expected violation of the oracle and every mutant
+   target: a walker hunt (only the target judged, as ``pcspec verify`` hunts) of walk seeds
+   0..S-1, each with verify's walker budget (``pcspec.hunts.WALKER_EXAMPLES`` examples): the
+   median and the worst over the seeds, how many found it. Target: median < 1 s, found in
+   every seed. ``--hypothesis-seeds K`` also times the Hypothesis hunt (verify's budget) over
+   seeds 0..K-1, for comparison.
+3. The length of the seed-0 counterexample as ``pcspec verify`` reports it: the shortest of
+   the walker's first finds once shrunk (``pcspec.hunts.walker_hunt``). Target <= 8.
 
-    python benchmarks/fuzz_speed.py [--seeds 20] [--examples 300] [--budget 20]
+    python benchmarks/fuzz_speed.py --seeds 0                 # throughput only
+    python benchmarks/fuzz_speed.py --seeds 20                # everything
+    python benchmarks/fuzz_speed.py --seeds 20 --only mutant: # the mutants' rows
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import Phase, settings
+from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
+from pcspec.determinism import seed_only_generation
+from pcspec.fuzzing import hunt
+from pcspec.hunts import WALKER_EXAMPLES, walker_hunt
 from pcspec.model.variants import ALL
-from pcspec.properties.catalogue import CATALOGUE
-from pcspec.properties.machine import PROFILES, CacheMachine, machine_for
+from pcspec.properties.catalogue import get_property
+from pcspec.properties.machine import PROFILES, machine_for
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
-from pcspec.shrink import shrink
-from pcspec.trace import Trace
+from pcspec.walker import Walker
+from pcspec.walker_rules import Rule, RuleTable
+
+# -- throughput ------------------------------------------------------------------------------
 
 
 def _counted(base: type[RuleBasedStateMachine], bare: bool, counter: list[int]) -> type[RuleBasedStateMachine]:
-    """A subclass whose rules count their executions (and, if ``bare``, do nothing else)."""
+    """A subclass whose rules count their top-level executions (and, if ``bare``, do nothing
+    else, and have no preconditions: there is no state for them to read)."""
     attrs: dict[str, Any] = {}
     for name in dir(base):
         f = getattr(base, name)
@@ -41,10 +58,10 @@ def _counted(base: type[RuleBasedStateMachine], bare: bool, counter: list[int]) 
         if r is None and i is None:
             continue
 
-        def make(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def make(fn: Callable[..., Any], count: bool) -> Callable[..., Any]:
             def body(self: Any, *a: Any, **kw: Any) -> None:
                 depth = getattr(self, "_depth", 0)
-                if depth == 0:  # workflow rules call other rules: count what Hypothesis ran
+                if count and depth == 0:  # workflow rules call other rules: count what Hypothesis ran
                     counter[0] += 1
                 if not bare:
                     self._depth = depth + 1
@@ -55,116 +72,147 @@ def _counted(base: type[RuleBasedStateMachine], bare: bool, counter: list[int]) 
 
             return body
 
-        wrapped = make(f)
         if i is not None:
-            attrs[name] = initialize(**i.arguments)(wrapped)
-        else:
-            g = rule(**r.arguments)(wrapped)
-            pre = getattr(f, "hypothesis_stateful_precondition", None)
-            if pre is not None and not bare:
+            attrs[name] = initialize(**i.arguments)(make(f, False))
+            continue
+        g = rule(**r.arguments)(make(f, True))
+        if not bare:
+            for pre in r.preconditions:
                 g = precondition(pre)(g)
-            attrs[name] = g
+        attrs[name] = g
     if bare:
         return type("Bare", (RuleBasedStateMachine,), attrs)
     return type("Counted", (base,), attrs)
 
 
-def throughput(examples: int) -> tuple[float, float]:
-    s = settings(PROFILES["ci"], max_examples=examples)
-    out = []
-    for bare in (True, False):
-        counter = [0]
-        cls = _counted(machine_for(ALL["fixed"]), bare, counter)
-        t0 = time.perf_counter()
-        run_state_machine_as_test(cls, settings=s)  # type: ignore[no-untyped-call]
-        out.append(counter[0] / (time.perf_counter() - t0))
-    return out[0], out[1]
-
-
-class _Done(Exception):
-    """Ends a survey once every expected violation was seen (or the budget ran out)."""
-
-
-def first_violations(variant: str, expected: set[str], seed: int, examples: int, budget: float) -> dict[str, float]:
-    """Seconds from the start of a survey to the first violation of each property."""
-    cls = machine_for(ALL[variant])
+def hypothesis_rate(examples: int, bare: bool, seed: int) -> tuple[float, float]:
+    """(rules/s, judged operations/s) of the Hypothesis machine on ``fixed``."""
+    counter = [0]
+    base = machine_for(ALL["fixed"])
+    cls = _counted(base, bare, counter)
+    cls._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
+    s = settings(PROFILES["ci"], max_examples=examples, derandomize=False)
     t0 = time.perf_counter()
-    seen: dict[str, float] = {}
-    original = CacheMachine.do
+    with seed_only_generation():
+        run_state_machine_as_test(cls, settings=s)  # type: ignore[no-untyped-call]
+    dt = time.perf_counter() - t0
+    return counter[0] / dt, base.found.steps / dt
 
-    def do(self: CacheMachine, op: dict[str, Any]) -> None:
-        if expected <= set(seen) or time.perf_counter() - t0 > budget:
-            raise _Done
-        original(self, op)
-        for pid in type(self).found.first:
-            seen.setdefault(pid, time.perf_counter() - t0)
 
-    sub = type(cls.__name__, (cls,), {"do": do})
-    sub._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
-    s = settings(PROFILES["ci"], derandomize=False, max_examples=examples, phases=[Phase.generate])
-    # Hypothesis re-runs the "failing" example and finds _Done earlier (a flakiness error):
-    # either way the times are recorded in `seen` by then.
-    with contextlib.suppress(Exception):
-        run_state_machine_as_test(sub, settings=s)  # type: ignore[no-untyped-call]
-    return seen
+def walker_rate(examples: int, bare: bool, seed: int) -> tuple[float, float]:
+    """(rules/s, judged operations/s) of the walker on ``fixed``."""
+    w = Walker(ALL["fixed"])
+    if bare:  # generation only: draw every rule and its arguments, run nothing
+        nothing = [Rule(r.name, lambda *_a, **_k: None, (), r.arguments) for r in w.table.rules]
+        init = [Rule(r.name, lambda *_a, **_k: None, (), r.arguments) for r in w.table.initializers]
+        w.table = RuleTable(tuple(init), tuple(nothing), ())
+    t0 = time.perf_counter()
+    r = w.walk(seed, examples)
+    dt = time.perf_counter() - t0
+    return r.rules / dt, r.steps / dt
+
+
+def throughput(examples: int, reps: int) -> None:
+    names = ["Hypothesis, bare", "Hypothesis, judged", "walker, judged", "walker, bare"]
+    runs: list[Callable[[int], tuple[float, float]]] = [
+        lambda s: hypothesis_rate(examples, True, s),
+        lambda s: hypothesis_rate(examples, False, s),
+        lambda s: walker_rate(examples, False, s),
+        lambda s: walker_rate(examples, True, s),
+    ]
+    rates: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    for rep in range(reps):  # interleaved, so a change in the machine's load hits all four
+        for name, run in zip(names, runs, strict=True):
+            rates[name].append(run(rep))
+    print(f"throughput on fixed, {examples} examples each, {reps} interleaved repetitions (median):")
+    med = {n: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for n, v in rates.items()}
+    for n in names:
+        ops = f"{med[n][1]:9,.0f} judged ops/s" if "judged" in n else ""
+        print(f"  {n:20s} {med[n][0]:9,.0f} rules/s {ops}")
+    hj, wj, hb = med["Hypothesis, judged"], med["walker, judged"], med["Hypothesis, bare"]
+    print(
+        f"  walker judged / Hypothesis judged: {wj[0] / hj[0]:.2f} (rules/s), {wj[1] / hj[1]:.2f} (judged ops/s)"
+        f"  [target >= 3]\n"
+        f"  walker judged / Hypothesis bare:   {wj[0] / hb[0]:.2f} (rules/s)\n"
+        f"  walker bare / Hypothesis bare:     {med['walker, bare'][0] / hb[0]:.2f} (rules/s: generation alone)"
+    )
+
+
+# -- time to first violation -----------------------------------------------------------------
+
+
+def cells(only: str | None) -> list[tuple[str, str]]:
+    out = [(v, p) for v, row in ORACLE.items() for p, e in row.items() if e == "x"]
+    out += [(m, p) for m, targets in MUTANT_TARGETS.items() for p in targets]
+    return [(v, p) for v, p in out if not only or only in f"{v} {p}"]
+
+
+def _fmt(ts: list[float], n: int) -> str:
+    if len(ts) < n:
+        return f"{'-':>8s} {'-':>8s}"
+    return f"{statistics.median(ts):8.2f} {max(ts):8.2f}"
+
+
+def first_violations(seeds: int, examples: int, cap: float, hyp_seeds: int, only: str | None) -> None:
+    print(
+        f"\ntime to first violation, walker hunt, seeds 0..{seeds - 1}, budget {examples} examples"
+        f" (cap {cap:.0f} s); '-': not found in every seed"
+    )
+    head = f"{'variant':26s} {'property':10s} {'median s':>8s} {'worst s':>8s} {'found':>6s}"
+    head += f" {'examples':>8s} {'shrunk':>6s}"
+    if hyp_seeds:
+        head += f"  {'Hypothesis median/worst s, found':>32s}"
+    print(head)
+    medians = []
+    for variant, pid in cells(only):
+        w = Walker(ALL[variant], [get_property(pid)], [pid])
+        ts: list[float] = []
+        exs: list[int] = []
+        for seed in range(seeds):
+            r = w.walk(seed, examples, seconds=cap)
+            if r.hit is not None:
+                ts.append(r.hit.seconds)
+                exs.append(r.examples)
+        # verify's own procedure for seed 0: the shortest of the first finds, shrunk
+        _run, hit = walker_hunt(ALL[variant], pid, 0, examples, cap)
+        length = len(hit.trace.ops) if hit else "-"
+        if len(ts) == seeds:
+            medians.append(statistics.median(ts))
+        line = (
+            f"{variant:26s} {pid:10s} {_fmt(ts, seeds)} {len(ts):3d}/{seeds:<2d} "
+            f"{max(exs) if exs else '-'!s:>8s} {length!s:>6s}"
+        )
+        if hyp_seeds:
+            hts = []
+            for seed in range(hyp_seeds):
+                try:
+                    run, hit = hunt(ALL[variant], pid, "ci", seed, 1500, cap)
+                except Exception:
+                    # A hunt cut by its cap may end in Hypothesis's FlakyStrategyDefinition
+                    # (pcspec.fuzzing's cap unwinds a rule mid-draw): not found within the cap.
+                    continue
+                if hit is not None:
+                    hts.append(run.seconds)
+            line += f"  {_fmt(hts, hyp_seeds)} {len(hts):3d}/{hyp_seeds:<2d}"
+        print(line, flush=True)
+    if medians:
+        print(f"worst median over the cells found in every seed: {max(medians):.2f} s")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--examples", type=int, default=2000, help="example budget of one survey")
-    ap.add_argument("--budget", type=float, default=20.0, help="seconds budget of one survey")
+    ap.add_argument("--seeds", type=int, default=20, help="walk seeds per cell (0: throughput only)")
+    ap.add_argument("--examples", type=int, default=WALKER_EXAMPLES, help="walker budget per hunt (verify's)")
+    ap.add_argument("--cap", type=float, default=120.0, help="seconds cap of one hunt")
     ap.add_argument("--throughput-examples", type=int, default=300)
-    ap.add_argument("--only", help="only variants whose name contains this (e.g. mutant:)")
+    ap.add_argument("--reps", type=int, default=2, help="interleaved throughput repetitions")
+    ap.add_argument("--hypothesis-seeds", type=int, default=0, help="also time Hypothesis hunts over this many seeds")
+    ap.add_argument("--only", help="only cells whose 'variant property' contains this (e.g. mutant:)")
     args = ap.parse_args()
-
-    bare, full = throughput(args.throughput_examples)
-    print(f"throughput: bare machine {bare:,.0f} rules/s, with every property judged {full:,.0f} rules/s, "
-          f"ratio {full / bare:.2f} (target >= 0.5)")
-
-    targets: dict[str, set[str]] = {v: {p for p, e in row.items() if e == "x"} for v, row in ORACLE.items()}
-    targets |= {m: set(t) for m, t in MUTANT_TARGETS.items()}
-    print(f"\ntime to first violation over {args.seeds} seeds (median; '-' = not found within the budget)")
-    print(f"{'variant':26s} {'property':10s} {'median s':>9s} {'found':>6s} {'shrunk ops':>10s}")
-    for variant, expected in targets.items():
-        if args.only and args.only not in variant:
-            continue
-        times: dict[str, list[float]] = {p: [] for p in expected}
-        lengths: dict[str, int] = {}
-        for seed in range(args.seeds):
-            seen = first_violations(variant, expected, seed, args.examples, args.budget)
-            for p in expected:
-                if p in seen:
-                    times[p].append(seen[p])
-        # the shrunk length of one counterexample per property (a seed-0 survey)
-        first = _first_traces(variant, expected, args.examples, args.budget)
-        for p, tr in first.items():
-            lengths[p] = len(shrink(tr, p).ops)
-        is_mutant = variant.startswith("mutant:")
-        for p in sorted(expected):
-            ts = times[p]
-            med = f"{statistics.median(ts):9.2f}" if len(ts) == args.seeds else "        -"
-            if is_mutant and not ts:
-                med = "        -"
-            print(f"{variant:26s} {p:10s} {med} {len(ts):3d}/{args.seeds:<2d} {lengths.get(p, '-')!s:>10s}")
-
-
-def _first_traces(variant: str, expected: set[str], examples: int, budget: float) -> dict[str, Trace]:
-    cls = machine_for(ALL[variant], props=[p for p in CATALOGUE if p.id in expected])
-    sub = type(cls.__name__, (cls,), {})
-    sub._hypothesis_internal_use_seed = 0  # type: ignore[attr-defined]
-    s = settings(PROFILES["ci"], derandomize=False, max_examples=examples)
-    t0 = time.perf_counter()
-    original = cls.do
-
-    def do(self: CacheMachine, op: dict[str, Any]) -> None:
-        if expected <= set(type(self).found.first) or time.perf_counter() - t0 > budget:
-            return
-        original(self, op)
-
-    sub.do = do  # type: ignore[method-assign]
-    run_state_machine_as_test(sub, settings=s)  # type: ignore[no-untyped-call]
-    return {p: Trace(ALL[variant], cfg, tr, 0) for p, (_v, tr, cfg) in cls.found.first.items()}
+    if args.throughput_examples:
+        throughput(args.throughput_examples, args.reps)
+    if args.seeds:
+        first_violations(args.seeds, args.examples, args.cap, args.hypothesis_seeds, args.only)
 
 
 if __name__ == "__main__":

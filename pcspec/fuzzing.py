@@ -14,11 +14,13 @@ seed and same commit give the same result, unless a time budget cut the run shor
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import Phase, settings
+from hypothesis.errors import FlakyStrategyDefinition
 from hypothesis.stateful import run_state_machine_as_test
 
 from pcspec.determinism import seed_only_generation
@@ -33,6 +35,7 @@ class Run:
     steps: int
     seconds: float
     complete: bool  # False: the time budget ran out before the example budget
+    coverage: Counter[str] = field(default_factory=Counter)  # decisions reached (properties/coverage.py)
 
 
 @dataclass
@@ -68,7 +71,8 @@ def _budgeted(cls: type[CacheMachine], deadline: float) -> type[CacheMachine]:
 
 
 def _run(cls: type[CacheMachine], profile: str, seed: int, examples: int | None, seconds: float) -> Run:
-    cls = _budgeted(cls, time.monotonic() + seconds)
+    deadline = time.monotonic() + seconds
+    cls = _budgeted(cls, deadline)
     cls._hypothesis_internal_use_seed = seed  # what @seed does
     base = PROFILES[profile]
     phases = [p for p in base.phases if p != Phase.shrink]  # pcspec.shrink does it by replay
@@ -83,7 +87,14 @@ def _run(cls: type[CacheMachine], profile: str, seed: int, examples: int | None,
             raise
     except _OutOfTime:
         complete = False
-    return Run(cls.found.steps, time.monotonic() - t0, complete)
+    except FlakyStrategyDefinition:
+        # The cap struck while Hypothesis was replaying an example to report it: the replay
+        # then differs from the first run, which Hypothesis calls flaky. Past the deadline it
+        # is the cap's doing; before it, it is a real error.
+        if time.monotonic() <= deadline:
+            raise
+        complete = False
+    return Run(cls.found.steps, time.monotonic() - t0, complete, cls.found.coverage)
 
 
 def survey(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from pcspec.errors import PcspecError
 from pcspec.properties.catalogue import get_property
 from pcspec.replay import replay
 from pcspec.trace import Trace
@@ -52,7 +53,13 @@ def shrink(trace: Trace, pid: str, max_replays: int = 3000) -> Trace:
         if budget[0] <= 0:
             return False
         budget[0] -= 1
-        return _violation(replace(trace, ops=ops), pid) is not None
+        try:
+            return _violation(replace(trace, ops=ops), pid) is not None
+        except PcspecError:
+            # A candidate can be ill-formed where the whole trace was not: without the
+            # restart that gave the server more slots, a later slot action names a slot
+            # that does not exist. Such a candidate does not reproduce the violation.
+            return False
 
     ops = list(trace.ops)
     if not fails(ops):

@@ -2,23 +2,29 @@
 mutant hunted by the properties meant to catch it.
 
 A cell's verdict comes from a survey of the variant (all properties judged, nothing fails)
-plus, for each property the survey saw violated or the oracle expects violated, a hunt that
-shrinks a counterexample. Every trace found is written as JSON lines and a pytest snippet,
-then replayed to confirm it reproduces. A cell matches the oracle when ``violated`` meets
+plus, for each property the survey saw violated or the oracle expects violated, a hunt (the
+seeded swarm walker, then Hypothesis: ``pcspec.hunts``) whose counterexample is shrunk. Every
+trace found is written as JSON lines and a pytest snippet, then replayed to confirm it
+reproduces. A cell matches the oracle when ``violated`` meets
 ``x`` or ``holds`` meets ``.``; ``unknown`` never matches.
 """
 
 from __future__ import annotations
 
 import builtins
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pcspec.fuzzing import Hit, hunt, survey
+from pcspec.fuzzing import Hit, Run, survey
+from pcspec.hunts import WALKER_EXAMPLES, first_hunt
 from pcspec.model.variants import DESIGNS, MUTANTS, Variant
+from pcspec.proofs.run import Row, RunConfig
+from pcspec.proofs.suite import run_suite
 from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.coverage import DECISIONS
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
 from pcspec.replay import replay
 from pcspec.shrink import shrink
@@ -68,10 +74,14 @@ class Cell:
 class Matrix:
     cells: list[Cell] = field(default_factory=list)
     mutants: dict[str, list[str]] = field(default_factory=dict)
+    # design -> decision -> how often its runs reached it (properties/coverage.py)
+    coverage: dict[str, Counter[str]] = field(default_factory=dict)
+    # the Z3 proof obligations run after the fuzzing (pcspec.proofs; docs/PROOFS.md)
+    proofs: list[Row] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.cells) and all(self.mutants.values())
+        return all(c.ok for c in self.cells) and all(self.mutants.values()) and all(r.ok for r in self.proofs)
 
     @property
     def unknown(self) -> list[Cell]:
@@ -84,12 +94,18 @@ class Matrix:
         return [c for c in self.cells if not c.ok and c.verdict != "unknown"]
 
     @property
+    def proof_mismatches(self) -> list[Row]:
+        """Proof rows settled otherwise than expected (or counterexamples that did not replay)."""
+        return [r for r in self.proofs if not r.ok and r.result != "unknown"]
+
+    @property
     def exit_code(self) -> int:
-        """0: everything matched; 1: a mismatch or an uncaught mutant; 3: nothing contradicts
-        the oracle but some cells are unknown (a time cap cut their run short)."""
-        if self.mismatches or not all(self.mutants.values()):
+        """0: everything matched; 1: a mismatch, an uncaught mutant or a proof settled
+        otherwise than expected; 3: nothing contradicts the oracle but some cells or proofs
+        are unknown (a time cap, a solver timeout)."""
+        if self.mismatches or not all(self.mutants.values()) or self.proof_mismatches:
             return 1
-        return 3 if self.unknown else 0
+        return 3 if self.unknown or any(r.result == "unknown" for r in self.proofs) else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +114,10 @@ class Matrix:
             "unknown": len(self.unknown),
             "fuzz": [c.to_json() for c in self.cells],
             "mutants": [{"mutant": m, "caught_by": by} for m, by in self.mutants.items()],
+            "coverage": {
+                design: {name: counts[name] for name in DECISIONS} for design, counts in self.coverage.items()
+            },
+            "proofs": [r.to_json() for r in self.proofs],
         }
 
 
@@ -109,6 +129,9 @@ class Budget:
     survey_seconds: float = 40.0
     hunt_examples: int = 600
     hunt_seconds: float = 20.0
+    # Each hunt runs the seeded swarm walker for this many examples first, then Hypothesis
+    # for hunt_examples if the walker found nothing (pcspec/hunts.py; 0: Hypothesis only).
+    walker_examples: int = WALKER_EXAMPLES
 
 
 def _save(hit: Hit, out: Path | None) -> tuple[str | None, bool, int]:
@@ -126,17 +149,29 @@ def _save(hit: Hit, out: Path | None) -> tuple[str | None, bool, int]:
     return str(path), reproduced, len(hit.trace.ops)
 
 
+def _hunt(v: Variant, pid: str, budget: Budget) -> tuple[Run, Hit | None]:
+    """The walker, then Hypothesis (pcspec/hunts.py): deterministic, both budgets are counts."""
+    return first_hunt(
+        v, pid, budget.profile, budget.seed, budget.walker_examples, budget.hunt_examples, budget.hunt_seconds
+    )
+
+
 def fuzz_variant(
     v: Variant,
     budget: Budget,
     out: Path | None,
     properties: Sequence[str] | None = None,
     progress: Callable[[str], None] = lambda _msg: None,
+    coverage: Counter[str] | None = None,
 ) -> list[Cell]:
+    """The cells of one design: a survey, then a hunt for each expected violation the survey
+    did not see. ``coverage`` collects the decisions every run of it reached."""
     expected_row = ORACLE.get(v.name, {})
     pids = list(properties) if properties else [p.id for p in CATALOGUE]
     progress(f"{v.name}: survey")
     run, hits = survey(v, budget.profile, budget.seed, budget.survey_examples, budget.survey_seconds)
+    if coverage is not None:
+        coverage.update(run.coverage)
     cells: list[Cell] = []
     for pid in pids:
         exp = expected_row.get(pid, "?")
@@ -146,7 +181,9 @@ def fuzz_variant(
                 hrun, hit = run, hits[pid]
             else:
                 progress(f"{v.name}: hunt {pid}")
-                hrun, hit = hunt(v, pid, budget.profile, budget.seed, budget.hunt_examples, budget.hunt_seconds)
+                hrun, hit = _hunt(v, pid, budget)
+                if coverage is not None:
+                    coverage.update(hrun.coverage)
             if hit is not None:
                 path, ok, n = _save(hit, out)
                 cells.append(Cell(v.name, pid, exp, "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok))
@@ -178,12 +215,19 @@ class Tick:
     steps: int
 
 
+# What ``verify`` proves after the fuzzing unless told otherwise: pcspec prove's defaults.
+PROOFS = RunConfig()
+
+
 def verify(
     budget: Budget,
     out: Path | None,
     variants: Sequence[str] | None = None,
     progress: Callable[[Tick], None] = lambda _tick: None,
+    proofs: RunConfig | None = PROOFS,
 ) -> Matrix:
+    """Fuzz every design and mutant (or ``variants``), then run the proof obligations whose
+    variant is among them (``proofs``: None runs none)."""
     m = Matrix()
     designs = [v for name, v in DESIGNS.items() if not variants or name in variants]
     mutants = [v for name, v in MUTANTS.items() if not variants or name in variants]
@@ -193,7 +237,8 @@ def verify(
         progress(Tick(msg, len(m.cells), total, sum(c.steps for c in m.cells)))
 
     for v in designs:
-        m.cells += fuzz_variant(v, budget, out, progress=tell)
+        m.coverage[v.name] = Counter()
+        m.cells += fuzz_variant(v, budget, out, progress=tell, coverage=m.coverage[v.name])
     for v in mutants:
         # A mutant is caught once one of its target properties is violated: hunt for each in
         # turn (a hunt stops at the first violation, a survey would run its whole budget).
@@ -202,7 +247,7 @@ def verify(
         caught: list[str] = []
         for pid in MUTANT_TARGETS[v.name]:
             tell(f"{v.name}: hunt {pid}")
-            hrun, hit = hunt(v, pid, budget.profile, budget.seed, budget.hunt_examples, budget.hunt_seconds)
+            hrun, hit = _hunt(v, pid, budget)
             if hit is None:
                 verdict = "holds" if hrun.complete else "unknown"
                 m.cells.append(Cell(v.name, pid, "x", verdict, hrun.steps, hrun.seconds))
@@ -212,5 +257,9 @@ def verify(
             if ok:
                 caught.append(pid)
         m.mutants[v.name] = caught
+    if proofs is not None:
+        tell("proofs")
+        # (their traces in a folder of their own: the fuzzing's are one per violated cell)
+        m.proofs = run_suite(proofs, out=None if out is None else out / "proofs", only=variants).rows
     tell("done")
     return m

@@ -9,7 +9,8 @@ model emits; ``decisions_of`` names the decision each event records. The names a
 coverage vocabulary: ``pcspec verify --coverage`` prints them per design, the fuzzing
 machine reports them through Hypothesis's ``event()`` (``pytest
 --hypothesis-show-statistics``), and a test fails when a decision is never reached by the
-default budget unless ``UNREACHABLE`` says why it cannot be.
+default budget on any design unless ``UNREACHABLE`` says why it cannot be (per design, the
+verify table marks what that design's runs did not reach).
 """
 
 from __future__ import annotations
@@ -213,5 +214,15 @@ def count(events: Iterable[Event], into: Counter[str]) -> None:
 
 
 def missing(design: str, counts: Counter[str]) -> list[str]:
-    """Decisions a design's run never reached and that are not excused by ``UNREACHABLE``."""
+    """Decisions a design's run never reached and that are not excused by ``UNREACHABLE``
+    (the default budget must reach each decision on some design: ``never_reached``)."""
     return [name for name in DECISIONS if counts[name] == 0 and (design, name) not in UNREACHABLE]
+
+
+def never_reached(coverage: dict[str, Counter[str]]) -> list[str]:
+    """Decisions no design's runs reached, unless excused for every design: a test failure."""
+    return [
+        name
+        for name in DECISIONS
+        if not any(c[name] for c in coverage.values()) and not all((d, name) in UNREACHABLE for d in coverage)
+    ]

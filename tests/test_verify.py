@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from pcspec.cli import main
+from pcspec.model.variants import DESIGNS
 from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.coverage import DECISIONS, UNREACHABLE
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
 
 
@@ -134,6 +136,21 @@ def test_every_saved_trace_replays(verified: tuple[dict[str, Any], Path]) -> Non
         assert main(["replay", str(path), "--json"]) == 0, path.name
     snippets = sorted(out.glob("test_*.py"))
     assert len(snippets) == len(traces)
+
+
+def test_every_decision_reached(verified: tuple[dict[str, Any], Path]) -> None:
+    """Decision coverage (issue 12): every decision of properties/coverage.py is reached by
+    some design's runs in the default budget, unless ``UNREACHABLE`` excuses it for every
+    design (a decision only one design can take, as fixed's kept restore, counts once)."""
+    coverage = verified[0]["coverage"]
+    assert set(coverage) == set(DESIGNS)
+    never = [
+        name
+        for name in DECISIONS
+        if not any(counts[name] for counts in coverage.values())
+        and not all((d, name) in UNREACHABLE for d in coverage)
+    ]
+    assert never == []
 
 
 def test_every_property_can_fail(verified: tuple[dict[str, Any], Path]) -> None:

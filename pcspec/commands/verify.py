@@ -1,4 +1,5 @@
-"""``pcspec verify``: fuzz every variant and mutant against the oracle and print the matrix."""
+"""``pcspec verify``: fuzz every variant and mutant against the oracle, run the Z3 proof
+obligations (``pcspec prove``), and print the matrix and the proofs."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from pcspec.argtypes import seconds
+from pcspec.commands.prove import add_prove_args, config_of, print_row
 from pcspec.model.variants import ALL, get_variant
 from pcspec.outdir import ensure_writable_dir
 from pcspec.progress import verify_progress
 from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.coverage import DECISIONS, UNREACHABLE, missing, never_reached
 from pcspec.properties.machine import PROFILES
 from pcspec.verdicts import Budget, Cell, Matrix, verify
 
@@ -42,7 +45,13 @@ def budget_of(args: argparse.Namespace) -> Budget:
 def register(sub: Any) -> None:
     p = sub.add_parser("verify", help="fuzz every variant and mutant against the oracle; print the verdict matrix")
     p.add_argument("--variant", action="append", help="only these variants/mutants (repeatable)")
+    p.add_argument(
+        "--coverage",
+        action="store_true",
+        help="print which decisions each design's runs reached and how often (the JSON always has them)",
+    )
     add_budget_args(p)
+    add_prove_args(p)  # the proofs run after the fuzzing (pcspec prove's defaults)
     p.set_defaults(func=run)
 
 
@@ -90,19 +99,60 @@ def print_matrix(m: Matrix) -> None:
             print(f"  {c.variant} {c.property}: unknown after {c.steps} steps")
 
 
+def print_coverage(m: Matrix) -> None:
+    """One row per decision (properties/coverage.py), one column per design: how often the
+    design's survey and hunts reached it; ``-`` where ``UNREACHABLE`` excuses it, ``0!``
+    where nothing excuses it."""
+    designs = list(m.coverage)
+    width = max(len(n) for n in DECISIONS)
+    print()
+    print("decision coverage (times reached; - unreachable by design, 0! never reached)")
+    print(" " * (width + 2) + "".join(f"{d:>10s}" for d in designs))
+    for name in DECISIONS:
+        row = ""
+        for d in designs:
+            n = m.coverage[d][name]
+            row += f"{(str(n) if n else '-' if (d, name) in UNREACHABLE else '0!'):>10s}"
+        print(f"  {name:<{width}s}{row}")
+    gaps = {d: missing(d, m.coverage[d]) for d in designs}
+    never = never_reached(m.coverage)
+    print("every decision reached by some design" if not never else f"NEVER REACHED: {', '.join(never)}")
+    if any(gaps.values()):
+        print("not reached by this design's runs: " + "; ".join(f"{d}: {', '.join(g)}" for d, g in gaps.items() if g))
+
+
+def print_proofs(m: Matrix) -> None:
+    """The proof obligations (docs/PROOFS.md), one line each, as ``pcspec prove`` prints them."""
+    if not m.proofs:
+        return
+    print()
+    print("proofs (Z3; counterexamples replayed in the model):")
+    for r in m.proofs:
+        print_row(r)
+    bad = [r for r in m.proofs if not r.ok]
+    proved = sum(r.result == "proved" for r in m.proofs)
+    print(
+        f"{len(m.proofs)} proofs, {proved} proved: "
+        + ("every obligation as expected" if not bad else f"{len(bad)} NOT as expected (never a pass)")
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.variant:
         args.variant = [get_variant(name).name for name in args.variant]  # unknown: lists the valid ones
     ensure_writable_dir(args.out)  # refused before any fuzzing, not after it
     t0 = time.monotonic()
     with verify_progress(not args.json) as show:
-        m = verify(budget_of(args), args.out, args.variant, show)
+        m = verify(budget_of(args), args.out, args.variant, show, config_of(args))
     if args.json:
         out = m.to_json()
         out["seconds"] = round(time.monotonic() - t0, 1)
         print(json.dumps(out, indent=1))
     else:
         print_matrix(m)
+        if args.coverage:
+            print_coverage(m)
+        print_proofs(m)
         print(f"\n{len(m.cells)} cells in {time.monotonic() - t0:.1f}s; traces in {args.out}/")
     return m.exit_code
 
