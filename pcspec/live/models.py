@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from pcspec.live.lazy import np  # numpy comes with gguf, a live-only dependency
 
 KINDS = ("kv", "swa", "recurrent", "hybrid")
 N_VOCAB = 272
