@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from pcspec.live import from_model
 from pcspec.live import records as r
-from pcspec.live.october import october_rules
 from pcspec.live.ops import LiveOp, resolve
 from pcspec.live.schedule import Schedule
 from pcspec.model.config import Config
@@ -42,7 +41,7 @@ class Prediction:
 class Predictor:
     def __init__(self, cfg: Config, variant: Variant, rules: str = "october") -> None:
         self.srv = Server(cfg, variant)
-        self.rules = rules  # "october" (0c1e570, the live tree) or "november" (the model as is)
+        self.rules = rules  # informational: the rule set is the variant's (OCTOBER for 0c1e570)
         self.prompts: dict[int, list[int]] = {}
         self.replies: dict[int, list[int]] = {}
         self.task_of: dict[int, int] = {}  # model task id -> live request id
@@ -139,9 +138,7 @@ class Predictor:
         """The model under the rules of the server's build (``self.rules``); see ``_follow``.
         ``lengths``: op index -> prompt length as sent, to tell which of two requests sent
         together the server took first (its log gives each task's ``task.n_tokens``)."""
-        if self.rules == "october":
-            with october_rules(self.srv.variant):
-                return self._follow(ops, segments, schedule, lengths or {})
+        # The build's rules are the variant's seams (model/variants.py: OCTOBER for 0c1e570).
         return self._follow(ops, segments, schedule, lengths or {})
 
     def _follow(self, ops: list[LiveOp], segments: list[list[int]], schedule: Schedule,
