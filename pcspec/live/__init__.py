@@ -6,6 +6,6 @@ Data flow: ``fuzz`` makes operations (``ops``); ``driver`` sends them to a ``pro
 (against a reference server), ``predict`` (the model following the log's ``schedule``, under
 the ``october`` rule set of model/variants.py), ``compare`` over ``records`` (``from_log``,
 ``from_model``), ``waste`` and the log checker; ``explain`` names known causes; ``session``
-is one run, ``shrink`` re-runs to minimise, ``campaign`` loops over runs, ``report`` writes the files. ``build`` and ``models``
-make the server binary and the GGUF files.
+is one run, ``shrink`` re-runs to minimise, ``campaign`` loops over runs, ``report`` writes
+the files. ``build`` and ``models`` make the server binary and the GGUF files.
 """
