@@ -9,6 +9,7 @@ property is shrunk here. The result replays to the same violation by constructio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -45,6 +46,35 @@ def _simpler(op: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def shrink_ops(ops: list[dict[str, Any]], fails: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
+    """The shrinking loop every shrinker shares: delta debugging over the operation list,
+    then simpler operations one at a time, keeping each candidate on which ``fails`` (which
+    owns its budget) still answers True. ``ops`` itself is assumed to fail."""
+    n = 2
+    while len(ops) >= 2:
+        chunk = max(1, len(ops) // n)
+        for i in range(0, len(ops), chunk):
+            cand = ops[:i] + ops[i + chunk :]
+            if cand and fails(cand):
+                ops = cand
+                n = max(n - 1, 2)
+                break
+        else:
+            if chunk == 1:
+                break
+            n = min(len(ops), n * 2)
+    changed = True
+    while changed:
+        changed = False
+        for i, op in enumerate(ops):
+            for cand_op in _simpler(op):
+                cand = [*ops[:i], cand_op, *ops[i + 1 :]]
+                if fails(cand):
+                    ops, changed = cand, True
+                    break
+    return ops
+
+
 def shrink(trace: Trace, pid: str, max_replays: int = 3000) -> Trace:
     """The shortest trace found (within ``max_replays``) that still violates ``pid``."""
     budget = [max_replays]
@@ -61,31 +91,8 @@ def shrink(trace: Trace, pid: str, max_replays: int = 3000) -> Trace:
             # that does not exist. Such a candidate does not reproduce the violation.
             return False
 
-    ops = list(trace.ops)
-    if not fails(ops):
+    if not fails(list(trace.ops)):
         return trace
-    n = 2
-    while len(ops) >= 2 and budget[0] > 0:
-        chunk = max(1, len(ops) // n)
-        for i in range(0, len(ops), chunk):
-            cand = ops[:i] + ops[i + chunk :]
-            if cand and fails(cand):
-                ops = cand
-                n = max(n - 1, 2)
-                break
-        else:
-            if chunk == 1:
-                break
-            n = min(len(ops), n * 2)
-    changed = True
-    while changed and budget[0] > 0:
-        changed = False
-        for i, op in enumerate(ops):
-            for cand_op in _simpler(op):
-                cand = [*ops[:i], cand_op, *ops[i + 1:]]
-                if fails(cand):
-                    ops, changed = cand, True
-                    break
-    final = replace(trace, ops=ops)
+    final = replace(trace, ops=shrink_ops(list(trace.ops), fails))
     v = _violation(final, pid)
     return replace(final, expect=[v] if v else trace.expect)

@@ -19,6 +19,7 @@ from pcspec.conform.canon import Canon, differences
 from pcspec.conform.case import Case
 from pcspec.conform.judge import Finding, Judge
 from pcspec.conform.port import Port, PortError
+from pcspec.shrink import shrink_ops
 
 
 @dataclass
@@ -179,20 +180,6 @@ class Session:
 # -- shrinking -----------------------------------------------------------------------------------------
 
 
-def _simpler(op: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if op["op"] == "run":
-        out.append({"op": "step"})
-    if op["op"] == "request":
-        toks = op["tokens"]
-        for n in sorted({len(toks) // 2, len(toks) - 1}):
-            if 1 <= n < len(toks):
-                spans = [s for s in op.get("spans", []) if s < n]
-                cut = {k: v for k, v in op.items() if k != "spans"} | {"tokens": toks[:n]}
-                out.append(cut | ({"spans": spans} if spans else {}))
-    return out
-
-
 def shrink(session: Session, div: Divergence, max_runs: int = 400) -> Divergence:
     """The shortest model trace found (within ``max_runs`` port runs) on which the port still
     diverges; the divergence it shows then (possibly another field, never none)."""
@@ -215,28 +202,8 @@ def shrink(session: Session, div: Divergence, max_runs: int = 400) -> Divergence
             best[0] = found
         return found is not None
 
-    ops = list(source.ops)
-    n = 2
-    while len(ops) >= 2 and budget[0] > 0:
-        chunk = max(1, len(ops) // n)
-        for i in range(0, len(ops), chunk):
-            cand = ops[:i] + ops[i + chunk :]
-            if diverges(cand):
-                ops = cand
-                n = max(n - 1, 2)
-                break
-        else:
-            if chunk == 1:
-                break
-            n = min(len(ops), n * 2)
-    changed = True
-    while changed and budget[0] > 0:
-        changed = False
-        for i, op in enumerate(ops):
-            for simpler in _simpler(op):
-                if diverges([*ops[:i], simpler, *ops[i + 1 :]]):
-                    ops, changed = [*ops[:i], simpler, *ops[i + 1 :]], True
-                    break
+    # The shared loop of pcspec/shrink.py: the same candidates as a property's shrinking.
+    ops = shrink_ops(list(source.ops), diverges)
     out = best[0]
     # The last divergent run is the shortest: re-run it so that the report matches the trace.
     final = Case.from_trace(div.case.name, replace(source, ops=ops), div.case.purpose, div.case.shows)
