@@ -314,7 +314,14 @@ class PromptCache:
             policy.entry_fractions(lcp(e.prompt.tokens, tokens_new), e.prompt.n_tokens, n_new) for e in self.entries
         ]
         i = policy.load_select(base[0], base[1], cands)
-        self.heap.emit("load_scan", base=base, candidates=cands, chosen=None if i is None else self.entries[i].id)
+        self.heap.emit(
+            "load_scan",
+            base=base,
+            candidates=cands,
+            chosen=None if i is None else self.entries[i].id,
+            entries=tuple((e.id, e.prompt.tokens) for e in self.entries),
+            slot_tokens=prompt.tokens,
+        )
         if i is None:
             return True
         e = self.entries[i]

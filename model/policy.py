@@ -152,6 +152,51 @@ def restored_positions(pos_next: int, ck_pos_min: int, ck_pos_max: int, ck_n_tok
     return new_pos_next, min(new_pos_next, ck_n_tokens)
 
 
+def live_serves(pos_min: int, pos_max: int, n: int, n_swa: int, recurrent: bool, n_rs: int) -> bool:
+    """``fixed`` (REUSE-1): whether a sequence whose memory reports ``[pos_min, pos_max]``
+    can resume at ``n`` (keep positions ``[0, n)``, decode from ``n``) without re-processing.
+
+    * every position below ``n`` must be present (``pos_max >= n - 1``);
+    * a recurrent state (recurrent, or the recurrent half of hybrid, whose ``pos_min`` and
+      ``pos_max`` are both the state's position) rolls back at most ``n_rs`` tokens
+      (llama-memory-recurrent.cpp: seq_rm);
+    * a sliding window must still hold the cells the token at ``n`` attends to, ``[n - n_swa
+      + 1, n)`` (``is_masked_swa``: masked when ``p1 - p0 >= n_swa``), or start at 0.
+
+    The C++ asks ``pos_min < pos_next - n_swa`` instead: one cell stricter than the window
+    needs for an SWA cache (live-findings section 3), and it never lets a recurrent state
+    with a rollback depth roll back."""
+    if n <= 0:
+        return True
+    if pos_min < 0 or pos_max < n - 1:
+        return False
+    if recurrent:
+        return pos_max + 1 - n <= n_rs
+    if n_swa > 0:
+        return pos_min == 0 or pos_min <= n - n_swa + 1
+    return True
+
+
+def checkpoint_serves(payload_pos_min: int, n_tokens: int, n: int, n_swa: int, recurrent: bool, n_rs: int) -> bool:
+    """``fixed`` (REUSE-1): whether restoring a checkpoint taken at ``n_tokens``, whose payload
+    starts at ``payload_pos_min``, lets the sequence resume at ``n <= n_tokens``: a recurrent
+    state rolls back at most ``n_rs`` tokens from ``n_tokens``; a window must cover the cells
+    the token at ``n`` attends to (``restore_choice_exact``'s test)."""
+    if n > n_tokens:
+        return False
+    if recurrent:
+        return n_tokens - n <= n_rs
+    if n_swa > 0:
+        return payload_pos_min == 0 or payload_pos_min <= n - n_swa + 1
+    return True
+
+
+def resume_point(n: int, n_prompt: int) -> int:
+    """The prompt-logits rule ([TAG_PROMPT_LOGITS], server-context.cpp:3384-3386): a resume
+    point equal to the prompt's length goes back one token, so that one is evaluated."""
+    return n - 1 if n == n_prompt else n
+
+
 def invalidated(
     ckpts: Sequence[tuple[int, int]], pos_next: int, n_prefix: int, n_prefix_rule: bool = True
 ) -> list[int]:

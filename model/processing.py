@@ -9,6 +9,7 @@ supersede, create); ``generate_step`` decodes one sampled token.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pcspec.model import policy
@@ -82,7 +83,12 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     thold = policy.pos_min_threshold(pos_next, cfg.swa_window, has_new and v.threshold_uses_new_tokens)
     restored: Checkpoint | None = None
     reprocess: str | None = None
-    if 0 < n_past <= slot.prompt.n_tokens:
+    # What the slot held when the task started (REUSE-1 judges the resume point against it):
+    # the checkpoints are immutable objects, the memories are copied.
+    held = (tuple(ckpts), tuple((ctx.name, replace(ctx.seqs[slot.id])) for ctx in srv.contexts()))
+    if v.resume_best and 0 < n_past <= slot.prompt.n_tokens:
+        restored, reprocess, pos_next, n_past = _resume_best(srv, slot, n_prefix, n_past)
+    elif 0 < n_past <= slot.prompt.n_tokens:
         pos_min, _ = srv.ctx_tgt.seqs[slot.id].pos_range()
         if pos_min == -1:
             raise Abort(
@@ -179,8 +185,76 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         pos_next=n_past,
         prompt=task.tokens,
         kept=tuple(slot.prompt.checkpoints),  # immutable objects: RESTORE-1 judges them as of now
+        held=held[0],
+        memories=held[1],
+        cache_prompt=task.cache_prompt,
     )
     slot.state = SlotState.PROCESSING_PROMPT
+
+
+def _serves_live(srv: Server, slot: Slot, n: int) -> bool:
+    """``policy.live_serves`` for every context of the slot (target and draft)."""
+    for ctx in srv.contexts():
+        mem = ctx.seqs[slot.id]
+        pos_min, pos_max = mem.pos_range()
+        recurrent = ctx.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID)
+        if not policy.live_serves(pos_min, pos_max, n, mem.n_swa, recurrent, mem.n_rs):
+            return False
+    return True
+
+
+def _serves_checkpoint(srv: Server, ck: Checkpoint, n: int) -> bool:
+    """``policy.checkpoint_serves`` for the target payload and, when the checkpoint has one,
+    the draft payload (without one, ``fixed`` re-decodes the draft: ``resync_on_file_restore``).
+    A payload's start is the recorded ``pos_min`` (``record_payload_pos_min``); a draft
+    context is either a plain KV cache or of the target's kind and window, fed the same
+    tokens, so its window starts where the target's does."""
+    for ctx in srv.contexts():
+        buf = ck.tgt if ctx.name == "tgt" else ck.dft
+        if buf is None or buf.size == 0:  # (an empty payload's load is a no-op: it restores nothing)
+            if ctx.name == "tgt":
+                return False
+            continue
+        recurrent = ctx.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID)
+        mem = ctx.seqs[0]
+        if not policy.checkpoint_serves(ck.pos_min, ck.n_tokens, n, mem.n_swa, recurrent, mem.n_rs):
+            return False
+    return True
+
+
+def _resume_best(srv: Server, slot: Slot, n_prefix: int, pos_next: int) -> tuple[Checkpoint | None, str | None, int, int]:
+    """``fixed``'s resume (seam ``resume_best``, REUSE-1): of live memory and every held
+    checkpoint of the shared prefix, take the one that keeps the most tokens, by what each
+    memory kind can roll back. Ties go to live memory (no restore), then to the newest
+    checkpoint (the C++ scan order). Returns ``(restored, reprocess, pos_next, n_past)``."""
+    task = slot.task
+    assert task is not None
+    ckpts = slot.prompt.checkpoints
+    n_prompt = task.n_tokens
+    best_n, best = 0, None
+    n_live = policy.resume_point(pos_next, n_prompt)
+    if _serves_live(srv, slot, n_live):
+        best_n = n_live
+    for ck in reversed(ckpts):
+        if ck.n_tokens > n_prefix or ck.pos_max > pos_next:
+            continue  # not a state of the shared prefix (restore_only_prefixes)
+        _, n = policy.restored_positions(pos_next, ck.pos_min, ck.pos_max, ck.n_tokens)
+        n = policy.resume_point(n, n_prompt)
+        if n > best_n and _serves_checkpoint(srv, ck, n):
+            best_n, best = n, ck
+    if best is None:
+        if best_n > 0:
+            return None, None, pos_next, pos_next  # live memory
+        return None, "no usable checkpoint" if ckpts else "no checkpoints", 0, 0
+    ok = _load_ckpt_part(srv, srv.ctx_tgt, slot, best.tgt, "ckpt.write.tgt") and _load_ckpt_part(
+        srv, srv.ctx_dft, slot, best.dft, "ckpt.write.dft"
+    )
+    if not ok:
+        _erase(srv, slot, best, "invalidated", cause="failed to load")
+        return None, "checkpoint failed to load", 0, 0
+    pos_next, n_past = policy.restored_positions(pos_next, best.pos_min, best.pos_max, best.n_tokens)
+    srv.heap.emit("ckpt_restore", slot=slot.id, ckpt=best.id, task=task.id, n_tokens=best.n_tokens, n_past=n_past)
+    return best, None, pos_next, n_past
 
 
 # -- one batch ---------------------------------------------------------------------------------
@@ -209,7 +283,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
         if pos in spans and (pos == last_user or not ckpts or pos > ckpts[-1].n_tokens + cfg.checkpoint_min_step):
             break
         remaining = task.n_tokens - pos
-        if remaining in (tail_a, tail_b):
+        if remaining in (tail_a, tail_b) and srv.variant.tail_checkpoints:
             break
     new = task.tokens[n_start : n_start + n_cur]
     slot.prompt.tokens = slot.prompt.tokens + new
@@ -218,6 +292,8 @@ def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
     if not done and not (n_start in spans or near_end):
         do_ckpt = False
     pos_min, pos_max = srv.ctx_tgt.seqs[slot.id].pos_range()
+    gate_pos_min = pos_min
+    listed = tuple(c.n_tokens for c in ckpts)  # the list the fill's breaks and the gates saw
     if pos_min < 0:
         do_ckpt = False
     do_ckpt = do_ckpt and (
@@ -234,7 +310,22 @@ def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
         error = create_checkpoint(srv, slot, n_cur, pos_min, pos_max)
     for ctx in srv.contexts():
         ctx.seqs[slot.id].decode(new)
-    srv.heap.emit("batch", slot=slot.id, task=task.id, start=n_start, n=n_cur, checkpoint=do_ckpt)
+    srv.heap.emit(
+        "batch",
+        slot=slot.id,
+        task=task.id,
+        start=n_start,
+        n=n_cur,
+        checkpoint=do_ckpt,
+        # What CKPT-3 restates the creation rules over: whether this task makes checkpoints
+        # at all, its prompt's length and message spans, the list and pos_min at the fill.
+        needs=cfg.needs_checkpoints and task.type == TaskType.COMPLETION,
+        n_prompt=task.n_tokens,
+        spans=task.spans,
+        last_user=last_user,
+        listed=listed,
+        pos_min=gate_pos_min,
+    )
     if error is not None:
         # iterate() caught the exception (server-context.cpp:2700-2710): send_error, release
         # this slot. The tokens it put into the batch are still decoded (the batch is built
@@ -291,9 +382,17 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
             _erase(srv, slot, victim, "cap")
 
     n_tokens_new = slot.prompt.n_tokens - n_tokens_cur
+    if kept is not None and cap > 0 and len(ckpts) >= cap and v.cap_checkpoints:
+        # fixed: the list is full of the checkpoint this task restored (a cap of 1, say, and a
+        # restore beyond the resume point: a recurrent state rolled back from n_tokens). It
+        # stays (PERF-2); a new one would break the cap (CKPT-1). Nothing is made.
+        heap.emit("ckpt_create_skipped", slot=slot.id, task=task.id, n_tokens=n_tokens_new, ckpt=kept.id)
+        if recycled is not None:
+            heap.release(recycled)
+        return None
     if kept is not None and kept.n_tokens == n_tokens_new:
         # It would be superseded by a byte-identical save (seed 000, Nthalk): keep it.
-        heap.emit("ckpt_kept_restored", slot=slot.id, ckpt=kept.id, task=task.id)
+        heap.emit("ckpt_kept_restored", slot=slot.id, ckpt=kept.id, task=task.id, n_tokens=kept.n_tokens)
         if recycled is not None:
             heap.release(recycled)
         return None

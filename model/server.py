@@ -373,6 +373,13 @@ class Server:
                 if math.isnan(f_keep) and self.variant.consult_cache_for_empty_pinned:
                     f_keep = 0.0  # fixed: an empty pinned slot consults the cache
                 update_cache = policy.update_cache_on_lcp(f_keep)
+        elif ret is not None and self.variant.consult_cache_for_empty_pinned:
+            # fixed: without the similarity pass (-sps 0) the C++ never consults the cache for a
+            # pinned task (update_cache stays false, server-context.cpp:1528-1540); judge the
+            # pinned slot as the pass would, an empty one as sharing nothing.
+            n_slot = ret.prompt.n_tokens
+            f_keep = lcp(ret.prompt.tokens, task.tokens) / n_slot if n_slot else 0.0
+            update_cache = policy.update_cache_on_lcp(f_keep)
         if ret is None:
             idle = [s for s in self.slots if not s.is_processing]
             if idle:
@@ -382,7 +389,27 @@ class Server:
                         ret = s
                 how = "lru"
                 update_cache = True
-        self.heap.emit("select", task=task.id, slot=None if ret is None else ret.id, how=how, update_cache=update_cache)
+        # REUSE-2 judges the load decision of a completion task placed on a slot that shares
+        # nothing with its prompt: the select carries what that decision could have used.
+        judge_load = (
+            ret is not None
+            and not ret.is_processing
+            and self.cache is not None
+            and task.type == TaskType.COMPLETION
+            and task.n_tokens > 0
+            and lcp(ret.prompt.tokens, task.tokens) == 0
+        )
+        self.heap.emit(
+            "select",
+            task=task.id,
+            slot=None if ret is None else ret.id,
+            how=how,
+            update_cache=update_cache,
+            judge_load=judge_load,
+            prompt=task.tokens,
+            slot_tokens=ret.prompt.tokens if ret is not None else (),
+            entries=tuple((e.id, e.prompt.tokens) for e in self.cache.entries) if judge_load and self.cache else (),
+        )
         if ret is not None and ret.is_processing and not self.variant.cache_update_busy_slot:
             update_cache = False  # fixed: a busy slot is left alone; the task waits for it
         if ret is not None and update_cache and self.cache is not None and task.type == TaskType.COMPLETION:

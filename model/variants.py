@@ -69,6 +69,13 @@ class Variant:
     # Restore only a checkpoint of the shared prefix (n_tokens <= n_prefix): the C++ can
     # restore the one at n_prefix + 1 and erase it right away as invalidated (PERF-2).
     restore_only_prefixes: bool = False
+    # Resume from the best point the held state serves (REUSE-1): live memory or any held
+    # checkpoint of the prompt's prefix, whichever keeps the most tokens, judged by what each
+    # memory kind can roll back (an SWA window that covers the next token, a recurrent state
+    # within its rollback depth). The C++ tests live memory with ``pos_min < thold`` (one cell
+    # stricter than the window needs, live-findings section 3, and blind to a recurrent
+    # rollback depth) and takes the newest usable checkpoint, not the one keeping most.
+    resume_best: bool = False
     # The two places the October 2026 build (llama.cpp 0c1e570, the one `pcspec live` runs)
     # differs from November's seed 001: the invalidation has no ``n_tokens > n_prefix`` term
     # (server-context.cpp:3367-3378) and slot files carry no checkpoint appendix.
@@ -80,6 +87,9 @@ class Variant:
     threshold_uses_new_tokens: bool = True
     sweep_only_when_full: bool = True
     count_appendix_bytes: bool = True  # n_written / n_read include the checkpoint appendix
+    # #20288: the prompt's last ``4 + n_ubatch`` and ``4`` tokens are batched apart so that
+    # checkpoints are made there (server-context.cpp:3540-3559).
+    tail_checkpoints: bool = True
     # -- mutant seams (all False/True as in the real code for the four designs) ------------
     inplace_update: bool = False  # the cap eviction recycles the oldest payload in place
     free_on_evict: bool = False  # eviction frees payload buffers even when still held
@@ -150,6 +160,7 @@ FIXED = Variant(
     cache_update_busy_slot=False,
     record_payload_pos_min=True,
     restore_only_prefixes=True,
+    resume_best=True,
 )
 
 DESIGNS: dict[str, Variant] = {v.name: v for v in (MASTER, PR30137, PR27451, FIXED)}
@@ -215,6 +226,7 @@ MUTANTS: dict[str, Variant] = {
             "needless-restore",
             "the restore threshold ignores new tokens (before #24110): a strict extension restores",
             threshold_uses_new_tokens=False,
+            resume_best=False,  # (the threshold is the C++ resume's; fixed's own resume has none)
         ),
         _mutant(
             FIXED,
@@ -254,6 +266,27 @@ MUTANTS: dict[str, Variant] = {
             "a slot restore installs every checkpoint of the file, beyond the --ctx-checkpoints of the server"
             " restoring it (#26004's first version read the whole appendix)",
             restore_uncapped=True,
+        ),
+        _mutant(
+            FIXED,
+            "live-thold",
+            "the resume of the C++ (#24110's pos_min < pos_next - n_swa for live memory, the newest usable"
+            " checkpoint): an SWA window that still serves is dropped, a recurrent rollback depth unused",
+            resume_best=False,
+        ),
+        _mutant(
+            FIXED,
+            "empty-pinned-skips-cache",
+            "the C++'s selection of a task pinned to an empty slot: f_keep is NaN, so the cache is never"
+            " consulted (server-context.cpp:1578-1588)",
+            consult_cache_for_empty_pinned=False,
+        ),
+        _mutant(
+            FIXED,
+            "no-tail-break",
+            "the prompt's last tokens are not batched apart (before #20288): no checkpoint 4 + n_ubatch and"
+            " 4 tokens before the end",
+            tail_checkpoints=False,
         ),
         _mutant(
             FIXED,

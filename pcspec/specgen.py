@@ -42,6 +42,9 @@ NOT_JUDGED = {
     "PROGRESS-1": "the model only (scheduling is the environment's)",
     "FILE-1": "the model only (slot files are the environment's)",
     "FILE-2": "the model only (slot files are the environment's)",
+    "REUSE-1": "the model only (it judges on states; ports reproduce the resume of section 4 exactly)",
+    "REUSE-2": "the model only (slot selection is the environment's)",
+    "CKPT-3": "the model only (the batch fill is the environment's)",
 }
 
 # The seams a port of `fixed` implements, and the core operations each shapes; the others are
@@ -57,6 +60,8 @@ SEAM_OPS = {
     "shrink_limit_on_bad_alloc": "save",
     "record_payload_pos_min": "prompt_start (the environment records pos_min; the restore choice uses it)",
     "restore_only_prefixes": "prompt_start",
+    "resume_best": "prompt_start",
+    "tail_checkpoints": "environment (the batch fill)",
     "invalidate_n_prefix": "prompt_start (the October rule set)",
     "slot_file_appendix": "slot files (the October rule set)",
     "threshold_uses_new_tokens": "prompt_start",

@@ -8,7 +8,7 @@ true.
 from __future__ import annotations
 
 from pcspec.model.errors import PcspecError
-from pcspec.properties import accounting, checkpoints, files, immutability, refs, rollback, state, uninit
+from pcspec.properties import accounting, checkpoints, files, immutability, refs, reuse, rollback, state, uninit
 from pcspec.properties.base import Property
 
 CATALOGUE: tuple[Property, ...] = (
@@ -203,6 +203,36 @@ CATALOGUE: tuple[Property, ...] = (
         "performance",
         "server-context.cpp: create_checkpoint (sweep, supersede); #30683",
         checkpoints.perf2_restored_kept,
+    ),
+    Property(
+        "REUSE-1",
+        "No prompt start re-processes from 0, nor from a worse point, while the slot held live memory or a "
+        "checkpoint of the new prompt's prefix that the restore arithmetic resumes further and whose state "
+        "serves that point (every memory kind, full-type recurrent restores and pos_min 0 included).",
+        "reuse",
+        "server-context.cpp:3274-3386 (update_slots: pos_min_thold, the checkpoint scan, n_past -= 1)",
+        reuse.reuse1_best_resume,
+        extended=True,
+    ),
+    Property(
+        "REUSE-2",
+        "A completion task on an empty or unrelated slot, pinned or not, gets a cache load whenever an entry "
+        "shares a prefix with it and passes the load rules, and the entry loaded is the one the rules choose "
+        "(an empty slot's baseline included).",
+        "reuse",
+        "server-context.cpp:1528-1640 (get_available_slot); server-task.cpp: server_prompt_cache::load",
+        reuse.reuse2_cache_load,
+        extended=True,
+    ),
+    Property(
+        "CKPT-3",
+        "Checkpoint creation is complete and not excessive: batches end where the rules name a checkpoint "
+        "(the last user-message start, spaced user-message starts, the tail positions), each batch start the "
+        "rules name gets one, and none is made where the spacing rule forbids it.",
+        "checkpoints",
+        "server-context.cpp:3441-3616 (update_slots: the batch fill's breaks and do_checkpoint)",
+        checkpoints.ckpt3_creation_rules,
+        extended=True,
     ),
 )
 

@@ -157,3 +157,72 @@ def perf3_extension_resumes(srv: Server, events: Sequence[Event]) -> list[str]:
                 f"but {how}: n_past {d['n_past']}"
             )
     return out
+
+
+def _named_breaks(d: dict[str, object], n_batch: int, n_ubatch: int, min_step: int) -> dict[int, str]:
+    """The positions where the creation rules end a batch (server-context.cpp:3529-3559), as
+    of the list the fill saw: a user-message start that is the last one, or the first, or
+    more than ``--checkpoint-min-step`` past the newest checkpoint; and the tail positions
+    ``4 + n_ubatch`` and ``4`` tokens before the prompt's end (#20288; at most ``n_batch``)."""
+    n_prompt = int(d["n_prompt"])  # type: ignore[call-overload]
+    listed: tuple[int, ...] = d["listed"]  # type: ignore[assignment]
+    spans: tuple[int, ...] = d["spans"]  # type: ignore[assignment]
+    out: dict[int, str] = {}
+    for p in spans:
+        if p == d["last_user"]:
+            out[p] = "the last user message's start"
+        elif not listed:
+            out[p] = "a user message's start (no checkpoint yet)"
+        elif p > listed[-1] + min_step:
+            out[p] = f"a user message's start more than {min_step} past the checkpoint at {listed[-1]}"
+    for off in (4 + n_ubatch, 4):
+        out.setdefault(n_prompt - min(n_batch, off), f"{min(n_batch, off)} tokens before the prompt's end")
+    return out
+
+
+def ckpt3_creation_rules(srv: Server, events: Sequence[Event]) -> list[str]:
+    """Checkpoint creation judged both ways, batch by batch, for every task that makes
+    checkpoints (a completion on a memory that cannot roll back, or with a window):
+
+    * complete: no batch runs across a position where the rules end it (so a checkpoint can be
+      made there), and a batch that starts where the rules want a checkpoint gets one: at a
+      user-message start or near the prompt's end (``n_prompt < end + n_ubatch``) or at the
+      prompt's last batch, once the memory holds something, unless the newest checkpoint is
+      within ``--checkpoint-min-step`` (which the last user message and the prompt's end
+      override);
+    * not excessive: no checkpoint is made at a batch start the rules do not name.
+
+    A checkpoint that failed to build (an injected fault), ``fixed`` keeping the one its task
+    restored at that position, and ``fixed`` making none because the cap is full of the one
+    its task restored, count as made."""
+    cfg = srv.cfg
+    out: list[str] = []
+    made: dict[int, set[int]] = {}  # slot -> n_tokens made since its previous batch
+    for e in events:
+        d = e.data
+        if e.kind in ("ckpt_create", "ckpt_kept_restored", "ckpt_create_failed", "ckpt_create_skipped"):
+            n = d.get("n_tokens", -1)
+            made.setdefault(d["slot"], set()).add(n if e.kind in ("ckpt_create", "ckpt_kept_restored") else -2)
+            continue
+        if e.kind != "batch":
+            continue
+        got = made.pop(d["slot"], set())
+        if not d.get("needs"):
+            continue
+        start, end, n_prompt = d["start"], d["start"] + d["n"], d["n_prompt"]
+        breaks = _named_breaks(d, cfg.n_batch, cfg.n_ubatch, cfg.checkpoint_min_step)
+        for p in sorted(breaks):
+            if start < p < end:
+                out.append(f"task {d['task']}: batch [{start}, {end}) runs across {p}, {breaks[p]}, where it must end")
+        listed: tuple[int, ...] = d["listed"]
+        near_end = n_prompt < end + cfg.n_ubatch
+        named = start in d["spans"] or near_end or end == n_prompt
+        spaced = not listed or start == d["last_user"] or near_end or start > listed[-1] + cfg.checkpoint_min_step
+        want = named and spaced and d["pos_min"] >= 0
+        has = start in got or -2 in got
+        if want and not has:
+            out.append(f"task {d['task']}: no checkpoint at n_tokens={start}, the start of batch [{start}, {end})")
+        elif has and not want and start in got:
+            why = "not a user-message start nor near the prompt's end" if not named else "too close to the last"
+            out.append(f"task {d['task']}: made a checkpoint at n_tokens={start} ({why}: list {list(listed)})")
+    return out

@@ -40,6 +40,7 @@ DECISIONS: dict[str, str] = {
     "ckpt.create": "create_checkpoint: a checkpoint is made (batch break at a user message or the tail)",
     "ckpt.create_failed": "create_checkpoint: bad_alloc (fixed contains it; the C++ releases the slot)",
     "ckpt.kept_restored": "fixed: the restored checkpoint is not superseded by an identical one",
+    "ckpt.skipped_full": "fixed: the list is full of the checkpoint the task restored; none is made",
     "ckpt.erase.invalidated": "policy.invalidated: pos_max > pos_next or n_tokens > n_prefix",
     "ckpt.erase.cap": "policy.cap_evictions: the list is at --ctx-checkpoints",
     "ckpt.erase.too_close": "policy.sweep_too_close: within --checkpoint-min-step of the previous one",
@@ -84,6 +85,10 @@ DECISIONS: dict[str, str] = {
 UNREACHABLE: dict[tuple[str, str], str] = {
     **{
         (d, "ckpt.kept_restored"): "only fixed keeps the restored checkpoint (keep_restored)"
+        for d in ("master", "pr30137", "pr27451")
+    },
+    **{
+        (d, "ckpt.skipped_full"): "only fixed keeps the restored checkpoint (keep_restored)"
         for d in ("master", "pr30137", "pr27451")
     },
     **{
@@ -163,6 +168,8 @@ def decisions_of(e: Event) -> Iterator[str]:
         yield "ckpt.create_failed"
     elif k == "ckpt_kept_restored":
         yield "ckpt.kept_restored"
+    elif k == "ckpt_create_skipped":
+        yield "ckpt.skipped_full"
     elif k == "ckpt_erase":
         yield f"ckpt.erase.{d['reason']}"
     elif k == "context_shift":

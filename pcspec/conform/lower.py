@@ -102,6 +102,7 @@ class Lowerer:
         self.model_op: dict[str, Any] = {}
         self.index = -1
         self.pos_min: list[int] = []
+        self.live: list[list[list[int]]] = []
         self.dead = False
         self.slept = False
         self.saving = False
@@ -125,6 +126,7 @@ class Lowerer:
 
     def _capture(self) -> None:
         self.pos_min = [seq.pos_range()[0] for seq in self.srv.ctx_tgt.seqs]
+        self.live = [[list(ctx.seqs[i].pos_range()) for ctx in self.srv.contexts()] for i in range(len(self.pos_min))]
 
     def _boundary(self) -> None:
         """The end of a model operation (or of one step of a run)."""
@@ -245,6 +247,7 @@ class Lowerer:
             "prompt": list(e.data["prompt"]),
             "cache_prompt": self.tasks[task][1],
             "pos_min": self.pos_min[slot],
+            "live": self.live[slot],
             "seq_rm_ok": not any(ev["kind"] == "seq_rm_refused" for ev in self.evbuf),
         }
         self._emit_now(op)
@@ -253,6 +256,9 @@ class Lowerer:
         self._checkpoint(e, e.data["pos_min"], e.data["pos_max"])
 
     def _on_ckpt_kept_restored(self, e: Event) -> None:
+        self._checkpoint(e, None, None)
+
+    def _on_ckpt_create_skipped(self, e: Event) -> None:
         self._checkpoint(e, None, None)
 
     def _on_ckpt_create_failed(self, e: Event) -> None:

@@ -49,6 +49,7 @@ INT: dict[str, Any] = {"type": "integer"}
 NAT: dict[str, Any] = {"type": "integer", "minimum": 0}
 BOOL: dict[str, Any] = {"type": "boolean"}
 TOKENS: dict[str, Any] = {"type": "array", "items": NAT}
+POS_RANGES: dict[str, Any] = {"type": "array", "items": {"type": "array", "items": INT, "minItems": 2, "maxItems": 2}}
 SLOT = Field("slot", NAT, "the slot (sequence id)")
 TASK = Field("task", NAT, "the id of the task the slot is processing")
 FAULTS = Field(
@@ -133,6 +134,8 @@ OPS: tuple[OpSpec, ...] = (
             Field("prompt", TOKENS, "the task's prompt (not empty, shorter than the slot's context)"),
             Field("cache_prompt", BOOL, "the task's cache_prompt"),
             Field("pos_min", INT, "llama_memory_seq_pos_min of the target memory before the start (-1: empty)"),
+            Field("live", POS_RANGES, "[pos_min, pos_max] of the slot's sequence before the start, per context "
+                  "(target, then draft): what fixed's resume asks the memory (policy.live_serves)"),
             Field("seq_rm_ok", BOOL, "whether the memory accepts seq_rm(slot, n_past, -1) (false: a "
                   "recurrent state that cannot roll back that far)"),
             FAULTS,
@@ -251,6 +254,9 @@ EVENTS: tuple[EventSpec, ...] = (
     EventSpec("ckpt_create", (("ckpt", "the checkpoint"), ("n_tokens", "n_tokens"), ("pos_min", "pos_min"),
               ("pos_max", "pos_max")), ("checkpoint",), "a checkpoint joined the slot's list"),
     EventSpec("ckpt_create_failed", (), ("checkpoint",), "an allocation or a fill failed: nothing created"),
+    EventSpec("ckpt_create_skipped", (("n_tokens", "the position not checkpointed"), ("ckpt", "the restored "
+              "checkpoint that fills the list")), ("checkpoint",),
+              "fixed: the list is full of the checkpoint this task restored: nothing created"),
     EventSpec("load_failed", (("entry", "the entry"),), ("load",),
               "a set_data_ext of the chosen entry failed (fixed then drops the entry; the C++ designs "
               "leave it in the cache)"),
@@ -364,7 +370,10 @@ CONFIG_FIELDS: dict[str, tuple[dict[str, Any], str]] = {
     "limit_tokens": (NAT, "the cache's token limit: llama_n_ctx, all slots together"),
     "n_swa": (NAT, "the sliding window of the target memory (0: none)"),
     "has_draft": (BOOL, "whether there is a draft context (ctx_dft)"),
-    "memory": ({"enum": ["kv", "swa", "recurrent", "hybrid"]}, "the target memory kind (for reports only)"),
+    "memory": ({"enum": ["kv", "swa", "recurrent", "hybrid"]}, "the target memory kind (fixed's resume: a "
+               "recurrent or hybrid memory rolls back at most n_rs tokens)"),
+    "draft_memory": ({"enum": ["kv", "swa", "recurrent", "hybrid"]}, "the draft memory kind (kv, or the target's)"),
+    "n_rs": (NAT, "the recurrent rollback depth (n_rs_seq; 0: none)"),
 }
 
 
@@ -380,6 +389,8 @@ def port_config(cfg: Config) -> dict[str, Any]:
         "n_swa": cfg.swa_window,
         "has_draft": cfg.has_draft,
         "memory": str(cfg.memory),
+        "draft_memory": str(cfg.draft_memory),
+        "n_rs": cfg.n_rs_seq,
     }
 
 

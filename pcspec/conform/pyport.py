@@ -348,28 +348,40 @@ class Core:
     # -- prompt start: restore and invalidation ----------------------------------------------------
 
     def prompt_start(self, op: dict[str, Any]) -> None:
+        """fixed's resume (policy.live_serves / checkpoint_serves): of live memory and every
+        checkpoint of the shared prefix, the one that keeps the most tokens."""
         slot, prompt = self.slots[op["slot"]], op["prompt"]
-        n_swa = self.cfg["n_swa"]
         n_prefix = lcp(slot.tokens, prompt)
         n_past = n_prefix if op["cache_prompt"] else 0
         pos_next = n_past
-        has_new = n_past < len(prompt)
-        thold = max(0, pos_next - n_swa - (0 if has_new else 1))
+        n_prompt = len(prompt)
         restored: Ckpt | None = None
         reprocess: str | None = None
-        if 0 < n_past <= len(slot.tokens) and op["pos_min"] >= thold:
-            reprocess = "no usable checkpoint" if slot.ckpts else "no checkpoints"
-            ck = self._choose(slot.ckpts, pos_next, thold, len(prompt), n_swa, n_prefix)
-            if ck is not None:
-                ok = self._load_part(ck, "tgt", "ckpt.write.tgt") and self._load_part(ck, "dft", "ckpt.write.dft")
+        if 0 < n_past <= len(slot.tokens):
+            kinds = [self.cfg["memory"], self.cfg["draft_memory"]]
+            best_n, best = 0, None
+            n_live = n_past - 1 if n_past == n_prompt else n_past
+            if all(self._live_serves(lo, hi, n_live, kinds[i]) for i, (lo, hi) in enumerate(op["live"])):
+                best_n = n_live
+            for ck in reversed(slot.ckpts):
+                if ck.n_tokens > n_prefix or ck.pos_max > pos_next:
+                    continue
+                n = min(min(pos_next, max(ck.pos_min + 1, ck.pos_max)), ck.n_tokens)
+                n = n - 1 if n == n_prompt else n
+                if n > best_n and self._ckpt_serves(ck, n):
+                    best_n, best = n, ck
+            if best is not None:
+                ok = self._load_part(best, "tgt", "ckpt.write.tgt") and self._load_part(best, "dft", "ckpt.write.dft")
                 if ok:
-                    pos_next = min(pos_next, max(ck.pos_min + 1, ck.pos_max))
-                    n_past = min(pos_next, ck.n_tokens)
-                    restored, reprocess = ck, None
-                    self.emit("ckpt_restore", ckpt=ck.id, n_tokens=ck.n_tokens, n_past=n_past)
+                    pos_next = min(pos_next, max(best.pos_min + 1, best.pos_max))
+                    n_past = min(pos_next, best.n_tokens)
+                    restored = best
+                    self.emit("ckpt_restore", ckpt=best.id, n_tokens=best.n_tokens, n_past=n_past)
                 else:
                     reprocess = "checkpoint failed to load"
-                    self.erase(slot, ck, "invalidated")
+                    self.erase(slot, best, "invalidated")
+            elif best_n == 0:
+                reprocess = "no usable checkpoint" if slot.ckpts else "no checkpoints"
             if reprocess is not None:
                 pos_next = n_past = 0
         for ck in list(slot.ckpts):
@@ -397,22 +409,38 @@ class Core:
             reprocess=reprocess,
         )
 
-    def _choose(
-        self, ckpts: list[Ckpt], pos_next: int, thold: int, n_prompt: int, n_swa: int, n_prefix: int
-    ) -> Ckpt | None:
-        for ck in reversed(ckpts):
-            if ck.n_tokens > n_prefix:  # only a checkpoint of the shared prefix (it would be invalidated)
+    def _window(self, kind: str) -> tuple[int, bool]:
+        """(n_swa, recurrent) of a context of this memory kind."""
+        return (self.cfg["n_swa"] if kind == "swa" else 0), kind in ("recurrent", "hybrid")
+
+    def _live_serves(self, pos_min: int, pos_max: int, n: int, kind: str) -> bool:
+        """policy.live_serves."""
+        n_swa, recurrent = self._window(kind)
+        if n <= 0:
+            return True
+        if pos_min < 0 or pos_max < n - 1:
+            return False
+        if recurrent:
+            return pos_max + 1 - n <= self.cfg["n_rs"]
+        return n_swa == 0 or pos_min == 0 or pos_min <= n - n_swa + 1
+
+    def _ckpt_serves(self, ck: Ckpt, n: int) -> bool:
+        """policy.checkpoint_serves for the target part and the draft part (when present)."""
+        contexts = [("tgt", self.cfg["memory"])] + ([("dft", self.cfg["draft_memory"])] if self.cfg["has_draft"] else [])
+        for role, kind in contexts:
+            p = ck.part(role)
+            if p is None or not p.data:
+                if role == "tgt":
+                    return False
                 continue
-            if ck.pos_max > pos_next or not (ck.pos_min < thold or ck.pos_min == 0):
-                continue
-            if n_swa == 0:
-                return ck
-            n_past = min(min(pos_next, max(ck.pos_min + 1, ck.pos_max)), ck.n_tokens)
-            if n_past == n_prompt:
-                n_past -= 1
-            if ck.pos_min == 0 or ck.pos_min <= n_past - n_swa + 1:
-                return ck
-        return None
+            n_swa, recurrent = self._window(kind)
+            if n > ck.n_tokens:
+                return False
+            if recurrent and ck.n_tokens - n > self.cfg["n_rs"]:
+                return False
+            if not recurrent and n_swa > 0 and not (ck.pos_min == 0 or ck.pos_min <= n - n_swa + 1):
+                return False
+        return True
 
     def _load_part(self, ck: Ckpt, role: str, site: str) -> bool:
         p = ck.part(role)
@@ -444,6 +472,9 @@ class Core:
                 recycled = victim.part("tgt")
             self.erase(slot, victim, "cap")
         n_new = len(slot.tokens) - op["n_cur"]
+        if kept is not None and cap > 0 and len(slot.ckpts) >= cap:
+            self.emit("ckpt_create_skipped", n_tokens=n_new, ckpt=kept.id)  # full of the restored one
+            return
         if kept is not None and kept.n_tokens == n_new:
             self.emit("ckpt_kept_restored", ckpt=kept.id)
             return

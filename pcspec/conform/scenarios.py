@@ -151,6 +151,13 @@ def base_scenarios() -> list[Scenario]:
                  replace(BASE_CONFIG, n_slots=2),
                  [request(SYSTEM + user(1, 30), [8], id_slot=0), {"op": "step"},
                   request(SYSTEM + user(2, 10), [8], id_slot=0), RUN]),
+        Scenario("full-of-restored", "a cap of 1 full of the checkpoint the task restored (a recurrent state "
+                 "rolled back from it): nothing new is made (found by fuzzing, shrunk)",
+                 Config(memory=MemoryKind.RECURRENT, n_rs_seq=2, n_ctx_slot=128, n_batch=8, n_ubatch=4,
+                        cell_bytes=8, rs_bytes=64, n_ctx_checkpoints=1, checkpoint_min_step=2, cache_ram=200,
+                        cache_idle_slots=False, kv_unified=True),
+                 [request([1, 2, 3, 4, 5, 6, 7, 8, 137], [8], n_predict=3),
+                  request([1, 2, 3, 4, 5, 6, 7, 8], [], n_predict=3), RUN]),
     ]  # fmt: skip
     return out
 

@@ -272,6 +272,27 @@ equest","tokens":[1,2,3]},{"op":"inject","site":"load.write.dft"},{"max_steps":5
 redict":3,"op":"request","tokens":[1]},{"op":"step"},{"n_predict":3,"op":"request","tokens":[1,2]},{
 "n_predict":3,"op":"request","tokens":[1,2,3,4]},{"max_steps":500,"op":"run"}],"shows":[["pr30137","
 CKPT-2"]]}
+
+{"config":{"cache_idle_slots":false,"cache_ram":200,"cell_bytes":8,"checkpoint_min_step":8,"draft_ce
+ll_bytes":4,"draft_rs_bytes":32,"has_draft":true,"kv_unified":true,"n_batch":8,"n_ctx_checkpoints":4
+,"n_ctx_slot":96,"n_rs_seq":2,"n_slots":3,"n_swa":4,"n_ubatch":2,"rs_bytes":64,"swa_cells":8},"name"
+:"witness-master-reuse-1","ops":[{"n_predict":3,"op":"request","tokens":[1]},{"op":"step"},{"n_predi
+ct":3,"op":"request","tokens":[1]},{"max_steps":500,"op":"run"},{"n_predict":3,"op":"request","token
+s":[1,2]},{"op":"step"}],"shows":[["master","REUSE-1"]]}
+
+{"config":{"cache_ram":1200,"cell_bytes":8,"checkpoint_min_step":8,"ctx_shift":true,"draft_cell_byte
+s":4,"draft_rs_bytes":32,"has_draft":true,"n_batch":8,"n_ctx_checkpoints":3,"n_ctx_slot":64,"n_slots
+":3,"n_swa":4,"n_ubatch":4,"rs_bytes":64,"slot_prompt_similarity":0.0,"swa_cells":8},"name":"witness
+-master-reuse-2","ops":[{"n_predict":3,"op":"request","tokens":[1]},{"max_steps":500,"op":"run"},{"n
+_predict":3,"op":"request","tokens":[1]},{"id_slot":0,"n_predict":3,"op":"request","tokens":[1]}],"s
+hows":[["master","REUSE-2"]]}
+
+{"config":{"cache_idle_slots":false,"cache_ram":200,"cell_bytes":8,"checkpoint_min_step":2,"ctx_shif
+t":true,"draft_cell_bytes":4,"draft_memory":"hybrid","draft_rs_bytes":32,"has_draft":true,"kv_unifie
+d":true,"memory":"hybrid","n_batch":8,"n_ctx_checkpoints":3,"n_ctx_slot":96,"n_slots":3,"n_swa":4,"n
+_ubatch":4,"rs_bytes":64,"spec_bytes":8,"swa_cells":8},"name":"witness-mutant-no-tail-break-ckpt-3",
+"ops":[{"n_predict":3,"op":"request","tokens":[1,2,3,4,5]},{"op":"step"}],"shows":[["mutant:no-tail-
+break","CKPT-3"]]}
 """
 
 

@@ -53,6 +53,12 @@ struct port {
         params.n_ctx_checkpoints   = int(cfg.at("n_ctx_checkpoints").as_int());
         params.checkpoint_min_step = int(cfg.at("checkpoint_min_step").as_int());
         params.n_swa               = int(cfg.at("n_swa").as_int());
+        params.n_rs                = int(cfg.at("n_rs").as_int());
+        const std::string memory       = cfg.at("memory").as_str();
+        const std::string draft_memory = cfg.at("draft_memory").as_str();
+        params.tgt_recurrent = memory == "recurrent" || memory == "hybrid";
+        params.dft_recurrent = draft_memory == "recurrent" || draft_memory == "hybrid";
+        params.dft_swa       = draft_memory == "swa";
         has_cache    = cfg.at("cache").as_bool();
         limit_size   = size_t(cfg.at("limit_size").as_int());
         limit_tokens = size_t(cfg.at("limit_tokens").as_int());
@@ -142,8 +148,12 @@ struct port {
         } else if (name == "release") {
             slot_of(op).release();
         } else if (name == "prompt_start") {
+            std::vector<seq_pos_range> live;
+            for (const auto & r : op.at("live").as_arr()) {
+                live.push_back({llama_pos(r.as_arr().at(0).as_int()), llama_pos(r.as_arr().at(1).as_int())});
+            }
             prompt_start(slot_of(op), params, int(op.at("task").as_int()), tokens_of(op.at("prompt")),
-                         op.at("cache_prompt").as_bool(), llama_pos(op.at("pos_min").as_int()), op.at("seq_rm_ok").as_bool());
+                         op.at("cache_prompt").as_bool(), live, op.at("seq_rm_ok").as_bool());
         } else if (name == "checkpoint") {
             server_slot & slot = slot_of(op);
             set_states(slot, op.at("parts"), LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);

@@ -51,76 +51,113 @@ void server_slot::release() {
 // a new prompt: restore, invalidation
 //
 
-// fixed: only a checkpoint of the shared prefix; with a sliding window, only one whose payload
-// holds the window the first re-processed token needs (its recorded pos_min is where the
-// payload starts)
-static bool restorable(const common_prompt_checkpoint & c, int n_prefix, int pos_next, int thold, int n_prompt, int n_swa) {
-    if (c.n_tokens > n_prefix) {
-        return false;  // fixed: only a checkpoint of the shared prefix (it would be invalidated at once)
-    }
-    if (c.pos_max > pos_next || !(c.pos_min < thold || c.pos_min == 0)) {
-        return false;
-    }
-    if (n_swa == 0) {
+// fixed's resume (REUSE-1): whether a memory reporting [pos_min, pos_max] can resume at n
+// (keep [0, n), decode from n): every position below n present; a recurrent state rolls back
+// at most n_rs tokens; a sliding window still holds the cells [n - n_swa + 1, n) the token at n
+// attends to, or starts at 0. (The C++ asks pos_min < pos_next - n_swa: stricter than needed.)
+static bool live_serves(const seq_pos_range & r, int n, int n_swa, bool recurrent, int n_rs) {
+    if (n <= 0) {
         return true;
     }
-    int n_past = std::min(std::min(pos_next, std::max(c.pos_min + 1, c.pos_max)), (int) c.n_tokens);
-    if (n_past == n_prompt) {
-        n_past -= 1;  // [TAG_PROMPT_LOGITS]
+    if (r.pos_min < 0 || r.pos_max < n - 1) {
+        return false;
     }
-    return c.pos_min == 0 || c.pos_min <= n_past - n_swa + 1;
+    if (recurrent) {
+        return r.pos_max + 1 - n <= n_rs;
+    }
+    return n_swa == 0 || r.pos_min == 0 || r.pos_min <= n - n_swa + 1;
+}
+
+// whether restoring a checkpoint taken at n_tokens, whose payload starts at its recorded pos_min,
+// lets the sequence resume at n (a draft payload starts where the target's does: same tokens,
+// same window)
+static bool checkpoint_serves(const common_prompt_checkpoint & c, int n, int n_swa, bool recurrent, int n_rs) {
+    if (n > c.n_tokens) {
+        return false;
+    }
+    if (recurrent) {
+        return c.n_tokens - n <= n_rs;
+    }
+    return n_swa == 0 || c.pos_min == 0 || c.pos_min <= n - n_swa + 1;
+}
+
+static int resume_point(int n, int n_prompt) {
+    return n == n_prompt ? n - 1 : n;  // [TAG_PROMPT_LOGITS]
 }
 
 int prompt_start(server_slot & slot, const server_params & params, int id_task, const llama_tokens & prompt,
-                 bool cache_prompt, llama_pos pos_min, bool seq_rm_ok) {
+                 bool cache_prompt, const std::vector<seq_pos_range> & live, bool seq_rm_ok) {
     slot.id_task = id_task;
 
     auto & ckpts = slot.prompt.checkpoints;
 
     const int n_prefix = (int) common_prefix(slot.prompt.tokens, prompt);
+    const int n_prompt = (int) prompt.size();
 
     int n_past   = cache_prompt ? n_prefix : 0;
     int pos_next = n_past;
-
-    const bool has_new_tokens = n_past < (int) prompt.size();
-    const int  pos_min_thold  = std::max(0, pos_next - params.n_swa - (has_new_tokens ? 0 : 1));
 
     common_prompt_checkpoint_ptr restored;
     const char * reprocess = nullptr;
 
     if (n_past > 0 && n_past <= slot.prompt.n_tokens()) {
-        if (pos_min == -1) {
-            fprintf(stderr, "pos_min == -1, but n_past = %d > 0 - should not happen\n", n_past);
-            abort();
+        const int dft_swa = params.dft_swa ? params.n_swa : 0;
+
+        // of live memory and every checkpoint of the shared prefix, the one that keeps the most
+        // tokens; ties go to live memory (no restore), then to the newest checkpoint
+        int best_n = 0;
+        common_prompt_checkpoint_ptr best;
+
+        const int n_live = resume_point(n_past, n_prompt);
+        bool live_ok = true;
+        for (size_t i = 0; i < live.size(); ++i) {
+            const bool tgt = i == 0;
+            live_ok = live_ok && live_serves(live[i], n_live, tgt ? params.n_swa : dft_swa,
+                                             tgt ? params.tgt_recurrent : params.dft_recurrent, params.n_rs);
         }
-        if (pos_min >= pos_min_thold) {
+        if (live_ok) {
+            best_n = n_live;
+        }
+
+        for (auto it = ckpts.rbegin(); it != ckpts.rend(); ++it) {
+            const common_prompt_checkpoint & c = **it;
+            if (c.n_tokens > n_prefix || c.pos_max > pos_next) {
+                continue;  // not a state of the shared prefix
+            }
+            const int pos = std::min(pos_next, std::max(c.pos_min + 1, c.pos_max));
+            const int n   = resume_point(std::min(pos, (int) c.n_tokens), n_prompt);
+            if (n <= best_n || c.data_tgt.empty()) {
+                continue;
+            }
+            bool ok = checkpoint_serves(c, n, params.n_swa, params.tgt_recurrent, params.n_rs);
+            if (slot.ctx_dft != nullptr && !c.data_dft.empty()) {
+                ok = ok && checkpoint_serves(c, n, dft_swa, params.dft_recurrent, params.n_rs);
+            }
+            if (ok) {
+                best_n = n;
+                best   = *it;
+            }
+        }
+
+        if (best != nullptr) {
+            if (best->load_tgt(slot.ctx_tgt, slot.id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) &&
+                best->load_dft(slot.ctx_dft, slot.id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY)) {
+                pos_next = std::min(pos_next, std::max(best->pos_min + 1, best->pos_max));
+                n_past   = std::min(pos_next, (int) best->n_tokens);
+                restored = best;
+                events().emit("ckpt_restore", {{"ckpt", best->id}, {"n_tokens", best->n_tokens}, {"n_past", n_past}});
+            } else {
+                // fixed: a checkpoint that does not load is dropped, the prompt re-processed
+                reprocess = "checkpoint failed to load";
+                erase(slot, std::find(ckpts.begin(), ckpts.end(), best), "invalidated");
+            }
+        } else if (best_n == 0) {
             reprocess = ckpts.empty() ? "no checkpoints" : "no usable checkpoint";
+        }
 
-            // the newest checkpoint that can be restored
-            auto it = std::find_if(ckpts.rbegin(), ckpts.rend(), [&](const common_prompt_checkpoint_ptr & c) {
-                return restorable(*c, n_prefix, pos_next, pos_min_thold, (int) prompt.size(), params.n_swa);
-            });
-
-            if (it != ckpts.rend()) {
-                const common_prompt_checkpoint_ptr ck = *it;
-                if (ck->load_tgt(slot.ctx_tgt, slot.id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) &&
-                    ck->load_dft(slot.ctx_dft, slot.id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY)) {
-                    pos_next = std::min(pos_next, std::max(ck->pos_min + 1, ck->pos_max));
-                    n_past   = std::min(pos_next, (int) ck->n_tokens);
-                    restored  = ck;
-                    reprocess = nullptr;
-                    events().emit("ckpt_restore", {{"ckpt", ck->id}, {"n_tokens", ck->n_tokens}, {"n_past", n_past}});
-                } else {
-                    // fixed: a checkpoint that does not load is dropped, the prompt re-processed
-                    reprocess = "checkpoint failed to load";
-                    erase(slot, std::prev(it.base()), "invalidated");
-                }
-            }
-
-            if (reprocess != nullptr) {
-                pos_next = 0;
-                n_past   = 0;
-            }
+        if (reprocess != nullptr) {
+            pos_next = 0;
+            n_past   = 0;
         }
     }
 
@@ -212,6 +249,12 @@ void create_checkpoint(server_slot & slot, const server_params & params, int64_t
     }
 
     const int64_t n_tokens_new = slot.prompt.n_tokens() - n_tokens_cur;
+
+    if (kept != nullptr && ckpts.size() >= (size_t) params.n_ctx_checkpoints && params.n_ctx_checkpoints > 0) {
+        // the list is full of the checkpoint this task restored: it stays, nothing is made
+        events().emit("ckpt_create_skipped", {{"n_tokens", n_tokens_new}, {"ckpt", kept->id}});
+        return;
+    }
 
     if (kept != nullptr && kept->n_tokens == n_tokens_new) {
         // it would be superseded by a byte-identical one: keep it

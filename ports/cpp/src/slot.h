@@ -8,10 +8,25 @@
 
 #include "prompt_cache.h"
 
+#include <vector>
+
 struct server_params {
     int n_ctx_checkpoints   = 32;
     int checkpoint_min_step = 8192;
     int n_swa               = 0;  // the target memory's sliding window (0: none)
+    int n_rs                = 0;  // the recurrent rollback depth (n_rs_seq; 0: none)
+
+    // the memory kinds as fixed's resume needs them: a recurrent state (recurrent, or the
+    // recurrent half of hybrid) rolls back at most n_rs tokens; a draft is kv or the target's kind
+    bool tgt_recurrent = false;
+    bool dft_recurrent = false;
+    bool dft_swa       = false;
+};
+
+// [pos_min, pos_max] of a slot's sequence in one context (llama_memory_seq_pos_min/max)
+struct seq_pos_range {
+    llama_pos pos_min = -1;
+    llama_pos pos_max = -1;
 };
 
 struct server_slot {
@@ -36,10 +51,11 @@ struct server_slot {
     void release();
 };
 
-// update_slots, SLOT_STATE_STARTED: returns n_past. `pos_min` is llama_memory_seq_pos_min of the
-// target memory before the start; `seq_rm_ok` what llama_memory_seq_rm(id, n_past, -1) returns.
+// update_slots, SLOT_STATE_STARTED: returns n_past. `live` is the sequence's [pos_min, pos_max]
+// before the start in each context (target, then draft); `seq_rm_ok` what
+// llama_memory_seq_rm(id, n_past, -1) returns.
 int prompt_start(server_slot & slot, const server_params & params, int id_task, const llama_tokens & prompt,
-                 bool cache_prompt, llama_pos pos_min, bool seq_rm_ok);
+                 bool cache_prompt, const std::vector<seq_pos_range> & live, bool seq_rm_ok);
 
 // n_tokens_cur: the tokens the slot just added to the batch (the checkpoint is of the state before them)
 void create_checkpoint(server_slot & slot, const server_params & params, int64_t n_tokens_cur, llama_pos pos_min, llama_pos pos_max);

@@ -1,0 +1,126 @@
+"""REUSE family: the server reuses what it holds, as far as the rules allow.
+
+Faults of *optimality* leave every state consistent, so the state checks cannot see them: the
+server re-processes tokens it could have kept, or skips a cache load that would have helped.
+These checks judge each decision against what was available when it was made, and they judge
+"available" by content identity (``pcspec.model.memory``), not by the numeric tests the
+server (or ``fixed``) applies: a rule that is stricter than the memory needs shows up here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pcspec.model import policy
+from pcspec.model.cache import lcp
+from pcspec.model.checkpoint import Checkpoint
+from pcspec.model.heap import Event
+from pcspec.model.memory import PARTIAL_ONLY, SeqMemory, StateImage, Tokens
+from pcspec.model.server import Server
+from pcspec.properties.base import events_of
+from pcspec.properties.checkpoints import describes_prefix
+
+
+def _serves(memories: Sequence[tuple[str, SeqMemory]], ck: Checkpoint | None, prompt: Tokens, n: int) -> bool:
+    """Whether resuming at ``n`` leaves every context holding exactly the state of
+    ``prompt[:n]``: copies of the memories the slot held, the checkpoint's payloads loaded
+    (a partial image replaces only the non-rollbackable part, as ``set_data_ext`` does), then
+    ``seq_rm(n)``. A checkpoint without a draft payload leaves the draft to be re-decoded
+    (``fixed`` does so; the judgement is about what the held state could serve)."""
+    for name, held in memories:
+        mem = replace(held)
+        if ck is not None:
+            buf = ck.tgt if name == "tgt" else ck.dft
+            if buf is None:
+                if name == "tgt":
+                    return False
+                continue
+            img = buf.content
+            if not isinstance(img, StateImage) or img.scope != PARTIAL_ONLY or buf.filled < buf.size:
+                return False
+            mem.load_image(img)
+        if not mem.seq_rm(n) or not mem.is_state_of(prompt[:n]):
+            return False
+    return True
+
+
+def reuse1_best_resume(srv: Server, events: Sequence[Event]) -> list[str]:
+    """At every prompt start with ``cache_prompt``: the tokens kept (``n_past``) are at least
+    what the best usable source would keep. The sources are the slot's live memory (kept up to
+    the shared prefix) and each held checkpoint that is the state of a prefix of the new
+    prompt, restored with the server's own arithmetic (``restored_positions``, then the
+    prompt-logits rule). "Usable" is content identity: after the restore and ``seq_rm``, every
+    context must be exactly the state of the kept tokens (an SWA window covering the next
+    token, a recurrent state within its rollback depth). A checkpoint that failed to load is
+    a fault, not a choice, and is not judged."""
+    out: list[str] = []
+    for e in events_of(events, "prompt_start"):
+        d = e.data
+        if not d["cache_prompt"] or d["reprocess"] == "checkpoint failed to load":
+            continue
+        prompt: Tokens = d["prompt"]
+        n_prompt, n_prefix = len(prompt), d["n_prefix"]
+        memories = d["memories"]
+        best, source = 0, ""
+        n_live = policy.resume_point(n_prefix, n_prompt)
+        if n_live > 0 and _serves(memories, None, prompt, n_live):
+            best, source = n_live, "its live memory"
+        for ck in d["held"]:
+            if not describes_prefix(ck, prompt):
+                continue
+            _, n = policy.restored_positions(n_prefix, ck.pos_min, ck.pos_max, ck.n_tokens)
+            n = policy.resume_point(n, n_prompt)
+            if n > best and _serves(memories, ck, prompt, n):
+                best, source = n, ck.describe()
+        if d["n_past"] < best:
+            how = f"re-processed from {d['n_past']}" + (f" ({d['reprocess']})" if d["reprocess"] else "")
+            out.append(
+                f"task {d['task']} on slot {d['slot']} {how}, though {source} served a resume at {best}"
+                f" (prompt {n_prompt} tokens, shared prefix {n_prefix})"
+            )
+    return out
+
+
+def reuse2_cache_load(srv: Server, events: Sequence[Event]) -> list[str]:
+    """A completion task placed on a slot that shares nothing with its prompt (empty, or
+    unrelated) gets the cache entry the load rules choose (``policy.load_select``: the
+    ``f_keep`` floor, strictly better than the slot on both fractions; an empty slot's
+    baseline ``f_keep`` is -1), judged on the entries present when the load decision is made:
+    at the load scan, or at the selection when no scan ran. A save right before the load may
+    evict entries (make room): what it evicts is the save's business (ACC-3), not the load's."""
+    out: list[str] = []
+    pending: Event | None = None  # the select whose load decision is still to come
+
+    def judge(sel: Event, scan: Event | None) -> None:
+        d = sel.data
+        prompt: Tokens = d["prompt"]
+        entries = scan.data["entries"] if scan is not None else d["entries"]
+        slot_tokens: Tokens = scan.data["slot_tokens"] if scan is not None else d["slot_tokens"]
+        n = len(prompt)
+        base = policy.load_baseline(lcp(slot_tokens, prompt), len(slot_tokens), n)
+        cands = [policy.entry_fractions(lcp(toks, prompt), len(toks), n) for _, toks in entries]
+        i = policy.load_select(base[0], base[1], cands)
+        want = None if i is None else entries[i][0]
+        got = None if scan is None else scan.data["chosen"]
+        if want != got:
+            what = "no entry" if got is None else f"entry #{got}"
+            why = "" if scan is not None else " (the cache was not consulted)"
+            out.append(
+                f"task {d['task']} on slot {d['slot']} ({len(slot_tokens)} tokens, none shared) loaded {what}{why},"
+                f" but the load rules choose entry #{want} of {[len(t) for _, t in entries]} tokens"
+            )
+
+    # A selection's load scan (if any) follows it inside the same get_available_slot, before
+    # the next selection of the operation.
+    for e in events:
+        if e.kind == "select":
+            if pending is not None:
+                judge(pending, None)
+            pending = e if e.data.get("judge_load") else None
+        elif e.kind == "load_scan" and pending is not None:
+            judge(pending, e)
+            pending = None
+    if pending is not None:
+        judge(pending, None)
+    return out
