@@ -42,9 +42,11 @@ VARIANTS = ("master", "pr30137", "pr27451", "fixed")
 # half of the conversations evicts (make room), not on a boundary where the unscaled headers
 # would tip a comparison differently in the two runs (the decision check would say so).
 LIMIT_UNITS = 41
-# Six tokens per reply: with 20 SWA cells the sliding window (16) then no longer covers a
-# divergence at the end of the previous prompt, so the SWA run restores checkpoints too.
-N_PREDICT = 6
+# Eight tokens per reply (seven decoded): with 20 SWA cells the window of 16 then no longer
+# covers a divergence at the end of the previous prompt (fixed resumes from live memory while
+# the cells the next token needs are there: with six it still could), so the SWA run restores
+# checkpoints too.
+N_PREDICT = 8
 
 
 def config(memory: MemoryKind, scale: int, limit_units: int = LIMIT_UNITS) -> Config:

@@ -15,9 +15,11 @@ op                 fields (defaults)
 ``slot_save``      ``id_slot``, ``filename``
 ``slot_restore``   ``id_slot``, ``filename``
 ``slot_erase``     ``id_slot``
-``corrupt_file``   ``filename``, and ``offset`` + ``data`` ([int] bytes written there), or
-                   ``truncate`` (new length), or ``field`` (a slot-file field name, see
-                   ``slotfile.field_map``) + ``value`` (its new integer value)
+``corrupt_file``   ``filename``, and ``offset`` + ``data`` ([int] bytes written there; with
+                   ``remove`` (n), spliced in instead: n bytes at ``offset`` replaced by
+                   ``data``, an append at the end), or ``truncate`` (new length), or ``field``
+                   (a slot-file field name, see ``slotfile.field_map``) + ``value`` (its new
+                   integer value)
 ``sleep_wake``     sleep and wake (the cache and the slots are lost)
 ``restart``        the process restarts; ``config`` ({}) changes flags of ``RESTART_FIELDS``
                    (the slot-save directory stays)
@@ -133,6 +135,8 @@ def validate(op: object) -> dict[str, Any]:
             _int(op, "value", lo=0)
         else:
             _int(op, "offset", lo=0)
+            if "remove" in op:
+                _int(op, "remove", lo=0)
             data = _ints(op, "data")
             if any(not 0 <= b <= 255 for b in data):
                 raise PcspecError("field 'data' must hold bytes (0..255)")
@@ -179,6 +183,7 @@ def apply(srv: Server, op: dict[str, Any]) -> Iterator[None]:
             op.get("truncate"),
             op.get("field"),
             op.get("value", 0),
+            op.get("remove"),
         )
     elif name == "restart":
         srv.restart(**op.get("config", {}))

@@ -260,10 +260,12 @@ class Server:
         truncate: int | None = None,
         field: str | None = None,
         value: int = 0,
+        remove: int | None = None,
     ) -> None:
-        """The fault model's hand on the disk: overwrite bytes of a slot file, cut it, or set
-        one integer field of its format (``field``, a name of ``slotfile.field_map``) to
-        ``value``. A field is found by name in the file as it is now, so a trace that
+        """The fault model's hand on the disk: overwrite bytes of a slot file, cut it, splice
+        it (``remove`` bytes at ``offset`` replaced by ``data``: an insertion, a deletion, or,
+        at the end, an append), or set one integer field of its format (``field``, a name of
+        ``slotfile.field_map``) to ``value``. A field is found by name in the file as it is now, so a trace that
         corrupts a length stays a corruption of that length when earlier operations change
         the file's layout (a shrinker removing them, say): an offset would then land in a
         payload, a semantic corruption no reader can detect."""
@@ -275,6 +277,9 @@ class Server:
             return
         if truncate is not None:
             raw = raw[:truncate]
+        elif remove is not None:
+            at = min(offset, len(raw))
+            raw = raw[:at] + data + raw[at + remove :]
         else:
             if field is not None:
                 where = _field_place(raw, field)

@@ -379,18 +379,40 @@ class CacheMachine(RuleBasedStateMachine):
     @rule(
         name=st.sampled_from(FILES),
         pick=st.integers(0, 63),
-        how=st.sampled_from(["huge", "huge", "plus1", "minus1", "zero", "truncate"]),
+        how=st.sampled_from(["huge", "huge", "plus1", "minus1", "zero", "truncate", "append", "splice"]),
     )
     def corrupt(self, name: str, pick: int, how: str) -> None:
         """A corruption the format can detect: a length, count, magic or version field set to a
-        wrong value, or the file cut short. (Semantic corruptions -- well-formed but wrong token
-        ids or positions -- are a separate campaign: no reader can tell them from the truth.)"""
+        wrong value, the file cut short, bytes appended to it, or bytes spliced into (or cut out
+        of) its middle, which shifts every field after them. (Semantic corruptions -- well-formed
+        but wrong token ids or positions -- are a separate campaign: no reader can tell them
+        from the truth.)"""
         assert self.srv is not None
         data = self.srv.files.get(name)
         if data is None:
             return
         if how == "truncate":
             self.do({"op": "corrupt_file", "filename": name, "truncate": len(data) * pick // 64})
+            return
+        if how in ("append", "splice"):
+            # An append is a splice at the end; a splice inserts (even pick) or removes (odd)
+            # a few bytes at a point spread by pick over the file outside the sequence state.
+            # (Inside the state, a cut near its end pulls the next bytes in and still parses:
+            # well-formed but wrong, a semantic corruption no reader can detect, exactly as a
+            # real state_read would take the appendix's first bytes as tensor data.)
+            n = 1 + pick % 8
+            at = len(data)
+            if how == "splice":
+                try:
+                    state = len(read_slot_file(data, name).state)
+                except PcspecError:
+                    return
+                begin = 12 + 4 * int.from_bytes(data[8:12], "little")
+                outside = [*range(begin), *range(begin + state, len(data) + 1)]
+                at = outside[len(outside) * pick // 64]
+            insert = how == "append" or pick % 2 == 0
+            fill = [(0x5A + i) & 0xFF for i in range(n)] if insert else []
+            self.do({"op": "corrupt_file", "filename": name, "offset": at, "data": fill, "remove": 0 if insert else n})
             return
         try:
             parsed = read_slot_file(data, name)

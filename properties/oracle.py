@@ -48,9 +48,9 @@ _COLUMNS = [
 # REUSE-1, REUSE-2 and CKPT-3 (extended too) have their verdicts on the C++ designs set from what
 # the model showed, with the reasons below, so that verify keeps hunting and checking them.
 _ROWS = {
-    "master": ". x . . x x x . . . . . x x x x x x . ? x x ? ? x x x .",
+    "master": ". x . . x x x . . . . . x x x x x x x ? x x ? ? x x x .",
     "pr30137": ". x . . . x x x . x . . x x x . x x . ? x . ? ? x x x .",
-    "pr27451": ". x . . x x . x . x . . x x x x x x . ? x x ? ? x x x .",
+    "pr27451": ". x . . x x . x . x . . x x x x x x x ? x x ? ? x x x .",
     "fixed": ". . . . . . . . . . . . . . . . . . . . . . . . . . . .",
 }
 
@@ -70,6 +70,13 @@ REASONS: dict[str, dict[str, str]] = {
         "REUSE-2": (
             "a task pinned to an empty slot: f_keep = f_sim_best * n / 0 is NaN (server-context.cpp:1578), NaN"
             " < 0.5 is false (1586-1588), so the cache is never consulted although an entry shares the prompt"
+        ),
+        "FILE-1": (
+            "changed from the DESIGN.md table (found by a longer walk than the default survey): the"
+            " checkpoint a bad_alloc leaves appended with an empty payload (CKPT-2) is written into the"
+            " slot file's appendix; the appendix reader rejects a record with an empty data_tgt and with"
+            " it the whole appendix (behaviour notes 2.13): the file the server wrote does not restore"
+            " its checkpoints"
         ),
         "CKPT-1": (
             "changed from the DESIGN.md table: load clears an entry's main state before the draft load"
@@ -137,6 +144,7 @@ REASONS: dict[str, dict[str, str]] = {
         "CKPT-1": ("unchanged from master: the emptied entry loaded again (load is unchanged by #27451)"),
         "CKPT-2": ("unchanged from master: create_checkpoint appends before it fills (#27451 keeps it)"),
         "RESTORE-1": ("unchanged from master: the empty checkpoint a bad_alloc leaves"),
+        "FILE-1": ("unchanged from master: the empty checkpoint a bad_alloc leaves, saved and then refused"),
         "PERF-1": (
             "changed from the DESIGN.md table: #27451 shares the target and draft payloads but keeps the"
             " speculative state value-owned (seed 003, line 167): a save copies every checkpoint's data_spec"
