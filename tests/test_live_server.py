@@ -80,3 +80,10 @@ def test_pinned_busy_slot_livelock(models: Path, tmp_path: Path) -> None:
     out: kv model, -b 16 so the first prompt is still processing when the second arrives)."""
     _out, found = _replay("f1-pinned-busy-livelock.jsonl", models, tmp_path, timeout=8)
     assert any(cls == "no-answer" and why is not None and why.startswith("F1") for cls, why in found), found
+
+
+def test_silent_restore_is_seen_by_the_log_checker(models: Path, tmp_path: Path) -> None:
+    """FINDINGS L1, fixed: a restore of a file saved from an empty slot prints no line; the
+    next request's "- skipping, slot is empty" tells the log checker the slot was cleared."""
+    out, found = _replay("found/l1-hybrid-silent-restore.jsonl", models, tmp_path)
+    assert out.analysis.findings == [], found

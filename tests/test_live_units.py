@@ -246,3 +246,22 @@ def test_explainers_name_known_causes_and_consequences(tmp_path: Path) -> None:
     assert (explain(scan, out) or "").startswith("L2")
     assert (explain(later, out) or "").startswith("after model:released")
     assert explain(odd, out) is None  # nothing known: unexplained, the campaign fails
+
+
+def test_silent_restore_explains_only_a_restore_without_a_state_line(tmp_path: Path) -> None:
+    """L1's explainer now covers only what the log checker cannot learn: a restore that
+    printed no state_read_meta line; a restore the log shows explains nothing."""
+    from pcspec.live.analyze import Analysis, Finding
+    from pcspec.live.driver import Observation, Run
+    from pcspec.live.explain import silent_restore
+    from pcspec.live.session import Outcome, Target
+
+    log = b"restore: nothing\nD state_read_meta: cell_count = 3, dest_seq_id = 0\n"
+    restore = Observation(0, LiveOp("slot_restore", id_slot=0, filename="a"), log_start=0, log_end=17)
+    restore.reply = Reply("POST", "/slots/0?action=restore", {}, status=200, data={"n_restored": 3})
+    run = Run(observations=[restore, Observation(1, LiveOp("request", id=0, segments=(("lit", (130,)),)))])
+    f = Finding("logcheck:invalidate", 1, "")
+    out = Outcome(Target(tmp_path, tmp_path, "kv", Flags()), [], run, Analysis([f]), log, tmp_path)
+    assert (silent_restore(f, out) or "").startswith("L1")
+    restore.log_end = len(log)
+    assert silent_restore(f, out) is None

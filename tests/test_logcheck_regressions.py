@@ -53,9 +53,22 @@ def test_slot_restore_checks_clean() -> None:
 
 
 def test_slot_restore_lines_removed() -> None:
-    """Without the restore's lines the slot seems to still hold request 2's two checkpoints:
-    request 3 re-processes everything but keeps them, and numbers its checkpoints from 1."""
+    """Without the restore's lines the restore still shows (FINDINGS L1): request 3's LCP pick
+    prints ``f_keep = 1.000`` for 303 shared tokens, which a slot of request 2's 203 tokens
+    cannot print, so the slot's tokens were replaced, and ``prompt.clear()`` dropped its
+    checkpoints (server-context.cpp:2614)."""
     lines = [x for x in lines_of("slot-restore.log") if "state_read_meta" not in x]
+    result = check(lines)
+    assert found(result) == []
+    assert result.stats.slot_file_restores == 1 and result.stats.ckpt_dropped_by_clear == 2
+
+
+def test_slot_restore_lines_removed_and_the_pick_agreeing() -> None:
+    """The same, with a pick whose f_keep fits the 203 tokens the checker holds: nothing shows
+    the restore, the slot seems to still hold request 2's two checkpoints; request 3
+    re-processes everything but keeps them, and numbers its checkpoints from 1."""
+    lines = [x.replace("f_keep = 1.000", "f_keep = 1.493") for x in lines_of("slot-restore.log")
+             if "state_read_meta" not in x]
     assert found(check(lines)) == [
         (where(lines, "cached n_tokens = 0", 2), "invalidate"),
         (where(lines, "created context checkpoint 1 of 8", 2), "ckpt-count"),
@@ -87,6 +100,39 @@ def test_state_reads_of_loads_and_checkpoint_restores_are_not_file_restores() ->
     assert sum(e.kind == "state_read" for e in read.events) == 3
     result = check_events(read.events)
     assert found(result) == [] and result.stats.slot_file_restores == 0
+
+
+# ---- L1: a slot-file restore without a line ------------------------------------------------
+
+
+def test_silent_restore_checks_clean() -> None:
+    """silent-restore.log (pcspec live, hybrid model, FINDINGS L1): the restore of a file saved
+    from an empty slot (task 11) prints no state line; the slot had 236 tokens and checkpoints
+    at 204 and 232. The next request's scan says "- skipping, slot is empty" and its cache load
+    "base f_keep = -1.000": the slot was cleared (server-context.cpp:2614), so the request
+    keeps no checkpoint and numbers its own from 1."""
+    result = check(lines_of("silent-restore.log"))
+    assert found(result) == [] and result.weakened == {}
+    assert result.stats.slot_file_restores == 1 and result.stats.ckpt_dropped_by_clear == 2
+
+
+def test_silent_restore_each_line_alone_shows_it() -> None:
+    lines = lines_of("silent-restore.log")
+    for needle in ("skipping, slot is empty", "base f_keep = -1.000"):
+        drop = where(lines, needle, 1)
+        assert found(check([x for i, x in enumerate(lines, 1) if i != drop])) == [], needle
+
+
+def test_silent_restore_unseen() -> None:
+    """Without both lines nothing shows the restore: the old checkpoints seem kept."""
+    lines = lines_of("silent-restore.log")
+    drop = {where(lines, "skipping, slot is empty", 1), where(lines, "base f_keep = -1.000", 1)}
+    lines = [x for i, x in enumerate(lines, 1) if i not in drop]
+    assert found(check(lines)) == [
+        (where(lines, "cached n_tokens = 0", 1), "invalidate"),
+        (where(lines, "created context checkpoint 1 of 8", 1), "ckpt-count"),
+        (where(lines, "created context checkpoint 2 of 8", 1), "ckpt-count"),
+    ]
 
 
 # ---- B1: a slot chosen by id ----------------------------------------------------------------

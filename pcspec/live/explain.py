@@ -88,14 +88,18 @@ def _without_pos_min(shown: str) -> str:
 
 def silent_restore(f: Finding, out: Outcome) -> str | None:
     """L1 (log checker): a successful slot-file restore can leave no line in the log (an empty
-    file, a recurrent memory: state_read_meta prints only for a non-empty attention cache), so
-    the checker keeps the slot's old tokens and checkpoints and flags what follows."""
+    file, a recurrent memory: state_read_meta prints only for a non-empty attention cache). The
+    checker now learns it from the slot's next count ("- skipping, slot is empty", a base
+    f_keep, a save's length, an LCP pick's f_keep); this explains what is left: a finding after
+    a restore that printed nothing when no such line came before the slot's next prompt (an
+    LRU pick with the prompt cache off)."""
     if not f.cls.startswith("logcheck:"):
         return None
     for o in out.run.observations:
         if o.index >= f.op:
             break
-        if o.op.op == "slot_restore" and o.reply is not None and o.reply.ok:
+        if o.op.op == "slot_restore" and o.reply is not None and o.reply.ok \
+                and b"state_read_meta" not in out.log[o.log_start:o.log_end]:
             return "L1 (log checker): a slot restore it cannot see in the log (no state_read_meta line)"
     return None
 

@@ -138,6 +138,8 @@ class CacheChecker:
         sid = self.ctx_slot
         ckpts: list[Ckpt] | None = None
         if sid is not None:
+            # the slot's length, which can show a slot-file restore the log did not (L1)
+            self.slots.on_seen_count(sid, e.length)
             s = self.slots.slot(sid)
             self.slots.settle(s)
             ckpts = list(s.ckpts) if s.exact else None
@@ -290,7 +292,15 @@ class CacheChecker:
     # ---- load --------------------------------------------------------------------------------
 
     def on_lookup(self, e: ev.LoadLookup) -> None:
-        self.txn = _Load(e, self.ctx_slot, self.sel)
+        sid = self.ctx_slot
+        if sid is not None:
+            # the base f_keep is lcp / the slot's length (-1 for an empty slot,
+            # server-task.cpp:1796): it can show a slot-file restore the log did not (L1)
+            if e.f_keep == -1.0:
+                self.slots.on_seen_count(sid, 0)
+            elif self.sel is not None:
+                self.slots.on_seen_length(sid, self.sel[0], e.f_keep)
+        self.txn = _Load(e, sid, self.sel)
 
     def on_load_line(self, e: ev.Event) -> None:
         t = self.txn
