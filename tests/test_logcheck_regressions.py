@@ -135,6 +135,51 @@ def test_silent_restore_unseen() -> None:
     ]
 
 
+# ---- L2: an obsolete removal among entries of the same length --------------------------------
+
+
+def test_equal_lengths_checks_clean() -> None:
+    """equal-lengths.log (pcspec live, swa model, FINDINGS L2): the cache holds two entries of
+    15 tokens (the second and the seventh); saving a 17-token prompt removes "obsolete cached
+    prompt with length 15", the seventh (server-task.cpp:1737-1747: only it is a prefix). The
+    next load scan lists the first one still in place."""
+    result = check(lines_of("equal-lengths.log"))
+    assert found(result) == []
+    assert not any("make-room" in k or "evictions" in k for k in result.weakened)
+
+
+def test_equal_lengths_the_first_one_gone() -> None:
+    """Had the first 15-token entry gone, the scan and the listing would show the other order;
+    that checks clean too."""
+    lines = lines_of("equal-lengths.log")
+    at = where(lines, "removing obsolete")
+    head, tail = lines[:at], lines[at:]
+    scan = [i for i, x in enumerate(tail) if "prompt with length      15" in x]
+    rows = [i for i, x in enumerate(tail) if "     15 tokens" in x]
+    for group in (scan, rows):
+        (i,) = group
+        moved = tail.pop(i)
+        j = next(k for k, x in enumerate(tail) if "68" in x and k > i)  # before the 68-token one
+        tail.insert(j, moved.replace("checkpoints:  1,     0.017", "checkpoints:  2,     0.029"))
+    assert found(check(head + tail)) == []
+
+
+def test_equal_lengths_settled_by_the_listing() -> None:
+    """Without the load's lines the "cache state" listing settles it (entry sizes and
+    checkpoint counts)."""
+    lines = lines_of("equal-lengths.log")
+    at = where(lines, "removing obsolete")
+    lines = lines[:at] + [x for x in lines[at:] if " load: " not in x]
+    assert found(check(lines)) == []
+
+
+def test_equal_lengths_an_order_neither_removal_gives() -> None:
+    lines = lines_of("equal-lengths.log")
+    i = where(lines, "prompt with length       2,", 1) - 1
+    lines[i], lines[i + 1] = lines[i + 1], lines[i]
+    assert found(check(lines)) == [(where(lines, "looking for better prompt", 1), "load-scan")]
+
+
 # ---- B1: a slot chosen by id ----------------------------------------------------------------
 
 
@@ -192,3 +237,30 @@ def test_unknown_build_accepts_either_rule() -> None:
     assert found(kept) == [] and found(erased) == []
     assert [(r.runs[0].build, r.runs[0].invalidation) for r in (kept, erased)] == [
         ("unknown", "pos-max"), ("unknown", "n-prefix")]
+
+
+def test_doubt_settles_by_the_views_a_fact_allows() -> None:
+    from pcspec.logcheck.doubt import Doubt, settle
+    from pcspec.logcheck.mib import Approx
+    from pcspec.logcheck.state import Entry
+
+    def entry(n: int, line: int, mib: float = 0.01) -> Entry:
+        return Entry(n, Approx.logged(mib), None, None, line)
+
+    a, b, c, d = entry(15, 1), entry(7, 2), entry(15, 3, 0.02), entry(9, 4)
+    doubt = Doubt(a, [c], 5)
+    held = [b, c, d]  # the checker removed a
+    assert [v for _, v in doubt.views(held)] == [[b, c, d], [a, b, d]]
+
+    def lengths(want: list[int]) -> object:
+        return lambda v: [x.n_tokens for x in v] == want
+
+    other = settle(doubt, held, lengths([15, 7, 9]))  # c went: a is back
+    assert (other.entries, other.doubt, other.exact, other.swapped) == ([a, b, d], None, True, c)
+    mine = settle(doubt, held, lengths([7, 15, 9]))
+    assert (mine.entries, mine.doubt) == (held, None)
+    neither = settle(doubt, held, lengths([9]))
+    assert (neither.entries, neither.doubt, neither.exact) == (held, None, True)
+    both = settle(doubt, held, lambda v: len(v) == 3)
+    assert both.doubt is doubt and both.entries == held
+    assert not doubt.same_sizes() and Doubt(a, [entry(15, 6)], 5).same_sizes()

@@ -104,24 +104,6 @@ def silent_restore(f: Finding, out: Outcome) -> str | None:
     return None
 
 
-def equal_lengths(f: Finding, out: Outcome) -> str | None:
-    """L2 (log checker): two cache entries of the same length; "removing obsolete cached prompt
-    with length N" does not say which one went, and the checker assumed the other (its next
-    load scan lists the same lengths in another order)."""
-    if f.cls != "logcheck:load-scan":
-        return None
-    m = re.search(r"entries of \[([\d, ]*)\] tokens but the cache holds \[([\d, ]*)\]", f.detail)
-    if m is None:
-        return None
-    a = [int(x) for x in m.group(1).split(",") if x.strip()]
-    b = [int(x) for x in m.group(2).split(",") if x.strip()]
-    # the same lengths in another order: an entry of the removed length is still there, in
-    # another place, so two entries had that length when the removal was logged
-    if sorted(a) == sorted(b):
-        return "L2 (log checker): which of two equal-length entries an obsolete removal took is not in the log"
-    return None
-
-
 def invalid_tokens(f: Finding, out: Outcome) -> str | None:
     """M6 (model): a corrupted slot file whose token list still parses but holds ids outside the
     vocabulary is refused by the server (``restored.validate(ctx_tgt)``: "Invalid tokens in slot
@@ -150,7 +132,7 @@ def release_order(f: Finding, out: Outcome) -> str | None:
 
 
 EXPLAINERS: tuple[Explainer, ...] = (invalid_tokens, release_order,
-    equal_lengths, observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
+    observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
 )
 
 
