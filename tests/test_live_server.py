@@ -92,5 +92,5 @@ def test_silent_restore_is_seen_by_the_log_checker(models: Path, tmp_path: Path)
 def test_equal_length_entries_are_settled_by_the_log_checker(models: Path, tmp_path: Path) -> None:
     """FINDINGS L2, fixed: an obsolete removal among two 15-token entries took the second; the
     log checker keeps both possibilities until the next load scan settles it."""
-    out, found = _replay("found/l2-swa-equal-lengths.jsonl", models, tmp_path)
+    _out, found = _replay("found/l2-swa-equal-lengths.jsonl", models, tmp_path)
     assert not [cls for cls, _ in found if cls.startswith("logcheck:")], found
