@@ -26,7 +26,8 @@ from pcspec.live.campaign import References, campaign  # noqa: E402
 from pcspec.live.explain import explain  # noqa: E402
 from pcspec.live.models import KINDS, ensure_model  # noqa: E402
 from pcspec.live.report import read_workload  # noqa: E402
-from pcspec.live.session import Target, execute  # noqa: E402
+from pcspec.live.session import Outcome, Target, execute  # noqa: E402
+from pcspec.live.slotfiles import FileView  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "live"
 SESSION_REQUESTS = 24
@@ -94,3 +95,19 @@ def test_equal_length_entries_are_settled_by_the_log_checker(models: Path, tmp_p
     log checker keeps both possibilities until the next load scan settles it."""
     _out, found = _replay("found/l2-swa-equal-lengths.jsonl", models, tmp_path)
     assert not [cls for cls, _ in found if cls.startswith("logcheck:")], found
+
+
+def test_saved_file_contents_are_compared(models: Path, tmp_path: Path) -> None:
+    """A save's file (tokens of prompt and reply, no appendix at 0c1e570) is read as the server
+    wrote it and compared with the model's file: the generated tokens translated, they agree
+    (the F3 workload saves a slot holding a prompt and its reply)."""
+    out, found = _replay("found/f3-swa-restore-extend.jsonl", models, tmp_path)
+    assert isinstance(out, Outcome) and out.analysis.predictor is not None
+    saves = [o for o in out.run.observations if o.op.op == "slot_save" and o.reply is not None and o.reply.ok]
+    assert saves
+    for o in saves:
+        srv, mod = o.file, out.analysis.predictor.files.get(o.index)
+        assert isinstance(srv, FileView) and isinstance(mod, FileView)
+        assert len(srv.tokens) == len(mod.tokens) > 0 and srv.checkpoints is None
+    assert any(t < 128 for o in saves if isinstance(o.file, FileView) for t in o.file.tokens)
+    assert not [cls for cls, _ in found if cls == "model:slot_file_contents"], found

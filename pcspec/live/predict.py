@@ -19,6 +19,7 @@ from pcspec.live import from_model
 from pcspec.live import records as r
 from pcspec.live.ops import LiveOp, resolve
 from pcspec.live.schedule import Schedule
+from pcspec.live.slotfiles import FileView, read_view
 from pcspec.model.config import Config
 from pcspec.model.server import Server
 from pcspec.model.slot import TaskType
@@ -51,6 +52,7 @@ class Predictor:
         self.slot_results: dict[int, dict[str, object]] = {}  # op index -> last_result
         self.pinned: set[int] = set()  # model task ids sent with id_slot
         self.generated: dict[int, list[int]] = {}  # model task id -> tokens it generated
+        self.files: dict[int, FileView | str] = {}  # op index -> the file a save wrote
         self._emit = self.srv.heap.emit
         self.srv.heap.emit = self._observe  # type: ignore[method-assign]
 
@@ -196,6 +198,8 @@ class Predictor:
             else:
                 self._slot_op(op)
                 self.slot_results[i] = dict(self.srv.last_result)
+                if op.op == "slot_save" and "error" not in self.srv.last_result:
+                    self.files[i] = read_view(self.srv.files.get(op.filename, b""), op.filename)
             self._scan(start)
         upto(len(ops))
         self.run()
