@@ -381,7 +381,9 @@ def generate_step(srv: Server, slot: Slot) -> None:
     slot.prompt.tokens = slot.prompt.tokens + tok
     for ctx in srv.contexts():
         ctx.seqs[slot.id].decode(tok)
-    srv.heap.emit("generate", slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens)
+    # token: the one decoded (handle_last_sampled_token adds slot.sampled to the batch and the
+    # prompt, server-context.cpp:484, 509)
+    srv.heap.emit("generate", slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens, token=tok[0])
     slot.n_gen += 1
     slot.next_token = sample_token(slot.prompt.tokens)
     if slot.n_gen >= task.n_predict:
