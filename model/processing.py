@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pcspec.model.server import Server
 
 VOCAB_GEN = 1000  # generated tokens are >= 1000 so traces show which tokens came from the model
+GEN_SPAN = 97  # ... and below VOCAB_GEN + GEN_SPAN
 
 
 def sample_token(tokens: Tokens) -> int:
@@ -31,7 +32,7 @@ def sample_token(tokens: Tokens) -> int:
     h = len(tokens) * 7919
     for t in tokens[-4:]:
         h = (h * 31 + t) % 1_000_003
-    return VOCAB_GEN + h % 97
+    return VOCAB_GEN + h % GEN_SPAN
 
 
 def _erase(srv: Server, slot: Slot, ck: Checkpoint, reason: str, **why: object) -> None:

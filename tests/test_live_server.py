@@ -111,3 +111,15 @@ def test_saved_file_contents_are_compared(models: Path, tmp_path: Path) -> None:
         assert len(srv.tokens) == len(mod.tokens) > 0 and srv.checkpoints is None
     assert any(t < 128 for o in saves if isinstance(o.file, FileView) for t in o.file.tokens)
     assert not [cls for cls, _ in found if cls == "model:slot_file_contents"], found
+
+
+def test_restore_of_invalid_token_ids_agrees_with_the_model(models: Path, tmp_path: Path) -> None:
+    """M6, fixed: a corrupted file whose words read as a legacy token list with an id outside
+    the vocabulary is refused by the server ("Invalid tokens in slot save file") and, with
+    the tiny models' vocabulary in its configuration, by the model."""
+    out, found = _replay("found/m6-hybrid-invalid-tokens.jsonl", models, tmp_path)
+    assert isinstance(out, Outcome)
+    restore = [o for o in out.run.observations if o.op.op == "slot_restore"]
+    assert restore and restore[0].reply is not None
+    assert "Invalid tokens in slot save file" in restore[0].reply.error
+    assert found == [], found

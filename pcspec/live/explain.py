@@ -104,18 +104,6 @@ def silent_restore(f: Finding, out: Outcome) -> str | None:
     return None
 
 
-def invalid_tokens(f: Finding, out: Outcome) -> str | None:
-    """M6 (model): a corrupted slot file whose token list still parses but holds ids outside the
-    vocabulary is refused by the server (``restored.validate(ctx_tgt)``: "Invalid tokens in slot
-    save file", server-context.cpp:2609-2611, then ``prompt_clear``); the model has no vocabulary
-    size and installs the tokens."""
-    obs = [o for o in out.run.observations if o.index == f.op]
-    if obs and obs[0].op.op == "slot_restore" and obs[0].reply is not None \
-            and "Invalid tokens in slot save file" in obs[0].reply.error:
-        return "M6 (model): slot restore does not validate token ids against the vocabulary"
-    return None
-
-
 def release_order(f: Finding, out: Outcome) -> str | None:
     """M7 (model): within one update_slots iteration the server samples and releases the slots
     in slot order after the decode (server-context.cpp:3800-3870, the post-decode loop); the
@@ -131,8 +119,8 @@ def release_order(f: Finding, out: Outcome) -> str | None:
     return None
 
 
-EXPLAINERS: tuple[Explainer, ...] = (invalid_tokens, release_order,
-    observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
+EXPLAINERS: tuple[Explainer, ...] = (
+    release_order, observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
 )
 
 
