@@ -59,7 +59,11 @@ UPPER: dict[str, tuple[int, str]] = {
     "checkpoint_min_step": (INT32_MAX, "an int32_t flag"),
     "cache_ram": (INT32_MAX * MIB, "--cache-ram is an int32_t count of MiB"),
     "host_ram": (MAX_RAM_BYTES, "byte sums must stay within an int64_t"),
+    "n_vocab": (INT32_MAX, "llama_vocab_n_tokens is an int32_t"),
 }
+
+
+_OPTIONAL_INTS = frozenset({"n_vocab"})  # fields whose default is None (no value)
 
 
 class MemoryKind(StrEnum):
@@ -105,6 +109,10 @@ class Config:
     ctx_shift: bool = False
     host_ram: int = 1 << 62  # allocations beyond what is live plus this fail (bad_alloc)
     slot_save_path: bool = True  # /slots save|restore enabled
+    # llama_vocab_n_tokens of the target model: a slot restore refuses a token id >= n_vocab
+    # (server_tokens::validate, server-common.cpp:755-789). None: ids are not checked against
+    # a vocabulary (the model's own traces use any id); to_json leaves it out then.
+    n_vocab: int | None = None
 
     # -- derived -------------------------------------------------------------------------
 
@@ -186,9 +194,10 @@ class Config:
             "spec_bytes (speculative state) needs a draft context (has_draft)",
         )
         need(self.host_ram >= 1, f"host_ram must be positive (got {self.host_ram})")
+        need(self.n_vocab is None or self.n_vocab >= 1, f"n_vocab must be at least 1 (got {self.n_vocab})")
         for name, (hi, why) in UPPER.items():
             value = getattr(self, name)
-            need(value <= hi, f"{name} must be at most {hi}: {why} (got {value})")
+            need(value is None or value <= hi, f"{name} must be at most {hi}: {why} (got {value})")
         need(
             # (checked only when both fields are within their own bounds, which say it better)
             self.n_slots > MAX_SLOTS or self.n_ctx_slot > UINT32_MAX or self.n_ctx <= UINT32_MAX,
@@ -201,6 +210,8 @@ class Config:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        if self.n_vocab is None:
+            del out["n_vocab"]  # configurations written before it existed stay as they were
         out["memory"] = str(self.memory)
         out["draft_memory"] = str(self.draft_memory)
         return out
@@ -221,7 +232,11 @@ class Config:
         defaults = cls()
         for key, value in data.items():
             default = getattr(defaults, key)
-            if isinstance(default, MemoryKind):
+            if key in _OPTIONAL_INTS:
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                    raise PcspecError(f"{key} must be an integer or null (got {value!r})", where)
+                kwargs[key] = value
+            elif isinstance(default, MemoryKind):
                 try:
                     kwargs[key] = MemoryKind(value)
                 except ValueError:

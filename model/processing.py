@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pcspec.model.server import Server
 
 VOCAB_GEN = 1000  # generated tokens are >= 1000 so traces show which tokens came from the model
+GEN_SPAN = 97  # ... and below VOCAB_GEN + GEN_SPAN
 
 
 def sample_token(tokens: Tokens) -> int:
@@ -32,7 +33,7 @@ def sample_token(tokens: Tokens) -> int:
     h = len(tokens) * 7919
     for t in tokens[-4:]:
         h = (h * 31 + t) % 1_000_003
-    return VOCAB_GEN + h % 97
+    return VOCAB_GEN + h % GEN_SPAN
 
 
 def _erase(srv: Server, slot: Slot, ck: Checkpoint, reason: str, **why: object) -> None:
@@ -480,7 +481,9 @@ def generate_step(srv: Server, slot: Slot) -> None:
     slot.prompt.tokens = slot.prompt.tokens + tok
     for ctx in srv.contexts():
         ctx.seqs[slot.id].decode(tok)
-    srv.heap.emit("generate", slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens)
+    # token: the one decoded (handle_last_sampled_token adds slot.sampled to the batch and the
+    # prompt, server-context.cpp:484, 509)
+    srv.heap.emit("generate", slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens, token=tok[0])
     slot.n_gen += 1
     slot.next_token = sample_token(slot.prompt.tokens)
     if slot.n_gen >= task.n_predict:

@@ -154,7 +154,10 @@ class Slot:
         """server-context.cpp:514-534 (server_slot::release): the slot keeps its tokens and
         checkpoints; ``callback_on_release`` re-queues one deferred task. ``error`` is the
         message ``send_error`` answered the task with, if it failed."""
-        srv.heap.emit("release", slot=self.id, task=self.task_id, n_tokens=self.prompt.n_tokens, error=error)
+        # token: the last one sampled (server-context.cpp:3837, process_token 1817-1821), sent in
+        # the reply and never decoded; None after an error
+        srv.heap.emit("release", slot=self.id, task=self.task_id, n_tokens=self.prompt.n_tokens, error=error,
+                      token=None if error is not None else self.next_token)
         srv.clock += 1
         self.t_last_used = srv.clock
         self.state = SlotState.IDLE

@@ -30,6 +30,7 @@ from pcspec.model.config import MemoryKind
 from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Abort, BadAlloc, Buffer
 from pcspec.model.memory import FULL, PARTIAL_ONLY, StateImage
+from pcspec.model.processing import GEN_SPAN, VOCAB_GEN
 from pcspec.model.slotfile import (
     HEADER_BYTES,
     LLAMA_STATE_SEQ_VERSION_LATEST,
@@ -266,6 +267,12 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
     if img.describes() or img.attn:
         mem.load_image(img)  # state_read_meta runs seq_rm(dest) first, then loads
     # else: a state with cell_count == 0 clears nothing (llama-kv-cache.cpp: state_read)
+    bad = invalid_token(tokens, cfg.n_vocab)
+    if bad is not None:
+        # server-context.cpp:2609-2611: restored.validate(ctx_tgt) after the state is loaded
+        # (2596-2602); the throw lands in the catch that clears the slot (2616-2618)
+        _fail(srv, slot, filename, f"Invalid tokens in slot save file: token {tokens[bad]} at index {bad}")
+        return
     if v.resync_on_file_restore and mem.n_tokens != len(tokens):
         # fixed: the state's positions must cover exactly the restored tokens. The C++ does
         # not compare them, so a token list that still parses after corruption (a packed
@@ -303,6 +310,18 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         saved=srv.written_meta.get(filename) if written == data else None,
         restored=summary(slot),
     )
+
+
+def invalid_token(tokens: tuple[int, ...], n_vocab: int | None) -> int | None:
+    """Index of the first id ``server_tokens::validate`` refuses for a vocabulary of
+    ``n_vocab`` (``t >= n_vocab``, server-common.cpp:784; negative ids are refused when the
+    file is read, ``slotfile._check_token_ids``); None with no vocabulary. The ids the model
+    samples (``processing.sample_token``: VOCAB_GEN .. VOCAB_GEN + GEN_SPAN - 1) stand for
+    tokens the real model sampled, so they are in any vocabulary."""
+    if n_vocab is None:
+        return None
+    return next((i for i, t in enumerate(tokens)
+                 if t >= n_vocab and not VOCAB_GEN <= t < VOCAB_GEN + GEN_SPAN), None)
 
 
 def implausible(srv: Server, rec: FileCheckpoint, n_tokens: int) -> str | None:

@@ -26,7 +26,8 @@ from pcspec.live.campaign import References, campaign  # noqa: E402
 from pcspec.live.explain import explain  # noqa: E402
 from pcspec.live.models import KINDS, ensure_model  # noqa: E402
 from pcspec.live.report import read_workload  # noqa: E402
-from pcspec.live.session import Target, execute  # noqa: E402
+from pcspec.live.session import Outcome, Target, execute  # noqa: E402
+from pcspec.live.slotfiles import FileView  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "live"
 SESSION_REQUESTS = 24
@@ -80,3 +81,45 @@ def test_pinned_busy_slot_livelock(models: Path, tmp_path: Path) -> None:
     out: kv model, -b 16 so the first prompt is still processing when the second arrives)."""
     _out, found = _replay("f1-pinned-busy-livelock.jsonl", models, tmp_path, timeout=8)
     assert any(cls == "no-answer" and why is not None and why.startswith("F1") for cls, why in found), found
+
+
+def test_silent_restore_is_seen_by_the_log_checker(models: Path, tmp_path: Path) -> None:
+    """FINDINGS L1, fixed: a restore of a file saved from an empty slot prints no line; the
+    next request's "- skipping, slot is empty" tells the log checker the slot was cleared."""
+    out, found = _replay("found/l1-hybrid-silent-restore.jsonl", models, tmp_path)
+    assert out.analysis.findings == [], found
+
+
+def test_equal_length_entries_are_settled_by_the_log_checker(models: Path, tmp_path: Path) -> None:
+    """FINDINGS L2, fixed: an obsolete removal among two 15-token entries took the second; the
+    log checker keeps both possibilities until the next load scan settles it."""
+    _out, found = _replay("found/l2-swa-equal-lengths.jsonl", models, tmp_path)
+    assert not [cls for cls, _ in found if cls.startswith("logcheck:")], found
+
+
+def test_saved_file_contents_are_compared(models: Path, tmp_path: Path) -> None:
+    """A save's file (tokens of prompt and reply, no appendix at 0c1e570) is read as the server
+    wrote it and compared with the model's file: the generated tokens translated, they agree
+    (the F3 workload saves a slot holding a prompt and its reply)."""
+    out, found = _replay("found/f3-swa-restore-extend.jsonl", models, tmp_path)
+    assert isinstance(out, Outcome) and out.analysis.predictor is not None
+    saves = [o for o in out.run.observations if o.op.op == "slot_save" and o.reply is not None and o.reply.ok]
+    assert saves
+    for o in saves:
+        srv, mod = o.file, out.analysis.predictor.files.get(o.index)
+        assert isinstance(srv, FileView) and isinstance(mod, FileView)
+        assert len(srv.tokens) == len(mod.tokens) > 0 and srv.checkpoints is None
+    assert any(t < 128 for o in saves if isinstance(o.file, FileView) for t in o.file.tokens)
+    assert not [cls for cls, _ in found if cls == "model:slot_file_contents"], found
+
+
+def test_restore_of_invalid_token_ids_agrees_with_the_model(models: Path, tmp_path: Path) -> None:
+    """M6, fixed: a corrupted file whose words read as a legacy token list with an id outside
+    the vocabulary is refused by the server ("Invalid tokens in slot save file") and, with
+    the tiny models' vocabulary in its configuration, by the model."""
+    out, found = _replay("found/m6-hybrid-invalid-tokens.jsonl", models, tmp_path)
+    assert isinstance(out, Outcome)
+    restore = [o for o in out.run.observations if o.op.op == "slot_restore"]
+    assert restore and restore[0].reply is not None
+    assert "Invalid tokens in slot save file" in restore[0].reply.error
+    assert found == [], found

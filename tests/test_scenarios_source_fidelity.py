@@ -292,3 +292,56 @@ def test_issue8_traces_show_the_cpp_hazard(stem: str, variant: str, pid: str) ->
     path = next(p for p in REGRESSIONS if p.stem == stem)
     trace = parse(path.read_text(encoding="utf-8"), str(path), variant=variant)
     assert pid in {v.property for v in replay(trace).violations}
+
+
+# -- M6: a slot restore validates the token ids (server-context.cpp:2609-2611) ----------------
+
+M6 = Path(__file__).parent / "data" / "live" / "found" / "m6-hybrid-invalid-tokens.trace.jsonl"
+
+
+def _m6(n_vocab: int | None) -> Server:
+    """pcspec live's shrunk M6 workload: save an empty slot, write 4 bytes over the packed-format
+    marker (the words now read as a legacy list holding id 0x23c5d8dd), restore."""
+    from dataclasses import replace as dc_replace
+
+    from pcspec.trace import load
+
+    tr = load(M6)
+    srv = replay(dc_replace(tr, config=dc_replace(tr.config, n_vocab=n_vocab))).server
+    assert next(e.kind for e in srv.heap.events if e.kind.startswith("file_")) == "file_write"
+    return srv
+
+
+def test_restore_refuses_ids_outside_the_vocabulary() -> None:
+    """With the model's vocabulary size the restore fails as the server's did: "Invalid tokens
+    in slot save file", after the state load, and the slot is cleared (2616-2618)."""
+    srv = _m6(272)
+    assert "Invalid tokens in slot save file" in str(srv.last_result.get("error"))
+    failed = [e for e in srv.heap.events if e.kind == "file_restore_failed"]
+    assert len(failed) == 1 and "token 600168669 at index 0" in str(failed[0].data["reason"])
+    assert srv.slots[1].prompt.tokens == () and srv.ctx_tgt.seqs[1].n_tokens == 0
+
+
+def test_restore_without_a_vocabulary_installs_the_ids() -> None:
+    """n_vocab None (the default, every existing trace): no vocabulary, the ids are installed."""
+    srv = _m6(None)
+    assert srv.last_result.get("n_restored") == 4 and len(srv.slots[1].prompt.tokens) == 4
+
+
+def test_the_models_own_sampled_ids_are_in_any_vocabulary() -> None:
+    from pcspec.model.processing import GEN_SPAN, VOCAB_GEN
+    from pcspec.model.slot_files import invalid_token
+
+    assert invalid_token((5, VOCAB_GEN, VOCAB_GEN + GEN_SPAN - 1), 272) is None
+    assert invalid_token((5, VOCAB_GEN + GEN_SPAN), 272) == 1
+    assert invalid_token((271, 272), 272) == 1 and invalid_token((272,), None) is None
+
+
+def test_config_n_vocab_bounds_and_json() -> None:
+    assert "n_vocab" not in Config().to_json()  # written configurations stay as they were
+    assert Config.from_json({"n_vocab": 272}).n_vocab == 272
+    assert Config.from_json({"n_vocab": None}).n_vocab is None
+    assert Config.from_json(Config(n_vocab=9).to_json()) == Config(n_vocab=9)
+    for bad, why in ((0, "at least 1"), (2**31, "at most"), ("272", "integer or null"), (True, "integer or null")):
+        with pytest.raises(PcspecError, match=why):
+            Config.from_json({"n_vocab": bad})

@@ -10,6 +10,7 @@ Finding classes (``Finding.cls``), and what each means:
 ``served``                     the reply's ``cache_n`` / ``prompt_n`` differ from the model's
 ``http``                       the server answered an error where the model did not, or back
 ``model:<record kind>``        the log's records of that kind differ from the model's
+``model:slot_file_contents``   a saved file's tokens or appendix differ from the model's file
 ``logcheck:<rule>``            the log checker found the log breaking one of its rules
 ``waste:restore-extend``       a request extending a slot's restored tokens re-processed all
 ``waste:unused-checkpoint``    full re-processing while the slot held a checkpoint that is a
@@ -29,10 +30,12 @@ from pcspec.live.compare import Difference, diff
 from pcspec.live.driver import Observation, Run
 from pcspec.live.predict import Prediction, Predictor
 from pcspec.live.schedule import read_schedule
+from pcspec.live.slotfiles import Source, compare
 from pcspec.live.transparency import Reference
 from pcspec.live.waste import WasteWatch
 from pcspec.logcheck import check_events, parse_bytes
 from pcspec.logcheck import events as ev
+from pcspec.model.processing import VOCAB_GEN
 
 SERVER_BUGS = ("crash", "no-answer", "transparency")
 
@@ -193,6 +196,23 @@ def _judge_segment(a: Analysis, run: Run, obs_list: list[Observation], srv_recs:
             if sf_srv is not None and sf_mod is not None and not sf_srv.matches(sf_mod):
                 a.findings.append(Finding("model:slot_file", o.index,
                                           f"server {sf_srv.show()}, model {sf_mod.show()}"))
+            mod_file = predictor.files.get(o.index)
+            if o.file is not None and mod_file is not None:
+                why = compare(o.file, mod_file, _sources(run, predictor, o.index), VOCAB_GEN)
+                if why is not None:
+                    a.findings.append(Finding("model:slot_file_contents", o.index,
+                                              f"{op.filename}: {why}"))
+
+
+def _sources(run: Run, predictor: Predictor, before: int) -> list[Source]:
+    """Each request's prompt and reply on both sides, of the requests sent before op ``before``."""
+    out: list[Source] = []
+    for o in run.observations[:before]:
+        rid = o.op.id
+        if o.op.op == "request" and rid in predictor.prompts:
+            out.append((predictor.prompts[rid] + predictor.replies.get(rid, []),
+                        run.prompts.get(rid, []) + run.replies.get(rid, [])))
+    return out
 
 
 def _logcheck(a: Analysis, run: Run, log: bytes) -> None:

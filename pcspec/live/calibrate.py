@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pcspec.live.models import N_VOCAB
 from pcspec.live.process import Flags
 from pcspec.live.schedule import ServerFacts
 from pcspec.model.config import MIB, STATE_HEADER, Config, MemoryKind
@@ -69,6 +70,8 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
         checkpoint_min_step=flags.checkpoint_min_step,
         cache_ram=cache_ram,
         slot_prompt_similarity=flags.slot_prompt_similarity,
+        # a restored token list is checked against the tiny models' vocabulary (M6)
+        n_vocab=N_VOCAB,
     ).validate()
 
 

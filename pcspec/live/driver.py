@@ -16,6 +16,7 @@ from pathlib import Path
 from pcspec.live.client import Client, Reply, generated
 from pcspec.live.ops import LiveOp, resolve
 from pcspec.live.process import ServerProcess
+from pcspec.live.slotfiles import FileView, read_view
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Observation:
     log_start: int = 0
     log_end: int = 0
     fatal: str = ""  # "timeout" | "crash": the run cannot go on
+    file: FileView | str | None = None  # a save's file as written (read before a later op can change it)
 
 
 @dataclass
@@ -143,6 +145,8 @@ class Driver:
                 return False
         elif op.op in ("slot_save", "slot_restore"):
             obs.reply = self.client.slot_action(op.id_slot, op.op[5:], op.filename)
+            if op.op == "slot_save" and obs.reply.ok:
+                obs.file = read_file(self.server.slot_dir / op.filename)
         elif op.op == "slot_erase":
             obs.reply = self.client.slot_action(op.id_slot, "erase")
         elif op.op == "corrupt_file":
@@ -154,6 +158,13 @@ class Driver:
             run.fatal = obs
             return False
         return True
+
+
+def read_file(path: Path) -> FileView | str:
+    try:
+        return read_view(path.read_bytes(), path.name)
+    except OSError as e:
+        return f"cannot read {path.name}: {e.strerror}"
 
 
 def corrupt(path: Path, op: LiveOp) -> None:

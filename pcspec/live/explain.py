@@ -88,45 +88,19 @@ def _without_pos_min(shown: str) -> str:
 
 def silent_restore(f: Finding, out: Outcome) -> str | None:
     """L1 (log checker): a successful slot-file restore can leave no line in the log (an empty
-    file, a recurrent memory: state_read_meta prints only for a non-empty attention cache), so
-    the checker keeps the slot's old tokens and checkpoints and flags what follows."""
+    file, a recurrent memory: state_read_meta prints only for a non-empty attention cache). The
+    checker now learns it from the slot's next count ("- skipping, slot is empty", a base
+    f_keep, a save's length, an LCP pick's f_keep); this explains what is left: a finding after
+    a restore that printed nothing when no such line came before the slot's next prompt (an
+    LRU pick with the prompt cache off)."""
     if not f.cls.startswith("logcheck:"):
         return None
     for o in out.run.observations:
         if o.index >= f.op:
             break
-        if o.op.op == "slot_restore" and o.reply is not None and o.reply.ok:
+        if o.op.op == "slot_restore" and o.reply is not None and o.reply.ok \
+                and b"state_read_meta" not in out.log[o.log_start:o.log_end]:
             return "L1 (log checker): a slot restore it cannot see in the log (no state_read_meta line)"
-    return None
-
-
-def equal_lengths(f: Finding, out: Outcome) -> str | None:
-    """L2 (log checker): two cache entries of the same length; "removing obsolete cached prompt
-    with length N" does not say which one went, and the checker assumed the other (its next
-    load scan lists the same lengths in another order)."""
-    if f.cls != "logcheck:load-scan":
-        return None
-    m = re.search(r"entries of \[([\d, ]*)\] tokens but the cache holds \[([\d, ]*)\]", f.detail)
-    if m is None:
-        return None
-    a = [int(x) for x in m.group(1).split(",") if x.strip()]
-    b = [int(x) for x in m.group(2).split(",") if x.strip()]
-    # the same lengths in another order: an entry of the removed length is still there, in
-    # another place, so two entries had that length when the removal was logged
-    if sorted(a) == sorted(b):
-        return "L2 (log checker): which of two equal-length entries an obsolete removal took is not in the log"
-    return None
-
-
-def invalid_tokens(f: Finding, out: Outcome) -> str | None:
-    """M6 (model): a corrupted slot file whose token list still parses but holds ids outside the
-    vocabulary is refused by the server (``restored.validate(ctx_tgt)``: "Invalid tokens in slot
-    save file", server-context.cpp:2609-2611, then ``prompt_clear``); the model has no vocabulary
-    size and installs the tokens."""
-    obs = [o for o in out.run.observations if o.index == f.op]
-    if obs and obs[0].op.op == "slot_restore" and obs[0].reply is not None \
-            and "Invalid tokens in slot save file" in obs[0].reply.error:
-        return "M6 (model): slot restore does not validate token ids against the vocabulary"
     return None
 
 
@@ -145,8 +119,8 @@ def release_order(f: Finding, out: Outcome) -> str | None:
     return None
 
 
-EXPLAINERS: tuple[Explainer, ...] = (invalid_tokens, release_order,
-    equal_lengths, observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
+EXPLAINERS: tuple[Explainer, ...] = (
+    release_order, observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
 )
 
 

@@ -19,6 +19,7 @@ from pcspec.live import from_model
 from pcspec.live import records as r
 from pcspec.live.ops import LiveOp, resolve
 from pcspec.live.schedule import Schedule
+from pcspec.live.slotfiles import FileView, read_view
 from pcspec.model.config import Config
 from pcspec.model.server import Server
 from pcspec.model.slot import TaskType
@@ -51,30 +52,22 @@ class Predictor:
         self.slot_results: dict[int, dict[str, object]] = {}  # op index -> last_result
         self.pinned: set[int] = set()  # model task ids sent with id_slot
         self.generated: dict[int, list[int]] = {}  # model task id -> tokens it generated
-        self._emit = self.srv.heap.emit
-        self.srv.heap.emit = self._observe  # type: ignore[method-assign]
+        self.files: dict[int, FileView | str] = {}  # op index -> the file a save wrote
+        self._scanned = 0  # events before this index have been scanned
 
-    # -- stepping with a hand on releases ------------------------------------------------------
-
-    def _observe(self, kind: str, **data: object) -> None:
-        """Wraps the heap's ``emit``: the tokens a task generates are read the moment the model
-        decodes them (``generate``) or samples its last one (``release``); later in the same
-        step a cache load may replace the slot's tokens (FINDINGS F1), so reading them after
-        the step would take another prompt's tokens for this task's reply. (The model's events
-        could carry the token instead: asked for as M4 in docs/LIVE.md.)"""
-        task = data.get("task")
-        if kind in ("generate", "release") and task in self.task_of:
-            slot = self.srv.slots[int(data["slot"])]  # type: ignore[call-overload]
-            if kind == "generate" and slot.prompt.tokens:
-                self.generated.setdefault(int(task), []).append(slot.prompt.tokens[-1])
-            elif kind == "release" and not data.get("error"):
-                self.generated.setdefault(int(task), []).append(slot.next_token)
-        self._emit(kind, **data)
+    # -- stepping -------------------------------------------------------------------------------
 
     def _scan(self, start: int) -> None:
-        """Learn, from events since ``start``, what each finished task served and generated."""
+        """Learn, from events since ``start``, what each finished task served and generated.
+        The tokens come from the ``generate`` and ``release`` events themselves (``token``):
+        later in the same step a cache load may replace the slot's tokens (FINDINGS F1)."""
+        start = max(start, self._scanned)  # an arrival's events are scanned once
+        self._scanned = len(self.srv.heap.events)
         for e in self.srv.heap.events[start:]:
             d = e.data
+            if e.kind in ("generate", "release") and d.get("task") in self.task_of \
+                    and d.get("token") is not None:
+                self.generated.setdefault(int(d["task"]), []).append(int(d["token"]))
             if e.kind == "prompt_start" and d.get("task") in self.task_of:
                 rid = self.task_of[d["task"]]
                 n = len(self.prompts[rid])
@@ -196,6 +189,8 @@ class Predictor:
             else:
                 self._slot_op(op)
                 self.slot_results[i] = dict(self.srv.last_result)
+                if op.op == "slot_save" and "error" not in self.srv.last_result:
+                    self.files[i] = read_view(self.srv.files.get(op.filename, b""), op.filename)
             self._scan(start)
         upto(len(ops))
         self.run()

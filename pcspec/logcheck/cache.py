@@ -20,11 +20,13 @@ until the next listing resynchronises it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.context import Context
+from pcspec.logcheck.doubt import Doubt, settle
 from pcspec.logcheck.mib import Approx, total
 from pcspec.logcheck.slots import SlotChecker
 from pcspec.logcheck.state import Ckpt, Entry
@@ -77,6 +79,14 @@ class _Update:
 _Val = tuple[Fraction | float, Fraction | float]
 
 
+def _rows_fit(entries: list[Entry], rows: list[ev.CacheSummaryEntry]) -> bool:
+    """A "cache state" listing can be of these entries (lengths, checkpoints, sizes)."""
+    return len(entries) == len(rows) and all(
+        x.n_tokens == r.n_tokens and (x.n_ckpts is None or r.n_ckpts is None
+                                      or x.n_ckpts == r.n_ckpts)
+        and x.size.overlaps(Approx.logged(r.size_mib)) for x, r in zip(entries, rows, strict=True))
+
+
 def _logged(v: float) -> _Val:
     return (v - 0.0005 - 1e-9, v + 0.0005 + 1e-9)
 
@@ -93,6 +103,7 @@ class CacheChecker:
         self.slots = slots
         self.entries: list[Entry] = []
         self.exact = exact_start
+        self.doubt: Doubt | None = None  # an obsolete removal among equal lengths (L2)
         self.candidates_visible = candidates_visible
         self.txn: _Save | _Load | _Update | None = None
         self.ctx_slot: int | None = None  # the slot the next srv cache lines belong to
@@ -138,6 +149,8 @@ class CacheChecker:
         sid = self.ctx_slot
         ckpts: list[Ckpt] | None = None
         if sid is not None:
+            # the slot's length, which can show a slot-file restore the log did not (L1)
+            self.slots.on_seen_count(sid, e.length)
             s = self.slots.slot(sid)
             self.slots.settle(s)
             ckpts = list(s.ckpts) if s.exact else None
@@ -207,8 +220,13 @@ class CacheChecker:
             ctx.deviate(e.line, "cache-obsolete",
                         f"removed an entry of {e.length} tokens as obsolete for a prompt of "
                         f"{t.head.length}: an obsolete entry is a strict prefix of the new prompt")
-        idx = next((i for i in range(t.obsolete_from, len(self.entries))
-                    if self.entries[i].n_tokens == e.length), None)
+        same = [i for i in range(t.obsolete_from, len(self.entries))
+                if self.entries[i].n_tokens == e.length]
+        idx = same[0] if same else None
+        if self.doubt is not None and (self.doubt.line == t.head.line
+                                       or self.doubt.gone.n_tokens == e.length):
+            # where this pass of alloc is, or which entry it takes, depends on the unsettled one
+            self._give_up()
         if idx is None:
             if self.exact:
                 ctx.deviate(e.line, "cache-obsolete",
@@ -217,6 +235,9 @@ class CacheChecker:
                 # the tracked list is wrong from here on: relearn it from the next listing
                 self.exact = False
             return
+        if len(same) > 1 and self.exact:
+            self.doubt = Doubt(self.entries[idx], [self.entries[i] for i in same[1:]],
+                               t.head.line)
         del self.entries[idx]
         t.obsolete_from = idx
 
@@ -246,7 +267,8 @@ class CacheChecker:
             self.entries.append(Entry(t.head.length, t.new_size, t.ckpts,
                                       len(t.ckpts) if t.ckpts is not None else None, t.head.line))
             if self.exact and lim is not None and lim[1] > 0:
-                size = total([x.size for x in self.entries])
+                size = min((total([x.size for x in v]) for v in self._views(self.entries)),
+                           key=lambda a: a.bytes_lo())
                 if size.bytes_lo() > lim[1]:
                     ctx.deviate(t.head.line, "cache-limit",
                                 f"after saving, the cache holds {size.show()}, above its limit of "
@@ -270,10 +292,12 @@ class CacheChecker:
                             f"entry of {t.new_size.show()} saved although it exceeds the limit "
                             f"of {ctx.config.limit.show() if ctx.config.limit else '?'}")
                 return
-            n_lo = policy.make_room([x.size.bytes_lo() for x in before], t.new_size.bytes_lo(),
-                                    lim[1])
-            n_hi = policy.make_room([x.size.bytes_hi() for x in before], t.new_size.bytes_hi(),
-                                    lim[0])
+            # an unsettled obsolete removal (L2): the count must fit one of its views
+            fits = [(policy.make_room([x.size.bytes_lo() for x in v], t.new_size.bytes_lo(),
+                                      lim[1]),
+                     policy.make_room([x.size.bytes_hi() for x in v], t.new_size.bytes_hi(),
+                                      lim[0])) for v in self._views(before)]
+            n_lo, n_hi = next(((lo, hi) for lo, hi in fits if lo <= n <= hi), fits[0])
         if not n_lo <= n <= n_hi:
             want = str(n_lo) if n_lo == n_hi else f"{n_lo}..{n_hi}"
             line = t.room[-1].line if t.room else t.head.line
@@ -290,7 +314,15 @@ class CacheChecker:
     # ---- load --------------------------------------------------------------------------------
 
     def on_lookup(self, e: ev.LoadLookup) -> None:
-        self.txn = _Load(e, self.ctx_slot, self.sel)
+        sid = self.ctx_slot
+        if sid is not None:
+            # the base f_keep is lcp / the slot's length (-1 for an empty slot,
+            # server-task.cpp:1796): it can show a slot-file restore the log did not (L1)
+            if e.f_keep == -1.0:
+                self.slots.on_seen_count(sid, 0)
+            elif self.sel is not None:
+                self.slots.on_seen_length(sid, self.sel[0], e.f_keep)
+        self.txn = _Load(e, sid, self.sel)
 
     def on_load_line(self, e: ev.Event) -> None:
         t = self.txn
@@ -307,6 +339,9 @@ class CacheChecker:
         ctx = self.ctx
         ctx.stats.cache_lookups += 1
         listed = self.candidates_visible
+        if listed:
+            lengths = [c.length for c in t.cands]
+            self._settle(lambda v: [x.n_tokens for x in v] == lengths)
         if listed and self.exact and [c.length for c in t.cands] != [x.n_tokens for x in
                                                                       self.entries]:
             ctx.deviate(t.head.line, "load-scan",
@@ -341,6 +376,13 @@ class CacheChecker:
                 pick = t.cands[chosen] if chosen is not None else None
                 self.slots.hand_over(sid, None, pick.length if pick else None,
                                      pick.lcp if pick else None)
+            return
+        if self.doubt is not None and len({id(v[chosen]) for _, v in self.doubt.views(
+                self.entries) if chosen < len(v)}) > 1:
+            # the loaded entry is one of the unsettled ones: its checkpoints are not known
+            self._give_up()
+            if sid is not None:
+                self.slots.hand_over(sid, None, t.cands[chosen].length, t.cands[chosen].lcp)
             return
         entry = self.entries.pop(chosen)  # the hand-over: a loaded entry leaves the cache
         if sid is not None:
@@ -429,12 +471,18 @@ class CacheChecker:
     def _commit_update(self, t: _Update) -> None:
         ctx = self.ctx
         lim = ctx.config.limit_bytes()
-        before = t.before
         n_b = len(t.bytes_ev)
         if t.summary is not None:
             self._learn_limits(t.summary)
             lim = ctx.config.limit_bytes()
-        if self.exact and lim is not None:
+            if len(t.rows) == t.summary.n_prompts:
+                # the evictions were applied as their lines came: the rows are what is left
+                self._settle(lambda v: _rows_fit(v, t.rows), t)
+        before = t.before
+        if self.doubt is not None and not self.doubt.same_sizes():
+            ctx.weaken("update evictions: which of two equal-length entries an obsolete "
+                       "removal took is not in the log")
+        elif self.exact and lim is not None:
             if lim == (0, 0):
                 b_lo = b_hi = 0
             else:
@@ -550,9 +598,10 @@ class CacheChecker:
             else:
                 self.entries = [Entry(r.n_tokens, Approx.logged(r.size_mib), None, r.n_ckpts,
                                       r.line) for r in rows]
+                self.doubt = None
             self.exact = True
         elif sm.n_prompts == 0:
-            self.entries, self.exact = [], True
+            self.entries, self.exact, self.doubt = [], True, None
         if self.exact:
             accounted = sum(x.size.mid for x in self.entries)
             unique = unique_mib(self.entries)
@@ -583,6 +632,11 @@ class CacheChecker:
     # ---- helpers -----------------------------------------------------------------------------
 
     def _pop_front(self, line: int, size_mib: float, rule: str, why: str) -> None:
+        logged = Approx.logged(size_mib)
+        self._settle(lambda v: bool(v) and v[0].size.overlaps(logged), self.txn)
+        if self.doubt is not None and len({id(v[0]) for _, v in self.doubt.views(self.entries)
+                                           if v}) > 1:
+            self._give_up()  # the oldest entry is one of the unsettled ones
         if not self.entries:
             if self.exact:
                 self.ctx.deviate(line, rule, f"evicted an entry ({why}) from an empty cache")
@@ -593,6 +647,30 @@ class CacheChecker:
                              f"evicted an entry of {size_mib:.3f} MiB ({why}) but the oldest "
                              f"entry ({front.n_tokens} tokens) holds {front.size.show()}")
         self.entries.pop(0)
+
+    def _settle(self, fits: Callable[[list[Entry]], bool],
+                txn: _Save | _Load | _Update | None = None) -> None:
+        """Drop the views of an unsettled obsolete removal that a logged fact rules out (L2);
+        an adopted view also replaces the copies an open group took of the list."""
+        if self.doubt is None or not self.exact:
+            return
+        doubt = self.doubt
+        s = settle(doubt, self.entries, fits)
+        self.entries, self.doubt, self.exact = s.entries, s.doubt, s.exact
+        if s.swapped is not None:
+            if isinstance(txn, _Update):
+                txn.before = doubt.swap(txn.before, s.swapped)
+            elif isinstance(txn, _Save) and txn.before_room is not None:
+                txn.before_room = doubt.swap(txn.before_room, s.swapped)
+
+    def _views(self, entries: list[Entry]) -> list[list[Entry]]:
+        """``entries`` as the cache may hold them (more than one while a removal is unsettled)."""
+        return [entries] if self.doubt is None else [v for _, v in self.doubt.views(entries)]
+
+    def _give_up(self) -> None:
+        """The list is no longer known: relearn it from the next listing."""
+        self.doubt = None
+        self.exact = False
 
     def _lengths(self) -> list[int]:
         return [x.n_tokens for x in self.entries]

@@ -48,7 +48,7 @@ class Selection:
     def on_skipped(self, e: ev.SlotSkipped) -> None:
         if e.empty:
             self._idle(e.slot)
-            self.slots.slot(e.slot).n_tokens = 0
+            self.slots.on_seen_count(e.slot, 0)
         if self.pinned == e.slot:
             # an empty slot shares nothing; a busy one shares an unknown prefix
             if e.empty:
@@ -65,6 +65,8 @@ class Selection:
             self.pinned = e.slot
         else:
             sim = self.round.get(e.slot)
+            if sim is not None and e.how == "lcp" and e.f_keep is not None:
+                self.slots.on_seen_length(e.slot, sim.lcp, e.f_keep)
             if sim is not None:
                 self._apply(e.slot, sim.lcp, sim.n_new)
             elif e.slot in self.round_empty:

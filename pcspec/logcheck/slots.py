@@ -106,6 +106,40 @@ class SlotChecker:
         s.n_tokens = None
         s.prefix_hint = None
 
+    def on_seen_count(self, sid: int, n_tokens: int) -> None:
+        """The log shows how many tokens the idle slot holds: none ("- skipping, slot is
+        empty", server-context.cpp:1558-1561; a cache load's "base f_keep = -1.000",
+        server-task.cpp:1796), or ``n_tokens`` (prompt_save's "saving prompt with length N",
+        server-context.cpp:267-268). A count other than the one the checker holds means a
+        slot-file restore that left no line (FINDINGS L1: an empty file, or a recurrent memory,
+        whose ``state_read_meta`` prints only for a non-empty attention cache); that restore
+        ran ``prompt.clear()`` (2614), so the slot has no checkpoint either."""
+        s = self.slot(sid)
+        if s.busy():
+            return  # a slot pinned while it works (F1) holds what its task has processed
+        stale = s.n_tokens is not None and s.n_tokens != n_tokens
+        if stale or (n_tokens == 0 and s.exact and s.ckpts):
+            self._silent_restore(s, n_tokens)
+        s.n_tokens = n_tokens
+
+    def on_seen_length(self, sid: int, lcp: int, f_keep: float) -> None:
+        """A printed ``f_keep = lcp / n_tokens`` of the idle slot (the LCP pick,
+        server-context.cpp:1578-1583; the cache load's base, server-task.cpp:1796): a length
+        the printed value rules out means a restore the log did not show (L1) replaced the
+        slot's tokens, and its checkpoints with them."""
+        s = self.slot(sid)
+        if s.busy() or s.n_tokens is None or s.n_tokens <= 0 or lcp <= 0:
+            return
+        if abs(lcp / s.n_tokens - f_keep) > 0.0005 + 1e-6:
+            self._silent_restore(s, None)
+
+    def _silent_restore(self, s: SlotState, n_tokens: int | None) -> None:
+        self.settle(s)
+        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
+        self.ctx.stats.slot_file_restores += 1
+        s.replace_ckpts([], True)
+        s.n_tokens = n_tokens
+
     def on_unexplained_read(self, e: ev.StateRead) -> None:
         """A state read into a slot the log has not shown idle or working (a log that starts
         after the server did): a file restore or a speculative checkpoint. Either way the list
