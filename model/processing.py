@@ -334,11 +334,9 @@ def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
         slot.release(srv, error=error)
         return n_cur
     if done:
-        slot.n_gen = 1
-        slot.next_token = sample_token(slot.prompt.tokens)
-        slot.state = SlotState.GENERATING
-        if slot.n_gen >= task.n_predict:
-            slot.release(srv)
+        # SLOT_STATE_DONE_PROMPT: the first token is sampled after the decode, in the slot-order
+        # loop that also samples the generating slots (Server._update_slots, M7).
+        slot.state = SlotState.DONE_PROMPT
     elif n_cur == 0:
         # The slot holds more tokens than the prompt (a cache load onto this busy pinned slot
         # put them there): no token is ever added, the batch stays empty, the task never
@@ -469,6 +467,18 @@ def _snapshot(srv: Server, slot: Slot, ctx: Context, role: str, site: str, recyc
 
 
 # -- generation ----------------------------------------------------------------------------------
+
+
+def finish_prompt(srv: Server, slot: Slot) -> None:
+    """``SLOT_STATE_DONE_PROMPT`` after the decode (server-context.cpp:3800-3830): the first
+    token is sampled from the prompt's logits; with ``n_predict`` 1 the task is done."""
+    task = slot.task
+    assert task is not None
+    slot.n_gen = 1
+    slot.next_token = sample_token(slot.prompt.tokens)
+    slot.state = SlotState.GENERATING
+    if slot.n_gen >= task.n_predict:
+        slot.release(srv)
 
 
 def generate_step(srv: Server, slot: Slot) -> None:

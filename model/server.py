@@ -21,7 +21,7 @@ from pcspec.model.context import Context
 from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Abort, Heap
 from pcspec.model.memory import Tokens
-from pcspec.model.processing import context_shift_if_full, generate_step, prompt_batch, prompt_start
+from pcspec.model.processing import context_shift_if_full, finish_prompt, generate_step, prompt_batch, prompt_start
 from pcspec.model.slot import Slot, SlotState, Task, TaskType
 from pcspec.model.slotfile import field_map, read_slot_file
 from pcspec.model.variants import Variant
@@ -446,7 +446,13 @@ class Server:
                 prompt_start(self, slot)
             if slot.state == SlotState.PROCESSING_PROMPT:
                 room -= prompt_batch(self, slot, room)
-        for slot in generating:
-            if slot.state == SlotState.GENERATING:
+        # After the decode, in slot order (server-context.cpp:3800-3870): a slot whose prompt
+        # ended in this batch samples its first token, a generating slot its next; either may
+        # be released. The order of the releases sets t_last_used (the next LRU pick) and which
+        # deferred task is re-queued first (live finding M7).
+        for slot in self.slots:
+            if slot.state == SlotState.DONE_PROMPT:
+                finish_prompt(self, slot)
+            elif slot in generating and slot.state == SlotState.GENERATING:
                 generate_step(self, slot)
         self._process_requeued()

@@ -23,6 +23,7 @@ class SlotState(StrEnum):
     IDLE = "idle"
     STARTED = "started"
     PROCESSING_PROMPT = "processing_prompt"
+    DONE_PROMPT = "done_prompt"  # within one update_slots: the prompt is in the batch, not yet sampled
     GENERATING = "generating"
 
 

@@ -345,3 +345,22 @@ def test_config_n_vocab_bounds_and_json() -> None:
     for bad, why in ((0, "at least 1"), (2**31, "at most"), ("272", "integer or null"), (True, "integer or null")):
         with pytest.raises(PcspecError, match=why):
             Config.from_json({"n_vocab": bad})
+
+
+def test_releases_follow_slot_order_after_the_decode() -> None:
+    """Live finding M7 (docs/FINDINGS.md), server-context.cpp:3800-3870: after the decode the
+    server samples every slot in slot order, a slot whose prompt just ended as well as a
+    generating one, and releases those that are done. Slot 0 generates its last token while slot
+    1's prompt (n_predict 1) ends in the same batch: the server releases 0, then 1, so the next
+    LRU pick is slot 0. (The model used to release slot 1 inside its prompt batch, first.)"""
+    cfg = Config(n_slots=2, n_ctx_slot=128, n_batch=64, n_ubatch=16, memory=MemoryKind.KV, cache_ram=0)
+    for variant in DESIGNS.values():
+        srv = Server(cfg, variant)
+        srv.request(tuple(range(1, 9)), n_predict=2, id_slot=0)
+        srv.step()  # slot 0: prompt done, first token sampled
+        srv.request(tuple(range(20, 28)), n_predict=1, id_slot=1)
+        srv.step()  # slot 0 decodes its second token; slot 1's prompt ends: both done
+        assert [e.data["slot"] for e in srv.heap.events if e.kind == "release"] == [0, 1]
+        srv.request(tuple(range(40, 48)), n_predict=1)
+        select = [e.data for e in srv.heap.events if e.kind == "select"][-1]
+        assert (select["slot"], select["how"]) == (0, "lru")

@@ -104,23 +104,8 @@ def silent_restore(f: Finding, out: Outcome) -> str | None:
     return None
 
 
-def release_order(f: Finding, out: Outcome) -> str | None:
-    """M7 (model): within one update_slots iteration the server samples and releases the slots
-    in slot order after the decode (server-context.cpp:3800-3870, the post-decode loop); the
-    model releases a slot whose prompt ends with n_predict 1 inside ``prompt_batch``, before
-    the generating slots of the same iteration. The release order sets ``t_last_used``, so the
-    next LRU pick can differ."""
-    if f.cls != "model:released":
-        return None
-    d = f.data.get("difference", {})
-    srv, mod = d.get("server", []), d.get("model", [])
-    if srv and sorted(srv) == sorted(mod) and srv != mod:
-        return "M7 (model): the order of releases within one update_slots iteration"
-    return None
-
-
 EXPLAINERS: tuple[Explainer, ...] = (
-    release_order, observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
+    observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
 )
 
 
