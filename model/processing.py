@@ -223,7 +223,9 @@ def _serves_checkpoint(srv: Server, ck: Checkpoint, n: int) -> bool:
     return True
 
 
-def _resume_best(srv: Server, slot: Slot, n_prefix: int, pos_next: int) -> tuple[Checkpoint | None, str | None, int, int]:
+def _resume_best(
+    srv: Server, slot: Slot, n_prefix: int, pos_next: int
+) -> tuple[Checkpoint | None, str | None, int, int]:
     """``fixed``'s resume (seam ``resume_best``, REUSE-1): of live memory and every held
     checkpoint of the shared prefix, take the one that keeps the most tokens, by what each
     memory kind can roll back. Ties go to live memory (no restore), then to the newest

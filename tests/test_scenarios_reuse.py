@@ -28,9 +28,9 @@ from pcspec.model.heap import Event
 from pcspec.model.server import Server
 from pcspec.model.variants import ALL, DESIGNS
 from pcspec.properties.base import Events
+from pcspec.properties.catalogue import get_property
 from pcspec.properties.checkpoints import ckpt3_creation_rules
 from pcspec.properties.runner import Judge
-from pcspec.properties.catalogue import get_property
 
 CPP = ("master", "pr30137", "pr27451")
 
@@ -87,7 +87,7 @@ def test_reuse1_recurrent_rollback_depth(variant: str) -> None:
         "REUSE-1",
         ("request", {"tokens": a, "n_predict": 2}),
         ("run", {}),
-        ("request", {"tokens": a[:18] + (70, 71, 72), "n_predict": 2}),
+        ("request", {"tokens": (*a[:18], 70, 71, 72), "n_predict": 2}),
         ("run", {}),
     )
     start = events(srv, "prompt_start")[-1]
@@ -121,7 +121,7 @@ def test_fixed_prefers_the_checkpoint_that_keeps_most() -> None:
         "REUSE-1",
         ("request", {"tokens": a, "spans": (20,), "n_predict": 2}),
         ("run", {}),
-        ("request", {"tokens": a[:38] + (90, 91), "n_predict": 2}),
+        ("request", {"tokens": (*a[:38], 90, 91), "n_predict": 2}),
         ("run", {}),
     )
     assert msgs == []
@@ -148,7 +148,7 @@ def test_reuse2_pinned_empty_slot(variant: str) -> None:
         ("request", {"tokens": tuple(range(100, 130)), "n_predict": 2}),  # slot 0; idle caching saves slot 1
         ("run", {}),
         ("slot_action", {"action": "erase", "id_slot": 0}),
-        ("request", {"tokens": a + (77, 78), "n_predict": 2, "id_slot": 0}),  # pinned to the empty slot 0
+        ("request", {"tokens": (*a, 77, 78), "n_predict": 2, "id_slot": 0}),  # pinned to the empty slot 0
         ("run", {}),
     )
     scans = events(srv, "load_scan")
@@ -170,7 +170,7 @@ def test_reuse2_mutant_is_caught() -> None:
         ("request", {"tokens": tuple(range(100, 130)), "n_predict": 2}),
         ("run", {}),
         ("slot_action", {"action": "erase", "id_slot": 0}),
-        ("request", {"tokens": a + (77, 78), "n_predict": 2, "id_slot": 0}),
+        ("request", {"tokens": (*a, 77, 78), "n_predict": 2, "id_slot": 0}),
         ("run", {}),
     )
     assert msgs

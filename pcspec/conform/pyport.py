@@ -421,12 +421,14 @@ class Core:
         if pos_min < 0 or pos_max < n - 1:
             return False
         if recurrent:
-            return pos_max + 1 - n <= self.cfg["n_rs"]
+            return bool(pos_max + 1 - n <= self.cfg["n_rs"])
         return n_swa == 0 or pos_min == 0 or pos_min <= n - n_swa + 1
 
     def _ckpt_serves(self, ck: Ckpt, n: int) -> bool:
         """policy.checkpoint_serves for the target part and the draft part (when present)."""
-        contexts = [("tgt", self.cfg["memory"])] + ([("dft", self.cfg["draft_memory"])] if self.cfg["has_draft"] else [])
+        contexts = [("tgt", self.cfg["memory"])]
+        if self.cfg["has_draft"]:
+            contexts.append(("dft", self.cfg["draft_memory"]))
         for role, kind in contexts:
             p = ck.part(role)
             if p is None or not p.data:
