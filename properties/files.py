@@ -35,10 +35,11 @@ def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list
                 f" not the {_meta(want[1])} it holds"
             )
     if srv.crash is None:
+        # Consistent: whatever the slot holds after the rejection (cleared, or untouched when
+        # the file could not even be opened), its memory is the state of its tokens.
         for e in events_of(events, "file_restore_failed"):
             slot = srv.slots[e.data["slot"]]
-            dirty = slot.prompt.tokens or any(not c.seqs[slot.id].is_state_of(()) for c in srv.contexts())
-            if dirty:
+            if any(not c.seqs[slot.id].is_state_of(slot.prompt.tokens) for c in srv.contexts()):
                 out.append(f"a rejected slot file ({e.data['reason']}) left slot {slot.id} inconsistent")
     return out
 

@@ -396,20 +396,17 @@ class CacheMachine(RuleBasedStateMachine):
             return
         if how in ("append", "splice"):
             # An append is a splice at the end; a splice inserts (even pick) or removes (odd)
-            # a few bytes at a point spread by pick over the file outside the sequence state.
-            # (Inside the state, a cut near its end pulls the next bytes in and still parses:
-            # well-formed but wrong, a semantic corruption no reader can detect, exactly as a
-            # real state_read would take the appendix's first bytes as tensor data.)
+            # a few bytes at a point spread by pick over the header and the tokens, which
+            # shifts the sequence state and everything after it. (Inside a payload -- the state,
+            # or a checkpoint blob of the appendix -- a shift can still parse when the bytes it
+            # pushes across a boundary happen to be zeros: well-formed but wrong, a semantic
+            # corruption no reader can detect, exactly as a real state_read would take them for
+            # tensor data. Those belong to the semantic campaign, not to this rule.)
             n = 1 + pick % 8
             at = len(data)
             if how == "splice":
-                try:
-                    state = len(read_slot_file(data, name).state)
-                except PcspecError:
-                    return
                 begin = 12 + 4 * int.from_bytes(data[8:12], "little")
-                outside = [*range(begin), *range(begin + state, len(data) + 1)]
-                at = outside[len(outside) * pick // 64]
+                at = min(begin, len(data)) * pick // 64
             insert = how == "append" or pick % 2 == 0
             fill = [(0x5A + i) & 0xFF for i in range(n)] if insert else []
             self.do({"op": "corrupt_file", "filename": name, "offset": at, "data": fill, "remove": 0 if insert else n})
