@@ -217,19 +217,3 @@ def test_ckpt3_judges_both_ways() -> None:
     )
     assert close and "too close" in close[0]
 
-
-@pytest.mark.parametrize("variant", [*CPP, "fixed"])
-def test_file1_a_file_that_cannot_be_opened_leaves_the_slot_as_it_was(variant: str) -> None:
-    """Found by a campaign on fixed (seed 135007): a restore of a missing file fails before it
-    touches the slot, which keeps its tokens and memory: consistent, not cleared."""
-    srv = Server(KV2, DESIGNS[variant])
-    msgs = judged(
-        srv,
-        "FILE-1",
-        ("request", {"tokens": tuple(range(1, 11)), "n_predict": 2, "id_slot": 0}),
-        ("run", {}),
-        ("slot_action", {"action": "restore", "id_slot": 0, "filename": "missing.bin"}),
-    )
-    assert msgs == []
-    assert events(srv, "file_restore_failed")[-1]["reason"] == "failed to open file"
-    assert srv.slots[0].prompt.n_tokens == 11
