@@ -14,18 +14,29 @@ from collections.abc import Sequence
 from pcspec.model import policy
 from pcspec.model.heap import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of
+from pcspec.properties.base import events_of, memo, on_events
+
+
+# What several checks read of the cache, computed once per judgement (``memo``).
+def _unique(srv: Server, events: Sequence[Event]) -> int:
+    return memo(events, "unique_bytes", lambda: srv.unique_bytes)
+
+
+def _accounted(srv: Server, events: Sequence[Event]) -> int:
+    # ``srv.accounted_bytes`` is ``cache.size()`` whenever there is a cache (the only case read)
+    return memo(events, "cache_size", lambda: srv.accounted_bytes)
 
 
 def acc1_accounted_equals_unique(srv: Server, events: Sequence[Event]) -> list[str]:
     if srv.cache is None:
         return []
-    acc, uniq = srv.accounted_bytes, srv.unique_bytes
+    acc, uniq = _accounted(srv, events), _unique(srv, events)
     if acc == uniq:
         return []
     return [f"the cache accounts {acc} bytes but holds {uniq} unique bytes ({acc - uniq:+d})"]
 
 
+@on_events("save_reject_oversize", "entry_insert")
 def acc2_reject_iff_oversize(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for e in events_of(events, "save_reject_oversize"):
@@ -43,6 +54,7 @@ def acc2_reject_iff_oversize(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
+@on_events("entry_evict")
 def acc3_minimal_eviction(srv: Server, events: Sequence[Event]) -> list[str]:
     return [
         f"entry #{e.data['entry']} evicted ({e.data['reason']}) though unique bytes "
@@ -63,12 +75,14 @@ def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
             out.append(
                 f"entry #{e.data['entry']} published with {e.data['unique_after']} unique bytes over the limit {limit}"
             )
-    uniq = srv.unique_bytes
+    uniq = _unique(srv, events)
     if limit > 0 and uniq > limit:
         out.append(f"the cache holds {uniq} unique bytes over the limit {limit}")
-    est = policy.token_limit_estimate(cache.size(), cache.n_tokens(), limit, cache.limit_tokens)
-    if cache.limit_tokens > 0 and cache.n_tokens() > est:
-        out.append(f"the cache holds {cache.n_tokens()} tokens over the token limit {est}")
+    if cache.limit_tokens > 0:  # (the estimate is only read then: the cache's size too)
+        n_tokens = cache.n_tokens()
+        est = policy.token_limit_estimate(_accounted(srv, events), n_tokens, limit, cache.limit_tokens)
+        if n_tokens > est:
+            out.append(f"the cache holds {n_tokens} tokens over the token limit {est}")
     return out
 
 

@@ -12,12 +12,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
+from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.heap import Event
 from pcspec.model.ownership import Holder, holders
 from pcspec.model.server import Server
 
 Check = Callable[[Server, Sequence[Event]], list[str]]
+C = TypeVar("C", bound=Check)
+T = TypeVar("T")
+
+
+# check -> the event kinds it needs (``on_events``). Kept here rather than as an attribute
+# of the function, which ``functools.wraps`` would copy onto a wrapper that may judge more.
+_EVENT_KINDS: dict[Check, frozenset[str]] = {}
+
+
+def on_events(*kinds: str) -> Callable[[C], C]:
+    """Declares that a check finds nothing unless an event of one of ``kinds`` is among the
+    events judged (whatever the state). The judge then skips it when none is: most model
+    operations emit only an ``op`` and a ``generate`` event, and these checks are most of
+    the catalogue. The declaration sits on the check so that it changes with the code it
+    describes; ``tests/test_judge_shortcuts.py`` runs every declared check without its events
+    over fuzzed states and requires nothing found."""
+
+    def mark(check: C) -> C:
+        _EVENT_KINDS[check] = frozenset(kinds)
+        return check
+
+    return mark
+
+
+def event_kinds(check: Check) -> frozenset[str] | None:
+    """The kinds ``on_events`` declared for ``check``, or None: judged after every operation."""
+    return _EVENT_KINDS.get(check)
 
 
 @dataclass(frozen=True)
@@ -46,14 +75,23 @@ class Violation:
 
 class Events(list[Event]):
     """The events of one operation, indexed by kind once (every check asks for a kind), plus
-    the holders of the state after it, listed once for all the checks that walk them."""
+    what several checks derive from the state after it (the holders, the checkpoints they
+    hold, the cache's byte counts), computed once per judgement: the checks are pure and the
+    state does not change while they run."""
 
     def __init__(self, events: Sequence[Event]) -> None:
         super().__init__(events)
-        self.by_kind: dict[str, list[Event]] = {}
+        by_kind: dict[str, list[Event]] = {}
         for e in events:
-            self.by_kind.setdefault(e.kind, []).append(e)
+            k = e.kind
+            if k in by_kind:
+                by_kind[k].append(e)
+            else:
+                by_kind[k] = [e]
+        self.by_kind = by_kind
         self.holders: list[Holder] | None = None
+        self.checkpoints: dict[int, tuple[Checkpoint, list[str]]] | None = None
+        self.memo: dict[str, object] = {}
 
 
 def holders_of(srv: Server, events: Sequence[Event]) -> list[Holder]:
@@ -63,6 +101,38 @@ def holders_of(srv: Server, events: Sequence[Event]) -> list[Holder]:
             events.holders = list(holders(srv))
         return events.holders
     return list(holders(srv))
+
+
+def held_checkpoints(srv: Server, events: Sequence[Event]) -> dict[int, tuple[Checkpoint, list[str]]]:
+    """Every checkpoint object the holders hold, by id, in the order the holder walk first
+    meets it, with the names of its holders in walk order (once per holding)."""
+    if isinstance(events, Events) and events.checkpoints is not None:
+        return events.checkpoints
+    out: dict[int, tuple[Checkpoint, list[str]]] = {}
+    for h in holders_of(srv, events):
+        name = h.name
+        for ck in h.checkpoints:
+            got = out.get(ck.id)
+            if got is None:
+                out[ck.id] = (ck, [name])
+            else:
+                got[1].append(name)
+    if isinstance(events, Events):
+        events.checkpoints = out
+    return out
+
+
+def memo(events: Sequence[Event], key: str, compute: Callable[[], T]) -> T:
+    """``compute()``, once per judgement under ``key`` (for values of the state that several
+    checks read, such as the cache's unique bytes)."""
+    if not isinstance(events, Events):
+        return compute()
+    cache = events.memo
+    if key in cache:
+        return cache[key]  # type: ignore[return-value]
+    value = compute()
+    cache[key] = value
+    return value
 
 
 def events_of(events: Sequence[Event], kind: str) -> list[Event]:

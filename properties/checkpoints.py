@@ -13,7 +13,7 @@ from pcspec.model.config import MemoryKind
 from pcspec.model.heap import Event
 from pcspec.model.memory import StateImage, Tokens
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, holders_of
+from pcspec.properties.base import events_of, holders_of, on_events
 
 
 def ckpt1_slot_list_shape(srv: Server, events: Sequence[Event]) -> list[str]:
@@ -24,8 +24,8 @@ def ckpt1_slot_list_shape(srv: Server, events: Sequence[Event]) -> list[str]:
         if len(cks) > cap:
             out.append(f"slot {s.id} holds {len(cks)} checkpoints, over the cap {cap}")
         n = [c.n_tokens for c in cks]
-        dup = sorted({x for x in n if n.count(x) > 1})
-        if dup:
+        if len(set(n)) != len(n):  # (the quadratic count only when there is a duplicate)
+            dup = sorted({x for x in n if n.count(x) > 1})
             out.append(f"slot {s.id} holds several checkpoints at n_tokens {dup}")
         for c in cks:
             if not c.pos_min <= c.pos_max == c.n_tokens - 1:
@@ -60,6 +60,7 @@ def ckpt2_describes_prefix(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
+@on_events("prompt_start")
 def restore1_prompt_start(srv: Server, events: Sequence[Event]) -> list[str]:
     """Judged on what ``prompt_start`` kept, as of that moment (later work in the same
     ``update_slots`` iteration, such as a deferred task's cache load, is not its doing)."""
@@ -77,6 +78,7 @@ def restore1_prompt_start(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
+@on_events("ckpt_erase", "ckpt_create", "prompt_clear")
 def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
     """Wasted restores: the task erases, re-creates identically or clears away the checkpoint
     it restored. A context shift is not counted: it moves every position, so no checkpoint
@@ -106,6 +108,7 @@ def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
 ALLOWED_ERASURES = ("invalidated", "cap", "too_close", "supersede", "context_shift")
 
 
+@on_events("ckpt_erase")
 def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
     """Every ``ckpt_erase`` has an allowed reason whose condition held *at that erasure*
     (clears and prompt replacements drop whole lists and are not ``ckpt_erase`` events):
@@ -140,6 +143,7 @@ def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
+@on_events("prompt_start")
 def perf3_extension_resumes(srv: Server, events: Sequence[Event]) -> list[str]:
     """A prompt that strictly extends a recurrent or hybrid slot's live tokens resumes from
     live memory (#24110: no needless restore when the prompt brings new tokens)."""
@@ -180,6 +184,7 @@ def _named_breaks(d: dict[str, object], n_batch: int, n_ubatch: int, min_step: i
     return out
 
 
+@on_events("batch")
 def ckpt3_creation_rules(srv: Server, events: Sequence[Event]) -> list[str]:
     """Checkpoint creation judged both ways, batch by batch, for every task that makes
     checkpoints (a completion on a memory that cannot roll back, or with a window):

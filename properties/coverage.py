@@ -214,10 +214,27 @@ def decisions_of(e: Event) -> Iterator[str]:
         yield f"fault.{d['site']}"
 
 
+# The kinds ``decisions_of`` can name a decision for (its branches, in order): ``count`` runs
+# after every operation of every fuzzing step, and most events (``generate``, ``batch``,
+# ``alloc``, ``fill``...) record none, so they are passed over without a generator.
+# ``tests/test_judge_shortcuts.py`` checks the set against the branches.
+DECIDING_KINDS = frozenset(
+    {
+        "select", "deferred", "requeued", "release", "prompt_start", "ckpt_create", "ckpt_create_failed",
+        "ckpt_kept_restored", "ckpt_erase", "context_shift", "stall", "truncated", "save_skip_contained",
+        "save_reject_oversize", "save_bad_alloc", "save_fill_short", "limit_change", "entry_insert",
+        "entry_evict", "load_scan", "load_failed", "file_write", "file_restore", "file_restore_failed",
+        "file_appendix_ignored", "file_draft_dropped", "uninit_loaded", "state_write_failed",
+        "state_read_short", "crash", "op", "restart", "fault_hit",
+    }
+)  # fmt: skip
+
+
 def count(events: Iterable[Event], into: Counter[str]) -> None:
     for e in events:
-        for name in decisions_of(e):
-            into[name] += 1
+        if e.kind in DECIDING_KINDS:
+            for name in decisions_of(e):
+                into[name] += 1
 
 
 def missing(design: str, counts: Counter[str]) -> list[str]:

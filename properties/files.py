@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 from pcspec.model.heap import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of
+from pcspec.properties.base import events_of, on_events
 
 
+@on_events("crash", "file_restore", "file_restore_failed")
 def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     ops = events_of(events, "op")
@@ -44,6 +45,7 @@ def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list
     return out
 
 
+@on_events("file_write", "file_restore")
 def file2_reported_bytes(srv: Server, events: Sequence[Event]) -> list[str]:
     out = [
         f"saving {e.data['filename']!r} reported n_written {e.data['n_written']} for a file of {e.data['size']} bytes"

@@ -7,23 +7,21 @@ from collections.abc import Sequence
 
 from pcspec.model.heap import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import holders_of
+from pcspec.properties.base import held_checkpoints
 
 
 def imm1_published_checkpoint_unchanged(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
-    seen: set[int] = set()
-    for h in holders_of(srv, events):
-        for ck in h.checkpoints:
-            if ck.id in seen or ck.sealed is None:
-                continue
-            seen.add(ck.id)
-            now = ck.fingerprint()
-            if now != ck.sealed:
-                out.append(
-                    f"{ck.describe()} held by {h.name} changed after publication: "
-                    f"was {_short(ck.sealed)}, now {_short(now)}"
-                )
+    for ck, names in held_checkpoints(srv, events).values():
+        sealed = ck.sealed
+        if sealed is None:
+            continue
+        now = ck.fingerprint()
+        if now != sealed:
+            out.append(
+                f"{ck.describe()} held by {names[0]} changed after publication: "
+                f"was {_short(sealed)}, now {_short(now)}"
+            )
     return out
 
 

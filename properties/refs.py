@@ -7,35 +7,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.heap import Buffer, Event
 from pcspec.model.server import Server
-from pcspec.properties.base import holders_of
+from pcspec.properties.base import held_checkpoints, holders_of
 
 
 def ref1_refcounts_match_holders(srv: Server, events: Sequence[Event]) -> list[str]:
-    ckpt_holders: dict[int, list[str]] = {}
-    ckpts: dict[int, Checkpoint] = {}
-    buf_holders: dict[int, list[str]] = {}
-    bufs: dict[int, Buffer] = {}
+    # buffer id -> (the buffer, its holders' names): holders' data buffers in holder order,
+    # then each checkpoint's payload (as ``pcspec.model.ownership.graph`` lists the edges)
+    bufs: dict[int, tuple[Buffer, list[str]]] = {}
     for h in holders_of(srv, events):
         for b in h.data:
-            bufs[b.id] = b
-            buf_holders.setdefault(b.id, []).append(h.name)
-        for ck in h.checkpoints:
-            ckpts[ck.id] = ck
-            ckpt_holders.setdefault(ck.id, []).append(h.name)
-    for ck in ckpts.values():
-        for b in ck.buffers():
-            bufs[b.id] = b
-            buf_holders.setdefault(b.id, []).append(f"ckpt:{ck.id}")
+            got = bufs.get(b.id)
+            if got is None:
+                bufs[b.id] = (b, [h.name])
+            else:
+                bufs[b.id] = (b, got[1])  # (the last object of an id is the one judged)
+                got[1].append(h.name)
+    ckpts = held_checkpoints(srv, events)
+    for ck, _names in ckpts.values():
+        name = f"ckpt:{ck.id}"
+        for pb in (ck.tgt, ck.dft, ck.spec):
+            if pb is None:
+                continue
+            got = bufs.get(pb.id)
+            if got is None:
+                bufs[pb.id] = (pb, [name])
+            else:
+                bufs[pb.id] = (pb, got[1])
+                got[1].append(name)
     out: list[str] = []
-    for cid, ck in ckpts.items():
-        if ck.refs != len(ckpt_holders[cid]):
-            who = ckpt_holders[cid]
+    for ck, who in ckpts.values():
+        if ck.refs != len(who):
             out.append(f"{ck.describe()} has refcount {ck.refs} but {len(who)} holders {who}")
-    for bid, b in bufs.items():
-        who = buf_holders[bid]
+    for b, who in bufs.values():
         if b.freed:
             out.append(f"buffer #{b.id} ({b.role}, {b.size} B) is freed but still held by {who}")
         elif b.refs != len(who):

@@ -18,7 +18,7 @@ from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.heap import Event
 from pcspec.model.memory import PARTIAL_ONLY, SeqMemory, StateImage, Tokens
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of
+from pcspec.properties.base import events_of, on_events
 from pcspec.properties.checkpoints import describes_prefix
 
 
@@ -45,6 +45,7 @@ def _serves(memories: Sequence[tuple[str, SeqMemory]], ck: Checkpoint | None, pr
     return True
 
 
+@on_events("prompt_start")
 def reuse1_best_resume(srv: Server, events: Sequence[Event]) -> list[str]:
     """At every prompt start with ``cache_prompt``: the tokens kept (``n_past``) are at least
     what the best usable source would keep. The sources are the slot's live memory (kept up to
@@ -82,6 +83,7 @@ def reuse1_best_resume(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
+@on_events("select")
 def reuse2_cache_load(srv: Server, events: Sequence[Event]) -> list[str]:
     """A completion task placed on a slot that shares nothing with its prompt (empty, or
     unrelated) gets the cache entry the load rules choose (``policy.load_select``: the

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from pcspec.model.heap import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of
+from pcspec.properties.base import events_of, on_events
 
 
 def rb1_no_partial_entry(srv: Server, events: Sequence[Event]) -> list[str]:
@@ -29,6 +29,7 @@ def rb1_no_partial_entry(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
+@on_events("save_end")
 def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for e in events_of(events, "save_end"):
@@ -46,6 +47,7 @@ def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> lis
     return out
 
 
+@on_events("crash")
 def rb3_alloc_failure_contained(srv: Server, events: Sequence[Event]) -> list[str]:
     return [
         f"allocation failure during a save crashed the server at {e.data['where']}: {e.data['message']}"

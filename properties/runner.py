@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pcspec.model.server import Server
-from pcspec.properties.base import Events, Property, Violation
+from pcspec.properties.base import Check, Events, Property, Violation, event_kinds
 from pcspec.properties.catalogue import CATALOGUE
 
 
@@ -17,22 +17,38 @@ class Judge:
         self.srv = srv
         self.props = tuple(props)
         self.seen = len(srv.heap.events)
+        # (id, check, after_crash, the event kinds it needs or None): read once, since the
+        # judge runs after every model operation of every fuzzing step.
+        self._plan: tuple[tuple[str, Check, bool, frozenset[str] | None], ...] = tuple(
+            (p.id, p.check, p.after_crash, event_kinds(p.check)) for p in self.props
+        )
+        # The state checks alone, for the operations that emit no event any check needs (most
+        # of them: a generation step emits ``op`` and ``generate``).
+        self._state_plan = tuple(x for x in self._plan if x[3] is None)
+        self._watched = frozenset().union(*(x[3] for x in self._plan if x[3] is not None))
 
     def __call__(self) -> list[Violation]:
         srv = self.srv
-        events = Events(srv.heap.events[self.seen :])
-        self.seen = len(srv.heap.events)
-        if len(events) == 1 and events[0].kind == "op":
+        history = srv.heap.events
+        new = history[self.seen :]
+        self.seen = len(history)
+        if len(new) == 1 and new[0].kind == "op":
             # The operation changed nothing (an idle step, an armed fault): the state is the
             # one already judged, and there are no new events to judge.
             return []
-        crashed = any(e.kind == "crash" for e in events)
+        events = Events(new)
+        kinds = events.by_kind
+        crashed = "crash" in kinds
         if srv.crash is not None and not crashed:
             return []  # the process died earlier: nothing more happens
         out: list[Violation] = []
-        for p in self.props:
-            if crashed and not p.after_crash:
+        op = srv.heap.op
+        plan = self._state_plan if self._watched.isdisjoint(kinds) else self._plan
+        for pid, check, after_crash, needs in plan:
+            if crashed and not after_crash:
                 continue
-            for msg in p.check(srv, events):
-                out.append(Violation(p.id, srv.heap.op, msg))
+            if needs is not None and needs.isdisjoint(kinds):
+                continue  # an event check without its events finds nothing (base.on_events)
+            for msg in check(srv, events):
+                out.append(Violation(pid, op, msg))
         return out

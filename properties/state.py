@@ -7,13 +7,14 @@ from collections.abc import Sequence
 
 from pcspec.model.heap import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of
+from pcspec.properties.base import events_of, on_events
 
 
 def state1_memory_matches_tokens(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
+    contexts = srv.contexts()
     for s in srv.slots:
-        for ctx in srv.contexts():
+        for ctx in contexts:
             mem = ctx.seqs[s.id]
             if not mem.is_state_of(s.prompt.tokens):
                 what = (
@@ -30,10 +31,12 @@ def state1_memory_matches_tokens(srv: Server, events: Sequence[Event]) -> list[s
     return out
 
 
+@on_events("crash")
 def noabort1_no_crash(srv: Server, events: Sequence[Event]) -> list[str]:
     return [f"the server aborted at {e.data['where']}: {e.data['message']}" for e in events_of(events, "crash")]
 
 
+@on_events("stall")
 def progress1_no_stall(srv: Server, events: Sequence[Event]) -> list[str]:
     """A ``stall`` is a pass in which a slot processing a prompt added no token and did not
     finish: the model is deterministic and nothing but that slot's release changes its
@@ -46,6 +49,7 @@ def progress1_no_stall(srv: Server, events: Sequence[Event]) -> list[str]:
     ]
 
 
+@on_events("copy_payload")
 def perf1_no_payload_copies(srv: Server, events: Sequence[Event]) -> list[str]:
     copies = events_of(events, "copy_payload")
     if not copies:

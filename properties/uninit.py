@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from pcspec.model.heap import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, holders_of
+from pcspec.properties.base import events_of, holders_of, on_events
 
 
 def uninit1_no_unwritten_reachable(srv: Server, events: Sequence[Event]) -> list[str]:
@@ -21,15 +21,16 @@ def uninit1_no_unwritten_reachable(srv: Server, events: Sequence[Event]) -> list
             if b.unwritten:
                 out.append(f"{h.name} holds {b.role} buffer #{b.id} with {b.unwritten} of {b.size} bytes never written")
         for ck in h.checkpoints:
-            for b in ck.buffers():
-                if b.unwritten:
+            for pb in (ck.tgt, ck.dft, ck.spec):  # ``ck.buffers()``, without building its list
+                if pb is not None and pb.unwritten:
                     out.append(
-                        f"{h.name} holds {ck.describe()} whose {b.role} buffer #{b.id} has "
-                        f"{b.unwritten} of {b.size} bytes never written"
+                        f"{h.name} holds {ck.describe()} whose {pb.role} buffer #{pb.id} has "
+                        f"{pb.unwritten} of {pb.size} bytes never written"
                     )
     return out
 
 
+@on_events("uninit_loaded", "file_write")
 def uninit2_no_unwritten_loaded_or_written(srv: Server, events: Sequence[Event]) -> list[str]:
     out = [
         f"{e.data['unwritten']} unwritten bytes of buffer #{e.data['buf']} loaded into "

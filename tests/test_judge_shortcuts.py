@@ -1,0 +1,104 @@
+"""The judge's shortcuts change no verdict: on fuzzed states of every design and mutant, the
+judge (event checks skipped without their events, values shared within a judgement) finds
+exactly what every check finds when run on its own, each computing everything afresh from the
+plain list of events; and the model's fingerprints and byte counts, written for speed, equal
+their plain definitions on the same states."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pcspec.model.cache import unique_bytes
+from pcspec.model.server import Server
+from pcspec.model.variants import ALL, Accounting
+from pcspec.properties import coverage, machine
+from pcspec.properties.base import Violation, event_kinds, held_checkpoints
+from pcspec.properties.runner import Judge
+from pcspec.walker import Walker
+
+EXAMPLES = 25  # per design: enough for violations of most properties on the designs and mutants
+
+
+class CheckedJudge(Judge):
+    """The judge, then every property again the long way on the same state."""
+
+    judgements = 0
+    skipped_with_events = 0
+
+    def __call__(self) -> list[Violation]:
+        start = self.seen
+        got = super().__call__()
+        srv = self.srv
+        new = srv.heap.events[start:]
+        if len(new) == 1 and new[0].kind == "op":
+            assert got == []
+            return got
+        crashed = any(e.kind == "crash" for e in new)
+        if srv.crash is not None and not crashed:
+            assert got == []
+            return got
+        want: list[Violation] = []
+        kinds = {e.kind for e in new}
+        for p in self.props:
+            if crashed and not p.after_crash:
+                continue
+            msgs = p.check(srv, list(new))  # a plain list: no index, no shared values
+            needs = event_kinds(p.check)
+            if needs is not None and needs.isdisjoint(kinds):
+                assert msgs == [], f"{p.id} found something without its events {sorted(needs)}: {msgs}"
+            want += [Violation(p.id, srv.heap.op, m) for m in msgs]
+        assert got == want
+        _same_as_the_plain_definitions(srv)
+        type(self).judgements += 1
+        return got
+
+
+def _same_as_the_plain_definitions(srv: Server) -> None:
+    """The model's fingerprints and byte counts, written for speed, against their plain
+    definitions (``buffers()`` lists, generators)."""
+    for ck, _names in held_checkpoints(srv, []).values():
+        assert ck.fingerprint() == (ck.n_tokens, ck.pos_min, ck.pos_max, tuple(b.fingerprint() for b in ck.buffers()))
+    if srv.cache is None:
+        return
+    entries = srv.cache.entries
+    for e in entries:
+        assert e.fingerprint() == (
+            e.prompt.tokens,
+            tuple(b.fingerprint() for b in e.data_buffers()),
+            tuple(ck.fingerprint() for ck in e.prompt.checkpoints),
+        )
+    assert unique_bytes(entries) == sum({b.id: b.size for e in entries for b in e.buffers()}.values())
+    if srv.variant.accounting == Accounting.UNIQUE:
+        seen: set[int] = set()
+        sizes = []
+        for e in reversed(entries):
+            sizes.append(sum(b.size for b in e.buffers() if b.id not in seen and not seen.add(b.id)))  # type: ignore[func-returns-value]
+        assert srv.cache.accounted_sizes() == sizes[::-1]
+
+
+@pytest.mark.parametrize("variant", sorted(ALL))
+def test_the_judge_finds_what_each_check_finds(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine, "Judge", CheckedJudge)
+    CheckedJudge.judgements = 0
+    walk = Walker(ALL[variant]).walk(0, EXAMPLES)
+    assert walk.examples == EXAMPLES
+    assert CheckedJudge.judgements > 100
+
+
+def _compared_kinds(fn: Any) -> Iterator[str]:
+    """The string constants ``decisions_of`` compares the event kind ``k`` with."""
+    for node in ast.walk(ast.parse(inspect.getsource(fn))):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "k":
+            for right in node.comparators:
+                for c in ast.walk(right):
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str):
+                        yield c.value
+
+
+def test_coverage_passes_over_exactly_the_kinds_that_decide_nothing() -> None:
+    assert set(_compared_kinds(coverage.decisions_of)) == coverage.DECIDING_KINDS
