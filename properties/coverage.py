@@ -222,8 +222,8 @@ DECIDING_KINDS = frozenset(
     {
         "select", "deferred", "requeued", "release", "prompt_start", "ckpt_create", "ckpt_create_failed",
         "ckpt_kept_restored", "ckpt_create_skipped", "ckpt_erase", "context_shift", "stall", "truncated",
-        "save_skip_contained", "save_reject_oversize", "save_bad_alloc", "save_fill_short", "limit_change", "entry_insert",
-        "entry_evict", "load_scan", "load_failed", "file_write", "file_restore", "file_restore_failed",
+        "save_skip_contained", "save_reject_oversize", "save_bad_alloc", "save_fill_short", "limit_change",
+        "entry_insert", "entry_evict", "load_scan", "load_failed", "file_write", "file_restore", "file_restore_failed",
         "file_appendix_ignored", "file_draft_dropped", "uninit_loaded", "state_write_failed",
         "state_read_short", "crash", "op", "restart", "fault_hit",
     }
