@@ -303,3 +303,15 @@ def test_slot_file_contents_compared_with_the_model() -> None:
     assert isinstance(bad, str) and "f.bin" in bad
     assert "server file: " in (compare(bad, mod, sources, 1000) or "")
     assert compare(bad, bad, sources, 1000) is None
+
+
+def test_a_long_difference_shows_its_first_records_and_a_count() -> None:
+    """A livelock repeats one record hundreds of times (the hybrid campaign's F1 run printed
+    several hundred ``ckpt_created`` records on one line); the report line stays short, the
+    JSON keeps every record."""
+    from pcspec.live.compare import Difference
+
+    d = Difference("ckpt_created", tuple(f"c{i}" for i in range(300)), ("m",))
+    line = d.show()
+    assert line.startswith("ckpt_created: server [c0, c1,") and ", ... 292 more] vs model [m]" in line
+    assert len(d.to_json()["server"]) == 300  # type: ignore[arg-type]

@@ -11,6 +11,14 @@ from dataclasses import dataclass
 
 from pcspec.live import records as r
 
+SHOWN = 8  # records per side in a one-line report
+
+
+def _cut(recs: tuple[str, ...], limit: int) -> str:
+    if len(recs) <= limit:
+        return ", ".join(recs)
+    return ", ".join(recs[:limit]) + f", ... {len(recs) - limit} more"
+
 
 @dataclass(frozen=True)
 class Difference:
@@ -18,8 +26,10 @@ class Difference:
     server: tuple[str, ...]
     model: tuple[str, ...]
 
-    def show(self) -> str:
-        return f"{self.kind}: server [{', '.join(self.server)}] vs model [{', '.join(self.model)}]"
+    def show(self, limit: int = SHOWN) -> str:
+        """One line; a side of more than ``limit`` records (a livelock repeats one record
+        hundreds of times) shows its first ``limit`` and how many more. ``to_json`` keeps all."""
+        return f"{self.kind}: server [{_cut(self.server, limit)}] vs model [{_cut(self.model, limit)}]"
 
     def to_json(self) -> dict[str, object]:
         return {"kind": self.kind, "server": list(self.server), "model": list(self.model)}
