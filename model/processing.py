@@ -59,6 +59,19 @@ def _load_ckpt_part(srv: Server, ctx: Context | None, slot: Slot, buf: Buffer | 
     return ctx.set_data(srv.heap, slot.id, buf, site) == buf.size
 
 
+def _restore_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, pos_next: int) -> tuple[int, int] | None:
+    """Load ``ck``'s target, then draft part (update_slots, 3345-3364); on success the
+    ``(pos_next, n_past)`` it resumes at (``ckpt_restore`` emitted), else None."""
+    ok = _load_ckpt_part(srv, srv.ctx_tgt, slot, ck.tgt, "ckpt.write.tgt") and _load_ckpt_part(
+        srv, srv.ctx_dft, slot, ck.dft, "ckpt.write.dft"
+    )
+    if not ok:
+        return None
+    pos_next, n_past = policy.restored_positions(pos_next, ck.pos_min, ck.pos_max, ck.n_tokens)
+    srv.heap.emit("ckpt_restore", slot=slot.id, ckpt=ck.id, task=slot.task_id, n_tokens=ck.n_tokens, n_past=n_past)
+    return pos_next, n_past
+
+
 # -- SLOT_STATE_STARTED ----------------------------------------------------------------------
 
 
@@ -86,7 +99,8 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     reprocess: str | None = None
     # What the slot held when the task started (REUSE-1 judges the resume point against it):
     # the checkpoints are immutable objects, the memories are copied.
-    held = (tuple(ckpts), tuple((ctx.name, replace(ctx.seqs[slot.id])) for ctx in srv.contexts()))
+    held = tuple(ckpts)
+    memories = tuple((ctx.name, replace(ctx.seqs[slot.id])) for ctx in srv.contexts())
     if v.resume_best and 0 < n_past <= slot.prompt.n_tokens:
         restored, reprocess, pos_next, n_past = _resume_best(srv, slot, n_prefix, n_past)
     elif 0 < n_past <= slot.prompt.n_tokens:
@@ -111,15 +125,9 @@ def prompt_start(srv: Server, slot: Slot) -> None:
             reprocess = "no usable checkpoint" if ckpts else "no checkpoints"
             if i is not None:
                 ck = ckpts[i]
-                ok = _load_ckpt_part(srv, srv.ctx_tgt, slot, ck.tgt, "ckpt.write.tgt") and _load_ckpt_part(
-                    srv, srv.ctx_dft, slot, ck.dft, "ckpt.write.dft"
-                )
-                if ok:
-                    pos_next, n_past = policy.restored_positions(pos_next, ck.pos_min, ck.pos_max, ck.n_tokens)
-                    restored, reprocess = ck, None
-                    heap.emit(
-                        "ckpt_restore", slot=slot.id, ckpt=ck.id, task=task.id, n_tokens=ck.n_tokens, n_past=n_past
-                    )
+                resumed = _restore_checkpoint(srv, slot, ck, pos_next)
+                if resumed is not None:
+                    (pos_next, n_past), restored, reprocess = resumed, ck, None
                 elif ck.id_task != -1 and not v.contain_failures:
                     raise Abort("update_slots", "failed to restore context checkpoint")
                 else:
@@ -186,11 +194,15 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         pos_next=n_past,
         prompt=task.tokens,
         kept=tuple(slot.prompt.checkpoints),  # immutable objects: RESTORE-1 judges them as of now
-        held=held[0],
-        memories=held[1],
+        held=held,
+        memories=memories,
         cache_prompt=task.cache_prompt,
     )
     slot.state = SlotState.PROCESSING_PROMPT
+
+
+# Memories with a recurrent state: it rolls back at most ``n_rs`` tokens (policy.live_serves).
+_RECURRENT_KINDS = (MemoryKind.RECURRENT, MemoryKind.HYBRID)
 
 
 def _serves_live(srv: Server, slot: Slot, n: int) -> bool:
@@ -198,13 +210,12 @@ def _serves_live(srv: Server, slot: Slot, n: int) -> bool:
     for ctx in srv.contexts():
         mem = ctx.seqs[slot.id]
         pos_min, pos_max = mem.pos_range()
-        recurrent = ctx.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID)
-        if not policy.live_serves(pos_min, pos_max, n, mem.n_swa, recurrent, mem.n_rs):
+        if not policy.live_serves(pos_min, pos_max, n, mem.n_swa, ctx.kind in _RECURRENT_KINDS, mem.n_rs):
             return False
     return True
 
 
-def _serves_checkpoint(srv: Server, ck: Checkpoint, n: int) -> bool:
+def _serves_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, n: int) -> bool:
     """``policy.checkpoint_serves`` for the target payload and, when the checkpoint has one,
     the draft payload (without one, ``fixed`` re-decodes the draft: ``resync_on_file_restore``).
     A payload's start is the recorded ``pos_min`` (``record_payload_pos_min``); a draft
@@ -216,9 +227,8 @@ def _serves_checkpoint(srv: Server, ck: Checkpoint, n: int) -> bool:
             if ctx.name == "tgt":
                 return False
             continue
-        recurrent = ctx.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID)
-        mem = ctx.seqs[0]
-        if not policy.checkpoint_serves(ck.pos_min, ck.n_tokens, n, mem.n_swa, recurrent, mem.n_rs):
+        mem = ctx.seqs[slot.id]
+        if not policy.checkpoint_serves(ck.pos_min, ck.n_tokens, n, mem.n_swa, ctx.kind in _RECURRENT_KINDS, mem.n_rs):
             return False
     return True
 
@@ -243,21 +253,17 @@ def _resume_best(
             continue  # not a state of the shared prefix (restore_only_prefixes)
         _, n = policy.restored_positions(pos_next, ck.pos_min, ck.pos_max, ck.n_tokens)
         n = policy.resume_point(n, n_prompt)
-        if n > best_n and _serves_checkpoint(srv, ck, n):
+        if n > best_n and _serves_checkpoint(srv, slot, ck, n):
             best_n, best = n, ck
     if best is None:
         if best_n > 0:
             return None, None, pos_next, pos_next  # live memory
         return None, "no usable checkpoint" if ckpts else "no checkpoints", 0, 0
-    ok = _load_ckpt_part(srv, srv.ctx_tgt, slot, best.tgt, "ckpt.write.tgt") and _load_ckpt_part(
-        srv, srv.ctx_dft, slot, best.dft, "ckpt.write.dft"
-    )
-    if not ok:
+    resumed = _restore_checkpoint(srv, slot, best, pos_next)
+    if resumed is None:
         _erase(srv, slot, best, "invalidated", cause="failed to load")
         return None, "checkpoint failed to load", 0, 0
-    pos_next, n_past = policy.restored_positions(pos_next, best.pos_min, best.pos_max, best.n_tokens)
-    srv.heap.emit("ckpt_restore", slot=slot.id, ckpt=best.id, task=task.id, n_tokens=best.n_tokens, n_past=n_past)
-    return best, None, pos_next, n_past
+    return best, None, *resumed
 
 
 # -- one batch ---------------------------------------------------------------------------------

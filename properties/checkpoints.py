@@ -7,6 +7,7 @@ the state image of a token prefix, which must equal the holder's tokens up to ``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.config import MemoryKind
@@ -163,14 +164,14 @@ def perf3_extension_resumes(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
-def _named_breaks(d: dict[str, object], n_batch: int, n_ubatch: int, min_step: int) -> dict[int, str]:
+def _named_breaks(d: dict[str, Any], n_batch: int, n_ubatch: int, min_step: int) -> dict[int, str]:
     """The positions where the creation rules end a batch (server-context.cpp:3529-3559), as
     of the list the fill saw: a user-message start that is the last one, or the first, or
     more than ``--checkpoint-min-step`` past the newest checkpoint; and the tail positions
     ``4 + n_ubatch`` and ``4`` tokens before the prompt's end (#20288; at most ``n_batch``)."""
-    n_prompt = int(d["n_prompt"])  # type: ignore[call-overload]
-    listed: tuple[int, ...] = d["listed"]  # type: ignore[assignment]
-    spans: tuple[int, ...] = d["spans"]  # type: ignore[assignment]
+    n_prompt: int = d["n_prompt"]
+    listed: tuple[int, ...] = d["listed"]
+    spans: tuple[int, ...] = d["spans"]
     out: dict[int, str] = {}
     for p in spans:
         if p == d["last_user"]:

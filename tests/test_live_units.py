@@ -250,6 +250,14 @@ def test_explainers_name_known_causes_and_consequences(tmp_path: Path) -> None:
     assert explain(scan, out) is None
     assert explain(later, out) is None  # (what follows an unexplained finding is not explained)
     assert explain(odd, out) is None  # nothing known: unexplained, the campaign fails
+    # What follows an explained divergence in the same run is explained by it: an SWA
+    # checkpoint differing in pos_min only (M3), then a later difference.
+    m3 = Finding("model:ckpt_created", 1, "", {"difference": {
+        "kind": "ckpt_created", "server": ["ckpt_created(slot=0, n_tokens=8, pos_min=3, pos_max=7)"],
+        "model": ["ckpt_created(slot=0, n_tokens=8, pos_min=0, pos_max=7)"]}})  # fmt: skip
+    swa = Outcome(Target(tmp_path, tmp_path, "swa", Flags()), [], run, Analysis([m3, later]), b"", tmp_path)
+    assert (explain(m3, swa) or "").startswith("M3")
+    assert (explain(later, swa) or "").startswith("after model:ckpt_created")
 
 
 def test_silent_restore_explains_only_a_restore_without_a_state_line(tmp_path: Path) -> None:

@@ -48,6 +48,13 @@ def judged(srv: Server, pid: str, *steps: tuple[str, dict[str, Any]]) -> list[st
 # -- REUSE-1 -------------------------------------------------------------------------------------
 
 SWA = Config(n_slots=1, n_ctx_slot=128, n_batch=16, n_ubatch=4, n_swa=8, swa_cells=16, cache_ram=0)
+# A 6-token prompt, then one that shares those 6 (test_reuse1_short_swa_prefix says why).
+SWA_SHORT_PREFIX = (
+    ("request", {"tokens": (1, 2, 3, 4, 5, 6), "n_predict": 2}),
+    ("run", {}),
+    ("request", {"tokens": (1, 2, 3, 4, 5, 6, 50, 51), "n_predict": 2}),
+    ("run", {}),
+)
 
 
 @pytest.mark.parametrize("variant", [*CPP, "fixed"])
@@ -58,14 +65,7 @@ def test_reuse1_short_swa_prefix(variant: str) -> None:
     # 8) = 0, and the memory's pos_min 0 is not below it, so the C++ scans the checkpoints and
     # restores the one at 2 (its pos_min is 0): n_past 1, five tokens re-processed for nothing.
     srv = Server(SWA, DESIGNS[variant])
-    msgs = judged(
-        srv,
-        "REUSE-1",
-        ("request", {"tokens": (1, 2, 3, 4, 5, 6), "n_predict": 2}),
-        ("run", {}),
-        ("request", {"tokens": (1, 2, 3, 4, 5, 6, 50, 51), "n_predict": 2}),
-        ("run", {}),
-    )
+    msgs = judged(srv, "REUSE-1", *SWA_SHORT_PREFIX)
     start = events(srv, "prompt_start")[-1]
     if variant == "fixed":
         assert msgs == []
@@ -98,16 +98,7 @@ def test_reuse1_recurrent_rollback_depth(variant: str) -> None:
 
 
 def test_reuse1_mutant_live_thold_is_caught() -> None:
-    srv = Server(SWA, ALL["mutant:live-thold"])
-    msgs = judged(
-        srv,
-        "REUSE-1",
-        ("request", {"tokens": (1, 2, 3, 4, 5, 6), "n_predict": 2}),
-        ("run", {}),
-        ("request", {"tokens": (1, 2, 3, 4, 5, 6, 50, 51), "n_predict": 2}),
-        ("run", {}),
-    )
-    assert msgs
+    assert judged(Server(SWA, ALL["mutant:live-thold"]), "REUSE-1", *SWA_SHORT_PREFIX)
 
 
 def test_fixed_prefers_the_checkpoint_that_keeps_most() -> None:
@@ -131,26 +122,25 @@ def test_fixed_prefers_the_checkpoint_that_keeps_most() -> None:
 # -- REUSE-2 -------------------------------------------------------------------------------------
 
 KV2 = Config(n_slots=2, n_ctx_slot=128, n_batch=16, n_ubatch=4, memory=MemoryKind.KV, cache_idle_slots=True)
+A30 = tuple(range(1, 31))
+# Slot 1 (LRU: ties go to the last slot) runs A30; the next request goes to slot 0 and idle
+# caching saves slot 1 into the cache. Slot 0 is erased; a task extending A30, pinned to the
+# empty slot 0, should load the cached A30.
+PINNED_EMPTY = (
+    ("request", {"tokens": A30, "n_predict": 2}),
+    ("run", {}),
+    ("request", {"tokens": tuple(range(100, 130)), "n_predict": 2}),
+    ("run", {}),
+    ("slot_action", {"action": "erase", "id_slot": 0}),
+    ("request", {"tokens": (*A30, 77, 78), "n_predict": 2, "id_slot": 0}),
+    ("run", {}),
+)
 
 
 @pytest.mark.parametrize("variant", [*CPP, "fixed"])
 def test_reuse2_pinned_empty_slot(variant: str) -> None:
-    # Slot 1 (LRU: ties go to the last slot) runs prompt a; the next request goes to slot 0 and
-    # idle caching saves slot 1 into the cache. Slot 0 is erased; a task extending a, pinned to
-    # the empty slot 0, should load the cached a.
     srv = Server(KV2, DESIGNS[variant])
-    a = tuple(range(1, 31))
-    msgs = judged(
-        srv,
-        "REUSE-2",
-        ("request", {"tokens": a, "n_predict": 2}),  # LRU: slot 1 (ties go to the last slot)
-        ("run", {}),
-        ("request", {"tokens": tuple(range(100, 130)), "n_predict": 2}),  # slot 0; idle caching saves slot 1
-        ("run", {}),
-        ("slot_action", {"action": "erase", "id_slot": 0}),
-        ("request", {"tokens": (*a, 77, 78), "n_predict": 2, "id_slot": 0}),  # pinned to the empty slot 0
-        ("run", {}),
-    )
+    msgs = judged(srv, "REUSE-2", *PINNED_EMPTY)
     scans = events(srv, "load_scan")
     if variant == "fixed":
         assert msgs == []
@@ -160,20 +150,7 @@ def test_reuse2_pinned_empty_slot(variant: str) -> None:
 
 
 def test_reuse2_mutant_is_caught() -> None:
-    srv = Server(KV2, ALL["mutant:empty-pinned-skips-cache"])
-    a = tuple(range(1, 31))
-    msgs = judged(
-        srv,
-        "REUSE-2",
-        ("request", {"tokens": a, "n_predict": 2}),
-        ("run", {}),
-        ("request", {"tokens": tuple(range(100, 130)), "n_predict": 2}),
-        ("run", {}),
-        ("slot_action", {"action": "erase", "id_slot": 0}),
-        ("request", {"tokens": (*a, 77, 78), "n_predict": 2, "id_slot": 0}),
-        ("run", {}),
-    )
-    assert msgs
+    assert judged(Server(KV2, ALL["mutant:empty-pinned-skips-cache"]), "REUSE-2", *PINNED_EMPTY)
 
 
 # -- CKPT-3 ------------------------------------------------------------------------------------------
