@@ -53,6 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from file1_setup import SCKP_V1, SETUPS, VARIANTS, Base, build, judge, normalise, restore, touched
 
+from pcspec.model.events import FileDraftDropped
 from pcspec.model.slotfile import SLOT_CKPT_MAX_COUNT
 from pcspec.properties.state import state1_memory_matches_tokens
 
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         known = []
         if hit & base.ckpt_meta:
             known.append("checkpoint metadata touched")
-        if any(e.kind == "file_draft_dropped" for e in srv.heap.events[seen:]) and base.variant == "fixed":
+        if any(isinstance(e, FileDraftDropped) for e in srv.heap.events[seen:]) and base.variant == "fixed":
             known.append("draft data dropped at the restore")
         why = " + ".join(known) or "unexplained"
         if srv.crash is not None:

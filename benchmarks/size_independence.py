@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from pcspec.model.config import MIB, Config, MemoryKind
-from pcspec.model.heap import Event
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
 
@@ -150,7 +150,7 @@ def decisions_mismatch(small: Server, large: Server, f: int) -> str | None:
     for i, (a, b) in enumerate(zip(small.heap.events, large.heap.events, strict=True)):
         if (a.op, a.kind) != (b.op, b.kind):
             return f"event {i}: {a.op}/{a.kind} vs {b.op}/{b.kind}"
-        if (m := mismatch(a.data, b.data, f, f"event {i} ({a.kind})")) is not None:
+        if (m := mismatch(a, b, f, f"event {i} ({a.kind})")) is not None:
             return m
     state_a = [(s.prompt.tokens, [c.n_tokens for c in s.prompt.checkpoints]) for s in small.slots]
     state_b = [(s.prompt.tokens, [c.n_tokens for c in s.prompt.checkpoints]) for s in large.slots]
@@ -185,7 +185,7 @@ def check_decisions(turns: int) -> list[tuple[MemoryKind, str, Server, Server]]:
 def summary(events: Sequence[Event]) -> Counter[str]:
     keys: Counter[str] = Counter()
     for e in events:
-        reason = e.data.get("reason")
+        reason = getattr(e, "reason", None)
         keys[f"{e.kind}:{reason}" if isinstance(reason, str) else e.kind] += 1
     return keys
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pcspec.model import events as ev
 from pcspec.model import policy
 from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, drop_all, hold
 from pcspec.model.config import Config
@@ -144,10 +145,19 @@ class PromptCache:
 
     # -- eviction ----------------------------------------------------------------------------
 
-    def evict(self, e: CacheEntry, reason: str, **data: object) -> None:
+    def evict(
+        self,
+        e: CacheEntry,
+        reason: str,
+        *,
+        loaded_tokens: int | None = None,
+        unique_total: int | None = None,
+        limit: int | None = None,
+    ) -> None:
         """Erase an entry (``states.erase`` / ``pop_front`` / ``pop_back``)."""
         self.entries.remove(e)
-        self.heap.emit("entry_evict", entry=e.id, reason=reason, n_tokens=e.prompt.n_tokens, **data)
+        self.heap.emit(ev.EntryEvict(entry=e.id, reason=reason, n_tokens=e.prompt.n_tokens,
+                                     loaded_tokens=loaded_tokens, unique_total=unique_total, limit=limit))
         if self.variant.free_on_evict:
             # Mutant free-shared: frees what the entry points at, whoever else holds it.
             for ck in e.prompt.checkpoints:
@@ -186,7 +196,7 @@ class PromptCache:
         """alloc step 1: the prompt is a prefix of (or equal to) an entry."""
         for e in self.entries:
             if lcp(e.prompt.tokens, tokens) == len(tokens):
-                self.heap.emit("save_skip_contained", entry=e.id)
+                self.heap.emit(ev.SaveSkipContained(entry=e.id))
                 return True
         return False
 
@@ -196,22 +206,22 @@ class PromptCache:
         if not oversize and not self.variant.make_room and self.limit_size > 0:
             oversize = sum(self.accounted_sizes(new_bufs)) + new_size > self.limit_size
         if oversize:
-            self.heap.emit("save_reject_oversize", size=new_size, own_unique=own_unique, limit=self.limit_size)
+            self.heap.emit(ev.SaveRejectOversize(size=new_size, own_unique=own_unique, limit=self.limit_size))
         return oversize
 
     def _on_bad_alloc(self, site: str) -> None:
         """alloc's ``catch (std::bad_alloc)``: shrink the limit for good, then update()."""
-        self.heap.emit("save_bad_alloc", site=site)
+        self.heap.emit(ev.SaveBadAlloc(site=site))
         if self.variant.shrink_limit_on_bad_alloc:
             old = self.limit_size
             self.limit_size = policy.limit_after_bad_alloc(self.size())
-            self.heap.emit("limit_change", old=old, new=self.limit_size)
+            self.heap.emit(ev.LimitChange(old=old, new=self.limit_size))
             self.update()
 
     def _build_entry(self, prompt: Prompt, main: Buffer | None, drft: Buffer | None) -> CacheEntry:
         """``states.push_back({prompt.tokens.clone(), prompt.checkpoints}, {main, drft})``."""
         if self.heap.faults.hit("save.alloc.entry"):
-            self.heap.emit("alloc_failed", size=prompt.n_tokens * 4, role="entry", site="save.alloc.entry")
+            self.heap.emit(ev.AllocFailed(size=prompt.n_tokens * 4, role="entry", site="save.alloc.entry"))
             raise BadAlloc("save.alloc.entry")
         copies = copy_checkpoints(self.heap, prompt.checkpoints, self.variant.sharing, self.variant.zero_init, None)
         entry = CacheEntry(self.heap.new_id(), Prompt(prompt.tokens), main, drft)
@@ -265,14 +275,13 @@ class PromptCache:
     def _publish(self, entry: CacheEntry) -> None:
         """``states.push_back``: the entry joins the list (LIMIT-1 and ACC-2 judge it here)."""
         self.entries.append(entry)
-        self.heap.emit(
-            "entry_insert",
+        self.heap.emit(ev.EntryInsert(
             entry=entry.id,
             n_tokens=entry.prompt.n_tokens,
             own_unique=unique_bytes([entry]),
             unique_after=unique_bytes(self.entries),
             limit=self.limit_size,
-        )
+        ))
 
     def pop_back(self, entry: CacheEntry) -> None:
         """``prompt_cache.states.pop_back()`` in #30137's prompt_save."""
@@ -307,7 +316,7 @@ class PromptCache:
         n_tgt = ctx_tgt.get_data(self.heap, seq, main, FULL, "save.read.tgt") if main else 0
         n_dft = ctx_dft.get_data(self.heap, seq, drft, FULL, "save.read.dft") if ctx_dft and drft else 0
         if n_tgt != size_tgt or n_dft != size_dft:
-            self.heap.emit("save_fill_short", entry=entry.id)
+            self.heap.emit(ev.SaveFillShort(entry=entry.id))
             drop_all(self.heap, entry.prompt)
             for b in entry.data_buffers():
                 self.heap.release(b)
@@ -328,14 +337,13 @@ class PromptCache:
             policy.entry_fractions(lcp(e.prompt.tokens, tokens_new), e.prompt.n_tokens, n_new) for e in self.entries
         ]
         i = policy.load_select(base[0], base[1], cands)
-        self.heap.emit(
-            "load_scan",
+        self.heap.emit(ev.LoadScan(
             base=base,
             candidates=cands,
             chosen=None if i is None else self.entries[i].id,
             entries=tuple((e.id, e.prompt.tokens) for e in self.entries),
             slot_tokens=prompt.tokens,
-        )
+        ))
         if i is None:
             return True
         e = self.entries[i]
@@ -344,12 +352,12 @@ class PromptCache:
             if ok and e.drft is not None:
                 ok = ctx_dft is not None and self._restore(ctx_dft, seq, e.drft, "load.write.dft")
             if not ok:
-                self.heap.emit("load_failed", entry=e.id, ctx="tgt or dft")
+                self.heap.emit(ev.LoadFailed(entry=e.id, ctx="tgt or dft"))
                 self.evict(e, "load_failed")
                 return False
         else:
             if not self._restore(ctx_tgt, seq, e.main, "load.write.tgt"):
-                self.heap.emit("load_failed", entry=e.id, ctx="tgt")
+                self.heap.emit(ev.LoadFailed(entry=e.id, ctx="tgt"))
                 return False  # the entry stays in the cache (server-task.cpp)
             # main.clear(); main.shrink_to_fit(): the entry changes while still in the cache
             self.heap.release(e.main)
@@ -358,7 +366,7 @@ class PromptCache:
                 if ctx_dft is None:
                     raise Abort("server_prompt_cache::load", "GGML_ASSERT(ctx_dft) failed")
                 if not self._restore(ctx_dft, seq, e.drft, "load.write.dft"):
-                    self.heap.emit("load_failed", entry=e.id, ctx="dft")
+                    self.heap.emit(ev.LoadFailed(entry=e.id, ctx="dft"))
                     return False
                 self.heap.release(e.drft)
                 e.drft = None
@@ -386,5 +394,5 @@ class PromptCache:
         for _ in range(n_tok):
             self.evict(self.entries[0], "limit_tokens")
         self.heap.emit(
-            "cache_state", n=len(self.entries), size=self.size(), limit=self.limit_size, n_tokens=self.n_tokens()
+            ev.CacheState(n=len(self.entries), size=self.size(), limit=self.limit_size, n_tokens=self.n_tokens())
         )

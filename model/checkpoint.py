@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pcspec.model import events as ev
 from pcspec.model.heap import Buffer, Heap
 from pcspec.model.memory import Tokens
 from pcspec.model.variants import Sharing
@@ -78,7 +79,7 @@ def hold(heap: Heap, prompt: Prompt, ck: Checkpoint) -> None:
     ck.refs += 1
     if ck.sealed is None:
         ck.sealed = ck.fingerprint()
-        heap.emit("publish_ckpt", ckpt=ck.id)
+        heap.emit(ev.PublishCkpt(ckpt=ck.id))
     prompt.checkpoints.append(ck)
 
 

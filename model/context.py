@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.heap import Buffer, Heap
 from pcspec.model.memory import SeqMemory, StateImage
@@ -69,12 +70,12 @@ class Context:
         img = mem.image(scope)
         if heap.faults.hit(site) or buf.size < size:
             heap.fill(buf, img, min(buf.size, size) // 2)
-            heap.emit("state_read_short", ctx=self.name, seq=seq, buf=buf.id, size=size)
+            heap.emit(ev.StateReadShort(ctx=self.name, seq=seq, buf=buf.id, size=size))
             return 0
         if size > 1 and heap.faults.hit("state.write.short"):
             n = size // 2
             heap.fill(buf, img, n)
-            heap.emit("state_read_short", ctx=self.name, seq=seq, buf=buf.id, size=size, written=n)
+            heap.emit(ev.StateReadShort(ctx=self.name, seq=seq, buf=buf.id, size=size, written=n))
             return n
         heap.fill(buf, img, size)
         return size
@@ -87,12 +88,12 @@ class Context:
             return 0
         if heap.faults.hit(site):
             mem.clear()  # state_read failed: the destination sequence was removed
-            heap.emit("state_write_failed", ctx=self.name, seq=seq, buf=buf.id, cause="fault")
+            heap.emit(ev.StateWriteFailed(ctx=self.name, seq=seq, buf=buf.id, cause="fault"))
             return 0
         if buf.unwritten > 0:
             # The header and a prefix were written; the rest is whatever the heap held. The
             # read "succeeds" (nothing checks the bytes) and the sequence holds garbage.
-            heap.emit("uninit_loaded", ctx=self.name, seq=seq, buf=buf.id, unwritten=buf.unwritten)
+            heap.emit(ev.UninitLoaded(ctx=self.name, seq=seq, buf=buf.id, unwritten=buf.unwritten))
             claimed = buf.content[1] if isinstance(buf.content, tuple) else buf.content
             if isinstance(claimed, StateImage) and claimed.kind == mem.kind:
                 mem.load_image(claimed)
@@ -103,10 +104,10 @@ class Context:
         img = buf.content
         if not buf.complete or not isinstance(img, StateImage) or img.kind != mem.kind:
             if buf.filled == 0:  # all zeros: "wrong sequence state magic", nothing touched
-                heap.emit("state_write_failed", ctx=self.name, seq=seq, buf=buf.id, cause="magic")
+                heap.emit(ev.StateWriteFailed(ctx=self.name, seq=seq, buf=buf.id, cause="magic"))
                 return 0
             mem.clear()
-            heap.emit("state_write_failed", ctx=self.name, seq=seq, buf=buf.id, cause="corrupt")
+            heap.emit(ev.StateWriteFailed(ctx=self.name, seq=seq, buf=buf.id, cause="corrupt"))
             return 0
         mem.load_image(img)
         return buf.size

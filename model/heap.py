@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+
+from pcspec.model import events as ev
+from pcspec.model.events import Event, stamp
 
 
 class BadAlloc(Exception):
@@ -33,18 +35,6 @@ class Abort(Exception):
         self.where = where
         self.message = message
         super().__init__(f"{where}: {message}")
-
-
-@dataclass
-class Event:
-    """One thing that happened inside an operation (``op`` is its index in the trace)."""
-
-    op: int
-    kind: str
-    data: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "kind": self.kind, **self.data}
 
 
 @dataclass(eq=False)
@@ -131,10 +121,12 @@ class Heap:
     _live_bytes: int = 0
 
     def __post_init__(self) -> None:
-        self.faults.on_hit = lambda site: self.emit("fault_hit", site=site)
+        self.faults.on_hit = lambda site: self.emit(ev.FaultHit(site=site))
 
-    def emit(self, kind: str, **data: Any) -> None:
-        self.events.append(Event(self.op, kind, data))
+    def emit(self, e: Event) -> None:
+        """Record ``e`` as an event of the current operation (``pcspec.model.events``)."""
+        stamp(e, self.op)
+        self.events.append(e)
 
     def new_id(self) -> int:
         i = self._next_id
@@ -147,12 +139,12 @@ class Heap:
         """Allocate ``size`` bytes (``resize`` of an empty vector). Raises ``BadAlloc`` when a
         fault is armed at ``site`` or the host has no room. The caller holds one reference."""
         if (site is not None and self.faults.hit(site)) or self._live_bytes + size > self.host_ram:
-            self.emit("alloc_failed", size=size, role=role, site=site)
+            self.emit(ev.AllocFailed(size=size, role=role, site=site))
             raise BadAlloc(site or role)
         buf = Buffer(self.new_id(), size, role, zeroed=zero_init, refs=1)
         self.live[buf.id] = buf
         self._live_bytes += size
-        self.emit("alloc", buf=buf.id, size=size, role=role, zeroed=zero_init)
+        self.emit(ev.Alloc(buf=buf.id, size=size, role=role, zeroed=zero_init))
         return buf
 
     def fill(self, buf: Buffer, content: object, n: int) -> None:
@@ -160,7 +152,7 @@ class Heap:
         buf.filled = max(0, min(n, buf.size))
         buf.content = content if n >= buf.size else ("short", content)
         buf.version += 1
-        self.emit("fill", buf=buf.id, n=buf.filled, complete=buf.complete)
+        self.emit(ev.Fill(buf=buf.id, n=buf.filled, complete=buf.complete))
 
     def copy(self, src: Buffer, role: str, zero_init: bool, site: str | None = None) -> Buffer:
         """A deep copy (``std::vector`` copy constructor): a new buffer with the same bytes."""
@@ -168,7 +160,7 @@ class Heap:
         dst.zeroed = src.zeroed or zero_init
         dst.filled = src.filled
         dst.content = src.content
-        self.emit("copy_payload", src=src.id, dst=dst.id, bytes=src.size, role=role)
+        self.emit(ev.CopyPayload(src=src.id, dst=dst.id, bytes=src.size, role=role))
         return dst
 
     # -- ownership -----------------------------------------------------------------------
@@ -190,7 +182,7 @@ class Heap:
         buf.freed = True
         self.live.pop(buf.id, None)
         self._live_bytes -= buf.size
-        self.emit("free", buf=buf.id, size=buf.size)
+        self.emit(ev.Free(buf=buf.id, size=buf.size))
 
     @property
     def physical_bytes(self) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pcspec.model import events as ev
 from pcspec.model import policy
 from pcspec.model.cache import lcp
 from pcspec.model.checkpoint import Checkpoint, drop, hold
@@ -36,9 +37,19 @@ def sample_token(tokens: Tokens) -> int:
     return VOCAB_GEN + h % GEN_SPAN
 
 
-def _erase(srv: Server, slot: Slot, ck: Checkpoint, reason: str, **why: object) -> None:
-    srv.heap.emit(
-        "ckpt_erase",
+def _erase(
+    srv: Server,
+    slot: Slot,
+    ck: Checkpoint,
+    reason: str,
+    *,
+    pos_max: int | None = None,
+    pos_next: int | None = None,
+    n_prefix: int | None = None,
+    cause: str | None = None,
+    full: bool | None = None,
+) -> None:
+    srv.heap.emit(ev.CkptErase(
         slot=slot.id,
         ckpt=ck.id,
         reason=reason,
@@ -46,8 +57,12 @@ def _erase(srv: Server, slot: Slot, ck: Checkpoint, reason: str, **why: object) 
         restored_by_task=ck is slot.restored,
         n_tokens=ck.n_tokens,
         list_len=len(slot.prompt.checkpoints),
-        **why,
-    )
+        pos_max=pos_max,
+        pos_next=pos_next,
+        n_prefix=n_prefix,
+        cause=cause,
+        full=full,
+    ))
     drop(srv.heap, slot.prompt, ck)
 
 
@@ -68,7 +83,7 @@ def _restore_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, pos_next: int) 
     if not ok:
         return None
     pos_next, n_past = policy.restored_positions(pos_next, ck.pos_min, ck.pos_max, ck.n_tokens)
-    srv.heap.emit("ckpt_restore", slot=slot.id, ckpt=ck.id, task=slot.task_id, n_tokens=ck.n_tokens, n_past=n_past)
+    srv.heap.emit(ev.CkptRestore(slot=slot.id, ckpt=ck.id, task=slot.task_id, n_tokens=ck.n_tokens, n_past=n_past))
     return pos_next, n_past
 
 
@@ -81,7 +96,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     task = slot.task
     assert task is not None
     if task.n_tokens == 0:  # "empty prompt - releasing slot"
-        heap.emit("empty_prompt", slot=slot.id, task=task.id)
+        heap.emit(ev.EmptyPrompt(slot=slot.id, task=task.id))
         slot.release(srv)
         return
     if task.n_tokens >= cfg.n_ctx_slot:  # server-context.cpp:3178-3184
@@ -172,7 +187,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
             if not v.contain_failures:
                 raise Abort("common_memory::seq_rm", f"failed to remove sequence {slot.id} with p0={n_past}, p1=-1")
             # fixed: the memory cannot go back to n_past: re-process the prompt from 0.
-            heap.emit("seq_rm_refused", slot=slot.id, ctx=ctx.name, p0=n_past)
+            heap.emit(ev.SeqRmRefused(slot=slot.id, ctx=ctx.name, p0=n_past))
             for c in srv.contexts():
                 c.seqs[slot.id].clear()
             slot.prompt.tokens = ()
@@ -182,8 +197,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
                 _erase(srv, slot, ck, "invalidated", cause="seq_rm refused")
             slot.restored = restored = None
             break
-    heap.emit(
-        "prompt_start",
+    heap.emit(ev.PromptStart(
         slot=slot.id,
         task=task.id,
         n_prefix=n_prefix,
@@ -197,7 +211,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         held=held,
         memories=memories,
         cache_prompt=task.cache_prompt,
-    )
+    ))
     slot.state = SlotState.PROCESSING_PROMPT
 
 
@@ -319,8 +333,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
         error = create_checkpoint(srv, slot, n_cur, pos_min, pos_max)
     for ctx in srv.contexts():
         ctx.seqs[slot.id].decode(new)
-    srv.heap.emit(
-        "batch",
+    srv.heap.emit(ev.Batch(
         slot=slot.id,
         task=task.id,
         start=n_start,
@@ -334,7 +347,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
         last_user=last_user,
         listed=listed,
         pos_min=gate_pos_min,
-    )
+    ))
     if error is not None:
         # iterate() caught the exception (server-context.cpp:2700-2710): send_error, release
         # this slot. The tokens it put into the batch are still decoded (the batch is built
@@ -351,7 +364,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
         # finishes and no error is sent. Measured on a real server: a livelock, not the
         # assert the source suggests (live-findings section 1).
         slot.stalled = True
-        srv.heap.emit("stall", slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens, n_prompt=task.n_tokens)
+        srv.heap.emit(ev.Stall(slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens, n_prompt=task.n_tokens))
     return n_cur
 
 
@@ -393,13 +406,13 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
         # fixed: the list is full of the checkpoint this task restored (a cap of 1, say, and a
         # restore beyond the resume point: a recurrent state rolled back from n_tokens). It
         # stays (PERF-2); a new one would break the cap (CKPT-1). Nothing is made.
-        heap.emit("ckpt_create_skipped", slot=slot.id, task=task.id, n_tokens=n_tokens_new, ckpt=kept.id)
+        heap.emit(ev.CkptCreateSkipped(slot=slot.id, task=task.id, n_tokens=n_tokens_new, ckpt=kept.id))
         if recycled is not None:
             heap.release(recycled)
         return None
     if kept is not None and kept.n_tokens == n_tokens_new:
         # It would be superseded by a byte-identical save (seed 000, Nthalk): keep it.
-        heap.emit("ckpt_kept_restored", slot=slot.id, ckpt=kept.id, task=task.id, n_tokens=kept.n_tokens)
+        heap.emit(ev.CkptKeptRestored(slot=slot.id, ckpt=kept.id, task=task.id, n_tokens=kept.n_tokens))
         if recycled is not None:
             heap.release(recycled)
         return None
@@ -422,11 +435,11 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
         if v.contain_failures:
             for b in ck.buffers():
                 heap.release(b)
-            heap.emit("ckpt_create_failed", slot=slot.id, task=task.id, reason=str(exc))
+            heap.emit(ev.CkptCreateFailed(slot=slot.id, task=task.id, reason=str(exc)))
             return None
         if isinstance(exc, _ShortSnapshot):  # GGML_ABORT in update_tgt/update_dft (common.cpp:2301-2321)
             raise Abort("common_prompt_checkpoint::update", str(exc)) from None
-        heap.emit("ckpt_create_failed", slot=slot.id, task=task.id, reason=str(exc))
+        heap.emit(ev.CkptCreateFailed(slot=slot.id, task=task.id, reason=str(exc)))
         if v.checkpoint_appended_before_fill:
             # master: ``emplace_back()`` then ``update_pos`` then the fills (2333-2342): the
             # checkpoint stays in the list with the parts filled before the throw (a target
@@ -437,8 +450,7 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
                 heap.release(b)
         return f"got exception: std::bad_alloc ({exc})"
     hold(heap, slot.prompt, ck)
-    heap.emit(
-        "ckpt_create",
+    heap.emit(ev.CkptCreate(
         slot=slot.id,
         ckpt=ck.id,
         task=task.id,
@@ -450,7 +462,7 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
         and slot.restored.tgt is not None
         and ck.tgt is not None
         and slot.restored.tgt.content == ck.tgt.content,
-    )
+    ))
     return None
 
 
@@ -501,7 +513,7 @@ def generate_step(srv: Server, slot: Slot) -> None:
         ctx.seqs[slot.id].decode(tok)
     # token: the one decoded (handle_last_sampled_token adds slot.sampled to the batch and the
     # prompt, server-context.cpp:484, 509)
-    srv.heap.emit("generate", slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens, token=tok[0])
+    srv.heap.emit(ev.Generate(slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens, token=tok[0]))
     slot.n_gen += 1
     slot.next_token = sample_token(slot.prompt.tokens)
     if slot.n_gen >= task.n_predict:
@@ -528,7 +540,7 @@ def context_shift_if_full(srv: Server, slot: Slot) -> None:
         context_shift(srv, slot)
     else:
         slot.truncated = True
-        srv.heap.emit("truncated", slot=slot.id, task=slot.task_id, n_tokens=slot.prompt.n_tokens)
+        srv.heap.emit(ev.Truncated(slot=slot.id, task=slot.task_id, n_tokens=slot.prompt.n_tokens))
         slot.release(srv)
 
 
@@ -549,7 +561,7 @@ def context_shift(srv: Server, slot: Slot) -> None:
     n_discard = max(0, min(n_left // 2, max(0, n_left - 1)))
     tokens = slot.prompt.tokens
     kept = tokens[:n_keep] + tokens[n_keep + n_discard :]
-    srv.heap.emit("context_shift", slot=slot.id, n_keep=n_keep, n_left=n_left, n_discard=n_discard)
+    srv.heap.emit(ev.ContextShift(slot=slot.id, n_keep=n_keep, n_left=n_left, n_discard=n_discard))
     for ck in list(slot.prompt.checkpoints):
         _erase(srv, slot, ck, "context_shift")
     slot.prompt.tokens = kept

@@ -14,6 +14,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, replace
 
+from pcspec.model import events as ev
 from pcspec.model import policy
 from pcspec.model.cache import PromptCache, lcp, unique_bytes
 from pcspec.model.config import Config
@@ -132,14 +133,14 @@ class Server:
         self.heap.op += 1
         self.last_result = {}
         if self.crash is not None:
-            self.heap.emit("ignored_after_crash", op_name=name)
+            self.heap.emit(ev.IgnoredAfterCrash(op_name=name))
             return False
-        self.heap.emit("op", name=name, **args)
+        self.heap.emit(ev.Op(name=name, args=args))
         return True
 
     def _crashed(self, exc: Abort) -> None:
         self.crash = Crash(self.heap.op, exc.where, exc.message)
-        self.heap.emit("crash", where=exc.where, message=exc.message)
+        self.heap.emit(ev.Crash(where=exc.where, message=exc.message))
 
     # -- public operations ----------------------------------------------------------------------------
 
@@ -198,7 +199,7 @@ class Server:
             # The queue sleeps only after --sleep-idle-seconds without a task
             # (server-queue.cpp:290-297, 326-338); a processing slot posts a task every loop
             # (server-context.cpp:2806-2811), so a busy server never sleeps.
-            self.heap.emit("sleep_skipped")
+            self.heap.emit(ev.SleepSkipped())
             return
         for slot in self.slots:
             slot.prompt_clear(self)
@@ -216,7 +217,7 @@ class Server:
         ``--ctx-checkpoints`` or fewer slots."""
         self.heap.op += 1
         self.last_result = {}
-        self.heap.emit("op", name="restart", **changes)
+        self.heap.emit(ev.Op(name="restart", args=changes))
         for buf in list(self.heap.live.values()):
             self.heap.free(buf)  # the old process's memory goes with it
         cfg: Config = replace(self.cfg, **changes)  # type: ignore[arg-type]  # (ints only: RESTART_FIELDS)
@@ -228,7 +229,7 @@ class Server:
         self.deferred.clear()
         self.requeued.clear()
         self.crash = None
-        self.heap.emit("restart", **changes)
+        self.heap.emit(ev.Restart(changes=changes))
 
     def slot_action(self, action: str, id_slot: int, filename: str = "") -> None:
         """``POST /slots/{id}?action=save|restore|erase``."""
@@ -247,7 +248,7 @@ class Server:
         from pcspec.model import slot_files
 
         if self.slots[act.slot].is_processing:
-            self.heap.emit("deferred", task=act.id, slot=act.slot, action=act.action)
+            self.heap.emit(ev.Deferred(task=act.id, slot=act.slot, action=act.action))
             self.deferred.append(act)
             return
         slot_files.handle(self, act.action, act.slot, act.filename)
@@ -273,7 +274,7 @@ class Server:
             return
         raw = self.files.get(filename)
         if raw is None:
-            self.heap.emit("file_missing", filename=filename)
+            self.heap.emit(ev.FileMissing(filename=filename))
             return
         if truncate is not None:
             raw = raw[:truncate]
@@ -284,7 +285,7 @@ class Server:
             if field is not None:
                 where = _field_place(raw, field)
                 if where is None:
-                    self.heap.emit("file_field_missing", filename=filename, field=field)
+                    self.heap.emit(ev.FileFieldMissing(filename=filename, field=field))
                     return
                 offset, width = where
                 data = (value % (1 << (8 * width))).to_bytes(width, "little")
@@ -294,7 +295,7 @@ class Server:
                     buf[offset + i] = b
             raw = bytes(buf)
         self.files[filename] = raw
-        self.heap.emit("file_corrupted", filename=filename, size=len(raw))
+        self.heap.emit(ev.FileCorrupted(filename=filename, size=len(raw)))
 
     # -- process_single_task ------------------------------------------------------------------------
 
@@ -307,7 +308,7 @@ class Server:
             return
         task = next((t for t in self.deferred if t.id_slot == id_slot), self.deferred[0])
         self.deferred.remove(task)
-        self.heap.emit("requeued", task=task.id, released=id_slot)
+        self.heap.emit(ev.Requeued(task=task.id, released=id_slot))
         self.requeued.append(task)
 
     def _process_requeued(self) -> None:
@@ -321,7 +322,7 @@ class Server:
     def _process_single_task(self, task: Task) -> None:
         slot = self.get_available_slot(task)
         if slot is None or slot.is_processing:
-            self.heap.emit("deferred", task=task.id, slot=None if slot is None else slot.id)
+            self.heap.emit(ev.Deferred(task=task.id, slot=None if slot is None else slot.id))
             self.deferred.append(task)
             return
         self.launch_slot_with_task(slot, task)
@@ -330,7 +331,7 @@ class Server:
             for other in self.slots:
                 if other.is_processing:
                     continue
-                self.heap.emit("idle_save", slot=other.id)
+                self.heap.emit(ev.IdleSave(slot=other.id))
                 if other.prompt_save(self):
                     self.cache.update()
                 if self.cfg.kv_unified:
@@ -343,7 +344,7 @@ class Server:
         slot.n_gen = 0
         slot.truncated = False
         slot.restored = None
-        self.heap.emit("launch", slot=slot.id, task=task.id)
+        self.heap.emit(ev.Launch(slot=slot.id, task=task.id))
 
     def get_available_slot(self, task: Task) -> Slot | None:
         """server-context.cpp: get_available_slot (pinned, LCP similarity, LRU) and the cache
@@ -404,8 +405,7 @@ class Server:
             and task.n_tokens > 0
             and lcp(ret.prompt.tokens, task.tokens) == 0
         )
-        self.heap.emit(
-            "select",
+        self.heap.emit(ev.Select(
             task=task.id,
             slot=None if ret is None else ret.id,
             how=how,
@@ -414,7 +414,7 @@ class Server:
             prompt=task.tokens,
             slot_tokens=ret.prompt.tokens if ret is not None else (),
             entries=tuple((e.id, e.prompt.tokens) for e in self.cache.entries) if judge_load and self.cache else (),
-        )
+        ))
         if ret is not None and ret.is_processing and not self.variant.cache_update_busy_slot:
             update_cache = False  # fixed: a busy slot is left alone; the task waits for it
         if ret is not None and update_cache and self.cache is not None and task.type == TaskType.COMPLETION:

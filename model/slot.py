@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry
 from pcspec.model.checkpoint import Checkpoint, Prompt, drop_all
 from pcspec.model.memory import FULL, Tokens
@@ -94,7 +95,7 @@ class Slot:
             return False
         heap = srv.heap
         before = srv.cache_fingerprint()
-        heap.emit("save_begin", slot=self.id, n_tokens=self.prompt.n_tokens)
+        heap.emit(ev.SaveBegin(slot=self.id, n_tokens=self.prompt.n_tokens))
         v = srv.variant
         if v.save_protocol == "transactional":
             ok = cache.save_transactional(self.prompt, srv.ctx_tgt, srv.ctx_dft, self.id)
@@ -106,7 +107,7 @@ class Slot:
         for e in cache.entries:  # what the save built is published now that it returned
             if e.sealed is None:
                 e.sealed = e.fingerprint()
-        heap.emit("save_end", slot=self.id, ok=ok, before=before, after=srv.cache_fingerprint())
+        heap.emit(ev.SaveEnd(slot=self.id, ok=ok, before=before, after=srv.cache_fingerprint()))
         return ok
 
     def _fill(self, srv: Server, entry: CacheEntry, size_tgt: int, size_dft: int) -> bool:
@@ -119,7 +120,7 @@ class Slot:
         if srv.ctx_dft is not None and entry.drft is not None:
             n_dft = srv.ctx_dft.get_data(heap, self.id, entry.drft, FULL, "save.read.dft")
         if srv.variant.validates_save and (n_tgt != size_tgt or n_dft != size_dft):
-            heap.emit("save_fill_short", entry=entry.id)  # "failed to save complete prompt state"
+            heap.emit(ev.SaveFillShort(entry=entry.id))  # "failed to save complete prompt state"
             cache.pop_back(entry)
             return False
         return True
@@ -131,20 +132,19 @@ class Slot:
         assert srv.cache is not None
         ok = srv.cache.load(self.prompt, tokens, srv.ctx_tgt, srv.ctx_dft, self.id)
         if not ok:
-            srv.heap.emit("prompt_load_failed", slot=self.id)
+            srv.heap.emit(ev.PromptLoadFailed(slot=self.id))
         return ok
 
     def prompt_clear(self, srv: Server) -> None:
         """server-context.cpp: server_slot::prompt_clear: ``mem.seq_rm(id, -1, -1)`` on both
         contexts, then ``prompt.clear()`` (tokens and, since #25649, checkpoints)."""
         lost = self.restored if self.restored in self.prompt.checkpoints else None
-        srv.heap.emit(
-            "prompt_clear",
+        srv.heap.emit(ev.PromptClear(
             slot=self.id,
             n_tokens=self.prompt.n_tokens,
             task=self.task_id,
             restored_by_task=None if lost is None else lost.id,
-        )
+        ))
         for ctx in srv.contexts():
             ctx.seqs[self.id].seq_rm(-1)
         self.prompt.tokens = ()
@@ -157,8 +157,8 @@ class Slot:
         message ``send_error`` answered the task with, if it failed."""
         # token: the last one sampled (server-context.cpp:3837, process_token 1817-1821), sent in
         # the reply and never decoded; None after an error
-        srv.heap.emit("release", slot=self.id, task=self.task_id, n_tokens=self.prompt.n_tokens, error=error,
-                      token=None if error is not None else self.next_token)
+        srv.heap.emit(ev.Release(slot=self.id, task=self.task_id, n_tokens=self.prompt.n_tokens, error=error,
+                      token=None if error is not None else self.next_token))
         srv.clock += 1
         self.t_last_used = srv.clock
         self.state = SlotState.IDLE

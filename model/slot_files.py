@@ -25,6 +25,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
+from pcspec.model import events as ev
 from pcspec.model.checkpoint import Checkpoint, drop_all, hold
 from pcspec.model.config import MemoryKind
 from pcspec.model.errors import PcspecError
@@ -181,8 +182,7 @@ def save(srv: Server, slot: Slot, filename: str) -> None:
     # reported count leaves the appendix out.
     n_written = len(data) if srv.variant.count_appendix_bytes else len(data) - len(encode_appendix(records))
     srv.last_result = {"n_saved": slot.prompt.n_tokens, "n_written": n_written}
-    srv.heap.emit(
-        "file_write",
+    srv.heap.emit(ev.FileWrite(
         slot=slot.id,
         filename=filename,
         n_saved=slot.prompt.n_tokens,
@@ -190,12 +190,12 @@ def save(srv: Server, slot: Slot, filename: str) -> None:
         size=len(data),
         unwritten=unwritten,
         checkpoints=[(r.n_tokens, r.pos_min, r.pos_max) for r in records],
-    )
+    ))
 
 
 def _fail(srv: Server, slot: Slot, filename: str, reason: str) -> None:
     """ "Unable to restore slot: <reason>" -- the slot is cleared (prompt_clear)."""
-    srv.heap.emit("file_restore_failed", slot=slot.id, filename=filename, reason=reason)
+    srv.heap.emit(ev.FileRestoreFailed(slot=slot.id, filename=filename, reason=reason))
     srv.last_result = {"error": reason}
     slot.prompt_clear(srv)
 
@@ -261,7 +261,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
     if img.describes() != tokens and not (img.attn is not None and img.attn == tokens):
         # The server cannot see this (the blob is opaque to it); the model can, and keeps
         # the C++ behaviour: the tokens are installed as written.
-        heap.emit("file_semantic_mismatch", filename=filename)
+        heap.emit(ev.FileSemanticMismatch(filename=filename))
     if v.resync_on_file_restore:
         mem.clear()
     if img.describes() or img.attn:
@@ -297,8 +297,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
     n_read = parsed.n_read if v.count_appendix_bytes else parsed.n_read - parsed.appendix_bytes
     srv.last_result = {"n_restored": len(tokens), "n_read": n_read}
     written = srv.written.get(filename)
-    heap.emit(
-        "file_restore",
+    heap.emit(ev.FileRestore(
         slot=slot.id,
         filename=filename,
         n_restored=len(tokens),
@@ -309,7 +308,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         appendix=parsed.appendix_status,
         saved=srv.written_meta.get(filename) if written == data else None,
         restored=summary(slot),
-    )
+    ))
 
 
 def invalid_token(tokens: tuple[int, ...], n_vocab: int | None) -> int | None:
@@ -352,12 +351,12 @@ def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: st
     if not v.slot_file_appendix:
         return  # October: the tokens come back with no checkpoint (prompt.clear(), 2614-2620)
     if parsed.appendix_status in ("truncated", "invalid"):
-        heap.emit("file_appendix_ignored", filename=filename, reason=parsed.appendix_reason)
+        heap.emit(ev.FileAppendixIgnored(filename=filename, reason=parsed.appendix_reason))
     records = parsed.checkpoints or []
     if v.resync_on_file_restore:
         why = next((w for r in records if (w := implausible(srv, r, slot.prompt.n_tokens))), None)
         if why is not None:  # like the reader: a problem anywhere ignores the whole appendix
-            heap.emit("file_appendix_ignored", filename=filename, reason=why)
+            heap.emit(ev.FileAppendixIgnored(filename=filename, reason=why))
             records = []
     restored: list[Checkpoint] = []
     for rec in records:
@@ -381,7 +380,7 @@ def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: st
         if v.resync_on_file_restore:
             dft.seqs[slot.id].decode(slot.prompt.tokens)
         if not ok:
-            heap.emit("file_draft_dropped", filename=filename)
+            heap.emit(ev.FileDraftDropped(filename=filename))
             for ck in restored:  # clear_dft: drops data_dft and data_spec
                 heap.release(ck.dft)
                 heap.release(ck.spec)

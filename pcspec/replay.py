@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pcspec.model import ops
-from pcspec.model.heap import Event
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.base import Property, Violation
 from pcspec.properties.catalogue import CATALOGUE

@@ -18,6 +18,7 @@ from typing import Any
 
 import z3
 
+from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry, lcp
 from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, hold
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
@@ -184,8 +185,8 @@ class Relation:
             self._evictions(s.evictions[:N], "room")
             self._evictions(s.evictions[N:], "limit_bytes")
         elif self.op == "update":
-            post, ev = co.update(b, "update", self.v, c)
-            self._evictions(ev, "limit_bytes")
+            post, evictions = co.update(b, "update", self.v, c)
+            self._evictions(evictions, "limit_bytes")
         else:  # which entries go, or lose their main state, is the encoding's free choice: an input
             post = co.remove(b, "remove", c) if self.op == "remove" else co.clear_main(b, "clear_main", c)
             flag = "gone" if self.op == "remove" else "cleared"
@@ -194,9 +195,9 @@ class Relation:
         self.solver = z3.Solver(ctx=b.ctx)
         self.solver.add(*b.facts)
 
-    def _evictions(self, ev: list[co.Eviction], reason: str) -> None:
+    def _evictions(self, evictions: list[co.Eviction], reason: str) -> None:
         """Each position's eviction (popped?) and the unique bytes the model records then."""
-        for i, e in enumerate(ev):
+        for i, e in enumerate(evictions):
             self.outputs[f"{reason}.pop{i}"] = e.popped
             self.outputs[f"{reason}.unique{i}"] = e.unique_total
 
@@ -260,22 +261,18 @@ def run_save(scene: Scene, v: Variant) -> tuple[dict[str, Any], dict[str, Any], 
     outputs: dict[str, Any] = {
         "ok": ok,
         "crash": crash,
-        "rejected": any(e.kind == "save_reject_oversize" for e in events),
-        "published": any(e.kind == "entry_insert" for e in events),
+        "rejected": any(isinstance(e, ev.SaveRejectOversize) for e in events),
+        "published": any(isinstance(e, ev.EntryInsert) for e in events),
     }
     outputs.update(_evicted(events, ids, "make_room", "room"))
     outputs.update(_evicted(events, ids, "limit_bytes", "limit_bytes"))
     return pre, inputs, post, outputs
 
 
-def _evicted(events: list[Any], ids: list[int], reason: str, key: str) -> dict[str, Any]:
+def _evicted(events: list[ev.Event], ids: list[int], reason: str, key: str) -> dict[str, Any]:
     """Which positions the model evicted for ``reason``, and the unique bytes it recorded."""
     out: dict[str, Any] = {}
-    gone = {
-        e.data["entry"]: e.data["unique_total"]
-        for e in events
-        if e.kind == "entry_evict" and e.data["reason"] == reason
-    }
+    gone = {e.entry: e.unique_total for e in events if isinstance(e, ev.EntryEvict) and e.reason == reason}
     for i, eid in enumerate(ids):
         out[f"{key}.pop{i}"] = eid in gone
         if eid in gone:

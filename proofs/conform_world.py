@@ -19,6 +19,7 @@ from typing import Any
 
 import z3
 
+from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry
 from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, hold
 from pcspec.model.config import Config, MemoryKind
@@ -301,7 +302,7 @@ def run(
     run_op = {"create": _create, "create_short": _create, "save": _save, "load": _load, "evict": _evict}
     run_op.update({"drop": _drop, "clear": _clear})
     crash = run_op[op](srv, scene, d, params)
-    unwritten = any(ev.kind == "uninit_loaded" for ev in srv.heap.events[start:])
+    unwritten = any(isinstance(e, ev.UninitLoaded) for e in srv.heap.events[start:])
     # Objects the operation created did not exist before: nobody held them.
     for ci in d.ckpts.values():
         if ("made", ci) not in pre:
@@ -352,7 +353,7 @@ def _save(srv: Server, scene: WorldScene, d: Designation, params: dict[str, Any]
     start = len(srv.heap.events)
     slot.prompt_save(srv)
     created = [e for e in srv.cache.entries if e.id not in before]
-    allocs = [(ev.data["buf"], ev.data["role"]) for ev in srv.heap.events[start:] if ev.kind == "alloc"]
+    allocs = [(e.buf, e.role) for e in srv.heap.events[start:] if isinstance(e, ev.Alloc)]
     data = {role: bid for bid, role in allocs if role in ("main", "drft")}
     params["e"] = d.h(f"entry:{created[0].id}") if created else d.h("entry:new")
     params["mb"] = d.bufs.setdefault(data["main"], len(d.bufs)) if "main" in data else d.spare_b()

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pcspec.model import events as ev
 from pcspec.model import policy
-from pcspec.model.heap import Event
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.base import events_of, memo, on_events
 
@@ -36,31 +37,32 @@ def acc1_accounted_equals_unique(srv: Server, events: Sequence[Event]) -> list[s
     return [f"the cache accounts {acc} bytes but holds {uniq} unique bytes ({acc - uniq:+d})"]
 
 
-@on_events("save_reject_oversize", "entry_insert")
+@on_events(ev.SaveRejectOversize, ev.EntryInsert)
 def acc2_reject_iff_oversize(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
-    for e in events_of(events, "save_reject_oversize"):
-        if e.data["own_unique"] <= e.data["limit"]:
+    for r in events_of(events, ev.SaveRejectOversize):
+        if r.own_unique <= r.limit:
             out.append(
-                f"an entry of {e.data['own_unique']} unique bytes was rejected as oversize "
-                f"though the limit is {e.data['limit']} (counted as {e.data['size']})"
+                f"an entry of {r.own_unique} unique bytes was rejected as oversize "
+                f"though the limit is {r.limit} (counted as {r.size})"
             )
-    for e in events_of(events, "entry_insert"):
-        limit = e.data["limit"]
-        if limit > 0 and e.data["own_unique"] > limit:
-            out.append(
-                f"entry #{e.data['entry']} of {e.data['own_unique']} unique bytes admitted over the limit {limit}"
-            )
+    for e in events_of(events, ev.EntryInsert):
+        limit = e.limit
+        if limit > 0 and e.own_unique > limit:
+            out.append(f"entry #{e.entry} of {e.own_unique} unique bytes admitted over the limit {limit}")
     return out
 
 
-@on_events("entry_evict")
+@on_events(ev.EntryEvict)
 def acc3_minimal_eviction(srv: Server, events: Sequence[Event]) -> list[str]:
     return [
-        f"entry #{e.data['entry']} evicted ({e.data['reason']}) though unique bytes "
-        f"{e.data['unique_total']} were within the limit {e.data['limit']}"
-        for e in events_of(events, "entry_evict")
-        if e.data["reason"] in ("make_room", "limit_bytes") and e.data["unique_total"] <= e.data["limit"]
+        f"entry #{e.entry} evicted ({e.reason}) though unique bytes "
+        f"{e.unique_total} were within the limit {e.limit}"
+        for e in events_of(events, ev.EntryEvict)
+        if e.reason in ("make_room", "limit_bytes")
+        and e.unique_total is not None
+        and e.limit is not None
+        and e.unique_total <= e.limit
     ]
 
 
@@ -70,11 +72,9 @@ def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
         return []
     out: list[str] = []
     limit = cache.limit_size
-    for e in events_of(events, "entry_insert"):
-        if limit > 0 and e.data["unique_after"] > limit:
-            out.append(
-                f"entry #{e.data['entry']} published with {e.data['unique_after']} unique bytes over the limit {limit}"
-            )
+    for e in events_of(events, ev.EntryInsert):
+        if limit > 0 and e.unique_after > limit:
+            out.append(f"entry #{e.entry} published with {e.unique_after} unique bytes over the limit {limit}")
     uniq = _unique(srv, events)
     if limit > 0 and uniq > limit:
         out.append(f"the cache holds {uniq} unique bytes over the limit {limit}")

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pcspec.model.checkpoint import Checkpoint
-from pcspec.model.heap import Event
+from pcspec.model.events import Event
 from pcspec.model.ownership import Holder, holders
 from pcspec.model.server import Server
 
 Check = Callable[[Server, Sequence[Event]], list[str]]
 C = TypeVar("C", bound=Check)
 T = TypeVar("T")
+E = TypeVar("E", bound=Event)
 
 
 # check -> the event kinds it needs (``on_events``). Kept here rather than as an attribute
@@ -29,16 +30,19 @@ T = TypeVar("T")
 _EVENT_KINDS: dict[Check, frozenset[str]] = {}
 
 
-def on_events(*kinds: str) -> Callable[[C], C]:
-    """Declares that a check finds nothing unless an event of one of ``kinds`` is among the
-    events judged (whatever the state). The judge then skips it when none is: most model
+def on_events(*kinds: type[Event] | str) -> Callable[[C], C]:
+    """Declares that a check finds nothing unless an event of one of ``kinds`` (event classes
+    of ``pcspec.model.events``, or their kind names) is among the events judged (whatever the
+    state). The judge then skips it when none is: most model
     operations emit only an ``op`` and a ``generate`` event, and these checks are most of
     the catalogue. The declaration sits on the check so that it changes with the code it
     describes; ``tests/test_judge_shortcuts.py`` runs every declared check without its events
     over fuzzed states and requires nothing found."""
 
+    names = frozenset(k if isinstance(k, str) else k.kind for k in kinds)
+
     def mark(check: C) -> C:
-        _EVENT_KINDS[check] = frozenset(kinds)
+        _EVENT_KINDS[check] = names
         return check
 
     return mark
@@ -135,7 +139,8 @@ def memo(events: Sequence[Event], key: str, compute: Callable[[], T]) -> T:
     return value
 
 
-def events_of(events: Sequence[Event], kind: str) -> list[Event]:
+def events_of(events: Sequence[Event], kind: type[E]) -> list[E]:
+    """The events of class ``kind``, in order."""
     if isinstance(events, Events):
-        return events.by_kind.get(kind, [])
-    return [e for e in events if e.kind == kind]
+        return events.by_kind.get(kind.kind, [])  # type: ignore[return-value]  # (keyed by kind)
+    return [e for e in events if isinstance(e, kind)]

@@ -7,11 +7,11 @@ the state image of a token prefix, which must equal the holder's tokens up to ``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from pcspec.model import events as ev
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.config import MemoryKind
-from pcspec.model.heap import Event
+from pcspec.model.events import Event
 from pcspec.model.memory import StateImage, Tokens
 from pcspec.model.server import Server
 from pcspec.properties.base import events_of, holders_of, on_events
@@ -61,47 +61,47 @@ def ckpt2_describes_prefix(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
-@on_events("prompt_start")
+@on_events(ev.PromptStart)
 def restore1_prompt_start(srv: Server, events: Sequence[Event]) -> list[str]:
     """Judged on what ``prompt_start`` kept, as of that moment (later work in the same
     ``update_slots`` iteration, such as a deferred task's cache load, is not its doing)."""
     out: list[str] = []
-    for e in events_of(events, "prompt_start"):
-        prompt: Tokens = e.data["prompt"]
-        for ck in e.data["kept"]:
+    for e in events_of(events, ev.PromptStart):
+        prompt: Tokens = e.prompt
+        for ck in e.kept:
             if not describes_prefix(ck, prompt):
                 out.append(
-                    f"task {e.data['task']} on slot {e.data['slot']} kept {ck.describe()}, which is not a "
-                    f"prefix of the new prompt (shared prefix {e.data['n_prefix']} tokens)"
+                    f"task {e.task} on slot {e.slot} kept {ck.describe()}, which is not a "
+                    f"prefix of the new prompt (shared prefix {e.n_prefix} tokens)"
                 )
-            elif ck.id == e.data["restored"] and ck.pos_max > e.data["n_prefix"]:
-                out.append(f"task {e.data['task']} restored {ck.describe()} beyond pos_next {e.data['n_prefix']}")
+            elif ck.id == e.restored and ck.pos_max > e.n_prefix:
+                out.append(f"task {e.task} restored {ck.describe()} beyond pos_next {e.n_prefix}")
     return out
 
 
-@on_events("ckpt_erase", "ckpt_create", "prompt_clear")
+@on_events(ev.CkptErase, ev.CkptCreate, ev.PromptClear)
 def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
     """Wasted restores: the task erases, re-creates identically or clears away the checkpoint
     it restored. A context shift is not counted: it moves every position, so no checkpoint
     describes the shifted sequence and keeping one would break CKPT-2."""
     out = [
-        f"task {e.data['task']} erased the checkpoint it restored (ckpt#{e.data['ckpt']}, "
-        f"n_tokens={e.data['n_tokens']}, reason {e.data['reason']})"
-        for e in events_of(events, "ckpt_erase")
-        if e.data["restored_by_task"] and e.data["reason"] != "context_shift"
+        f"task {e.task} erased the checkpoint it restored (ckpt#{e.ckpt}, "
+        f"n_tokens={e.n_tokens}, reason {e.reason})"
+        for e in events_of(events, ev.CkptErase)
+        if e.restored_by_task and e.reason != "context_shift"
     ]
     out += [
-        f"task {e.data['task']} re-created the checkpoint it restored, byte-identical (n_tokens={e.data['n_tokens']})"
-        for e in events_of(events, "ckpt_create")
-        if e.data["identical_to_restored"]
+        f"task {c.task} re-created the checkpoint it restored, byte-identical (n_tokens={c.n_tokens})"
+        for c in events_of(events, ev.CkptCreate)
+        if c.identical_to_restored
     ]
     # A prompt clear while the task runs (a failed cache load onto its slot, a failed step)
     # drops the whole list without erase events: the restored checkpoint goes with it.
     out += [
-        f"task {e.data['task']} lost the checkpoint it restored (ckpt#{e.data['restored_by_task']}) "
-        f"to a prompt clear of slot {e.data['slot']}"
-        for e in events_of(events, "prompt_clear")
-        if e.data.get("restored_by_task") is not None
+        f"task {p.task} lost the checkpoint it restored (ckpt#{p.restored_by_task}) "
+        f"to a prompt clear of slot {p.slot}"
+        for p in events_of(events, ev.PromptClear)
+        if p.restored_by_task is not None
     ]
     return out
 
@@ -109,7 +109,7 @@ def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
 ALLOWED_ERASURES = ("invalidated", "cap", "too_close", "supersede", "context_shift")
 
 
-@on_events("ckpt_erase")
+@on_events(ev.CkptErase)
 def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
     """Every ``ckpt_erase`` has an allowed reason whose condition held *at that erasure*
     (clears and prompt replacements drop whole lists and are not ``ckpt_erase`` events):
@@ -123,58 +123,57 @@ def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
     """
     out: list[str] = []
     cap = srv.cfg.n_ctx_checkpoints
-    for e in events_of(events, "ckpt_erase"):
-        d = e.data
-        what = f"task {d['task']} erased ckpt#{d['ckpt']} (n_tokens={d['n_tokens']}) as {d['reason']}"
-        if d["reason"] not in ALLOWED_ERASURES:
+    for e in events_of(events, ev.CkptErase):
+        what = f"task {e.task} erased ckpt#{e.ckpt} (n_tokens={e.n_tokens}) as {e.reason}"
+        if e.reason not in ALLOWED_ERASURES:
             out.append(f"{what}: not an allowed reason ({', '.join(ALLOWED_ERASURES)})")
-        elif d["reason"] == "too_close" and d["list_len"] + 1 < cap:
-            out.append(f"{what} while the list ({d['list_len']} of {cap}) was not full")
-        elif d["reason"] == "cap" and d["list_len"] < cap:
-            out.append(f"{what} while the list held {d['list_len']} of {cap}")
+        elif e.reason == "too_close" and e.list_len + 1 < cap:
+            out.append(f"{what} while the list ({e.list_len} of {cap}) was not full")
+        elif e.reason == "cap" and e.list_len < cap:
+            out.append(f"{what} while the list held {e.list_len} of {cap}")
         elif (
-            d["reason"] == "invalidated"
-            and "cause" not in d
-            and not (d["pos_max"] > d["pos_next"] or d["n_tokens"] > d["n_prefix"])
+            e.reason == "invalidated"
+            and e.cause is None
+            and e.pos_max is not None
+            and e.pos_next is not None
+            and e.n_prefix is not None
+            and not (e.pos_max > e.pos_next or e.n_tokens > e.n_prefix)
         ):
             out.append(
-                f"{what} though pos_max {d['pos_max']} <= pos_next {d['pos_next']} and "
-                f"n_tokens {d['n_tokens']} <= n_prefix {d['n_prefix']}: it still described the prompt"
+                f"{what} though pos_max {e.pos_max} <= pos_next {e.pos_next} and "
+                f"n_tokens {e.n_tokens} <= n_prefix {e.n_prefix}: it still described the prompt"
             )
     return out
 
 
-@on_events("prompt_start")
+@on_events(ev.PromptStart)
 def perf3_extension_resumes(srv: Server, events: Sequence[Event]) -> list[str]:
     """A prompt that strictly extends a recurrent or hybrid slot's live tokens resumes from
     live memory (#24110: no needless restore when the prompt brings new tokens)."""
     if srv.cfg.memory not in (MemoryKind.RECURRENT, MemoryKind.HYBRID):
         return []
     out: list[str] = []
-    for e in events_of(events, "prompt_start"):
-        d = e.data
-        if not 0 < d["n_prefix"] == d["n_slot_tokens"] < len(d["prompt"]):
+    for e in events_of(events, ev.PromptStart):
+        if not 0 < e.n_prefix == e.n_slot_tokens < len(e.prompt):
             continue
-        if d["restored"] is not None or d["reprocess"] is not None or d["n_past"] != d["n_prefix"]:
-            how = "restored a checkpoint" if d["restored"] is not None else f"re-processed ({d['reprocess']})"
+        if e.restored is not None or e.reprocess is not None or e.n_past != e.n_prefix:
+            how = "restored a checkpoint" if e.restored is not None else f"re-processed ({e.reprocess})"
             out.append(
-                f"task {d['task']} strictly extends the {d['n_slot_tokens']} live tokens of slot {d['slot']} "
-                f"but {how}: n_past {d['n_past']}"
+                f"task {e.task} strictly extends the {e.n_slot_tokens} live tokens of slot {e.slot} "
+                f"but {how}: n_past {e.n_past}"
             )
     return out
 
 
-def _named_breaks(d: dict[str, Any], n_batch: int, n_ubatch: int, min_step: int) -> dict[int, str]:
+def _named_breaks(d: ev.Batch, n_batch: int, n_ubatch: int, min_step: int) -> dict[int, str]:
     """The positions where the creation rules end a batch (server-context.cpp:3529-3559), as
     of the list the fill saw: a user-message start that is the last one, or the first, or
     more than ``--checkpoint-min-step`` past the newest checkpoint; and the tail positions
     ``4 + n_ubatch`` and ``4`` tokens before the prompt's end (#20288; at most ``n_batch``)."""
-    n_prompt: int = d["n_prompt"]
-    listed: tuple[int, ...] = d["listed"]
-    spans: tuple[int, ...] = d["spans"]
+    n_prompt, listed = d.n_prompt, d.listed
     out: dict[int, str] = {}
-    for p in spans:
-        if p == d["last_user"]:
+    for p in d.spans:
+        if p == d.last_user:
             out[p] = "the last user message's start"
         elif not listed:
             out[p] = "a user message's start (no checkpoint yet)"
@@ -185,7 +184,12 @@ def _named_breaks(d: dict[str, Any], n_batch: int, n_ubatch: int, min_step: int)
     return out
 
 
-@on_events("batch")
+# CKPT-3's events besides the batches (tuples, not ``A | B``: the loop sees every event)
+_MADE = (ev.CkptCreate, ev.CkptKeptRestored)
+_COUNTS_AS_MADE = (ev.CkptCreateFailed, ev.CkptCreateSkipped)
+
+
+@on_events(ev.Batch)
 def ckpt3_creation_rules(srv: Server, events: Sequence[Event]) -> list[str]:
     """Checkpoint creation judged both ways, batch by batch, for every task that makes
     checkpoints (a completion on a memory that cannot roll back, or with a window):
@@ -205,30 +209,32 @@ def ckpt3_creation_rules(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     made: dict[int, set[int]] = {}  # slot -> n_tokens made since its previous batch
     for e in events:
-        d = e.data
-        if e.kind in ("ckpt_create", "ckpt_kept_restored", "ckpt_create_failed", "ckpt_create_skipped"):
-            n = d.get("n_tokens", -1)
-            made.setdefault(d["slot"], set()).add(n if e.kind in ("ckpt_create", "ckpt_kept_restored") else -2)
+        if isinstance(e, _MADE):
+            made.setdefault(e.slot, set()).add(e.n_tokens)
             continue
-        if e.kind != "batch":
+        if isinstance(e, _COUNTS_AS_MADE):
+            made.setdefault(e.slot, set()).add(-2)
             continue
-        got = made.pop(d["slot"], set())
-        if not d.get("needs"):
+        if not isinstance(e, ev.Batch):
             continue
-        start, end, n_prompt = d["start"], d["start"] + d["n"], d["n_prompt"]
+        d = e
+        got = made.pop(d.slot, set())
+        if not d.needs:
+            continue
+        start, end, n_prompt = d.start, d.start + d.n, d.n_prompt
         breaks = _named_breaks(d, cfg.n_batch, cfg.n_ubatch, cfg.checkpoint_min_step)
         for p in sorted(breaks):
             if start < p < end:
-                out.append(f"task {d['task']}: batch [{start}, {end}) runs across {p}, {breaks[p]}, where it must end")
-        listed: tuple[int, ...] = d["listed"]
+                out.append(f"task {d.task}: batch [{start}, {end}) runs across {p}, {breaks[p]}, where it must end")
+        listed = d.listed
         near_end = n_prompt < end + cfg.n_ubatch
-        named = start in d["spans"] or near_end or end == n_prompt
-        spaced = not listed or start == d["last_user"] or near_end or start > listed[-1] + cfg.checkpoint_min_step
-        want = named and spaced and d["pos_min"] >= 0
+        named = start in d.spans or near_end or end == n_prompt
+        spaced = not listed or start == d.last_user or near_end or start > listed[-1] + cfg.checkpoint_min_step
+        want = named and spaced and d.pos_min >= 0
         has = start in got or -2 in got
         if want and not has:
-            out.append(f"task {d['task']}: no checkpoint at n_tokens={start}, the start of batch [{start}, {end})")
+            out.append(f"task {d.task}: no checkpoint at n_tokens={start}, the start of batch [{start}, {end})")
         elif has and not want and start in got:
             why = "not a user-message start nor near the prompt's end" if not named else "too close to the last"
-            out.append(f"task {d['task']}: made a checkpoint at n_tokens={start} ({why}: list {list(listed)})")
+            out.append(f"task {d.task}: made a checkpoint at n_tokens={start} ({why}: list {list(listed)})")
     return out

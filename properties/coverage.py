@@ -16,9 +16,12 @@ verify table marks what that design's runs did not reach).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from pcspec.model.heap import Event, Faults
+from pcspec.model import events as ev
+from pcspec.model.events import Event
+from pcspec.model.heap import Faults
 
 # decision -> what it is and where the rule lives (policy.py function, or the operation).
 DECISIONS: dict[str, str] = {
@@ -140,100 +143,90 @@ def _slug(text: str) -> str:
     return text.replace(" ", "_").replace("-", "_")
 
 
-def decisions_of(e: Event) -> Iterator[str]:
+def _select(e: ev.Select) -> tuple[str, ...]:
+    first = "select.none" if e.slot is None else f"select.{e.how}"
+    return (first, "select.update_cache") if e.update_cache else (first,)
+
+
+def _release(e: ev.Release) -> tuple[str, ...]:
+    return ("task.context_exceeded",) if e.error and "context size" in e.error else ()
+
+
+def _prompt_start(e: ev.PromptStart) -> tuple[str, ...]:
+    if e.restored is not None:
+        return ("start.restore",)
+    if e.reprocess is not None:
+        return (f"start.reprocess.{_slug(e.reprocess)}",)
+    return ("start.resume_live",) if e.n_past > 0 else ("start.fresh",)
+
+
+def _entry_evict(e: ev.EntryEvict) -> tuple[str, ...]:
+    name = f"evict.{e.reason}"
+    return (name,) if name in DECISIONS else ()
+
+
+def _file_write(e: ev.FileWrite) -> tuple[str, ...]:
+    return ("file.saved", "file.uninit_written") if e.unwritten else ("file.saved",)
+
+
+def _always(*names: str) -> Callable[[Event], tuple[str, ...]]:
+    return lambda _e: names
+
+
+# The decisions each event class records, by its class (most record none). ``count`` runs after
+# every operation of every fuzzing step, and most events (``generate``, ``batch``, ``alloc``,
+# ``fill``...) record none: they are passed over with one dictionary look-up.
+_DECIDE: dict[type[Event], Callable[[Any], tuple[str, ...]]] = {
+    ev.Select: _select,
+    ev.Deferred: _always("task.deferred"),
+    ev.Requeued: _always("task.requeued"),
+    ev.Release: _release,
+    ev.PromptStart: _prompt_start,
+    ev.CkptCreate: _always("ckpt.create"),
+    ev.CkptCreateFailed: _always("ckpt.create_failed"),
+    ev.CkptKeptRestored: _always("ckpt.kept_restored"),
+    ev.CkptCreateSkipped: _always("ckpt.skipped_full"),
+    ev.CkptErase: lambda e: (f"ckpt.erase.{e.reason}",),
+    ev.ContextShift: _always("gen.context_shift"),
+    ev.Stall: _always("slot.stall"),
+    ev.Truncated: _always("gen.truncated"),
+    ev.SaveSkipContained: _always("save.skip_contained"),
+    ev.SaveRejectOversize: _always("save.reject_oversize"),
+    ev.SaveBadAlloc: _always("save.bad_alloc"),
+    ev.SaveFillShort: _always("save.fill_short"),
+    ev.LimitChange: _always("save.limit_shrunk"),
+    ev.EntryInsert: _always("save.inserted"),
+    ev.EntryEvict: _entry_evict,
+    ev.LoadScan: lambda e: ("load.none",) if e.chosen is None else ("load.chosen",),
+    ev.LoadFailed: _always("load.failed"),
+    ev.FileWrite: _file_write,
+    ev.FileRestore: _always("file.restored"),
+    ev.FileRestoreFailed: _always("file.restore_failed"),
+    ev.FileAppendixIgnored: _always("file.appendix_ignored"),
+    ev.FileDraftDropped: _always("file.draft_dropped"),
+    ev.UninitLoaded: _always("state.uninit_loaded"),
+    ev.StateWriteFailed: _always("state.write_failed"),
+    ev.StateReadShort: _always("state.read_short"),
+    ev.Crash: _always("server.crash"),
+    ev.Op: lambda e: ("server.sleep",) if e.name == "sleep_wake" else (),
+    ev.Restart: _always("server.restart"),
+    ev.FaultHit: lambda e: (f"fault.{e.site}",),
+}
+DECIDING_KINDS = frozenset(t.kind for t in _DECIDE)  # the kinds that can record a decision
+
+
+def decisions_of(e: Event) -> tuple[str, ...]:
     """The decisions one event records (most record none)."""
-    k, d = e.kind, e.data
-    if k == "select":
-        yield "select.none" if d["slot"] is None else f"select.{d['how']}"
-        if d["update_cache"]:
-            yield "select.update_cache"
-    elif k == "deferred":
-        yield "task.deferred"
-    elif k == "requeued":
-        yield "task.requeued"
-    elif k == "release" and d.get("error") and "context size" in str(d["error"]):
-        yield "task.context_exceeded"
-    elif k == "prompt_start":
-        if d["restored"] is not None:
-            yield "start.restore"
-        elif d["reprocess"] is not None:
-            yield f"start.reprocess.{_slug(d['reprocess'])}"
-        elif d["n_past"] > 0:
-            yield "start.resume_live"
-        else:
-            yield "start.fresh"
-    elif k == "ckpt_create":
-        yield "ckpt.create"
-    elif k == "ckpt_create_failed":
-        yield "ckpt.create_failed"
-    elif k == "ckpt_kept_restored":
-        yield "ckpt.kept_restored"
-    elif k == "ckpt_create_skipped":
-        yield "ckpt.skipped_full"
-    elif k == "ckpt_erase":
-        yield f"ckpt.erase.{d['reason']}"
-    elif k == "context_shift":
-        yield "gen.context_shift"
-    elif k == "stall":
-        yield "slot.stall"
-    elif k == "truncated":
-        yield "gen.truncated"
-    elif k in ("save_skip_contained", "save_reject_oversize", "save_bad_alloc", "save_fill_short"):
-        yield "save." + k[len("save_") :]
-    elif k == "limit_change":
-        yield "save.limit_shrunk"
-    elif k == "entry_insert":
-        yield "save.inserted"
-    elif k == "entry_evict" and f"evict.{d['reason']}" in DECISIONS:
-        yield f"evict.{d['reason']}"
-    elif k == "load_scan":
-        yield "load.none" if d["chosen"] is None else "load.chosen"
-    elif k == "load_failed":
-        yield "load.failed"
-    elif k == "file_write":
-        yield "file.saved"
-        if d.get("unwritten"):
-            yield "file.uninit_written"
-    elif k == "file_restore":
-        yield "file.restored"
-    elif k in ("file_restore_failed", "file_appendix_ignored", "file_draft_dropped"):
-        yield "file." + k[len("file_") :]
-    elif k == "uninit_loaded":
-        yield "state.uninit_loaded"
-    elif k == "state_write_failed":
-        yield "state.write_failed"
-    elif k == "state_read_short":
-        yield "state.read_short"
-    elif k == "crash":
-        yield "server.crash"
-    elif k == "op" and d.get("name") == "sleep_wake":
-        yield "server.sleep"
-    elif k == "restart":
-        yield "server.restart"
-    elif k == "fault_hit":
-        yield f"fault.{d['site']}"
-
-
-# The kinds ``decisions_of`` can name a decision for (its branches, in order): ``count`` runs
-# after every operation of every fuzzing step, and most events (``generate``, ``batch``,
-# ``alloc``, ``fill``...) record none, so they are passed over without a generator.
-# ``tests/test_judge_shortcuts.py`` checks the set against the branches.
-DECIDING_KINDS = frozenset(
-    {
-        "select", "deferred", "requeued", "release", "prompt_start", "ckpt_create", "ckpt_create_failed",
-        "ckpt_kept_restored", "ckpt_create_skipped", "ckpt_erase", "context_shift", "stall", "truncated",
-        "save_skip_contained", "save_reject_oversize", "save_bad_alloc", "save_fill_short", "limit_change",
-        "entry_insert", "entry_evict", "load_scan", "load_failed", "file_write", "file_restore", "file_restore_failed",
-        "file_appendix_ignored", "file_draft_dropped", "uninit_loaded", "state_write_failed",
-        "state_read_short", "crash", "op", "restart", "fault_hit",
-    }
-)  # fmt: skip
+    decide = _DECIDE.get(type(e))
+    return () if decide is None else decide(e)
 
 
 def count(events: Iterable[Event], into: Counter[str]) -> None:
+    get = _DECIDE.get
     for e in events:
-        if e.kind in DECIDING_KINDS:
-            for name in decisions_of(e):
+        decide = get(type(e))
+        if decide is not None:
+            for name in decide(e):
                 into[name] += 1
 
 

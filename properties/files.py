@@ -5,58 +5,56 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pcspec.model.heap import Event
+from pcspec.model import events as ev
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.base import events_of, on_events
 
 
-@on_events("crash", "file_restore", "file_restore_failed")
+@on_events(ev.Crash, ev.FileRestore, ev.FileRestoreFailed)
 def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
-    ops = events_of(events, "op")
-    restoring = bool(ops) and ops[0].data.get("name") == "slot_restore"
+    ops = events_of(events, ev.Op)
+    restoring = bool(ops) and ops[0].name == "slot_restore"
     if restoring:
-        for e in events_of(events, "crash"):
-            out.append(f"restoring slot file {ops[0].data.get('filename')!r} crashed the server: {e.data['message']}")
+        for c in events_of(events, ev.Crash):
+            out.append(f"restoring slot file {ops[0].args.get('filename')!r} crashed the server: {c.message}")
     cap = srv.cfg.n_ctx_checkpoints
-    for e in events_of(events, "file_restore"):
-        saved = e.data["saved"]
+    for e in events_of(events, ev.FileRestore):
+        saved = e.saved
         if saved is None:
             continue
         tokens, ckpts = saved
         want = (tokens, tuple(ckpts)[-cap:] if cap > 0 else ())
-        got = e.data["restored"]
+        got = e.restored
         if got[0] != want[0]:
-            out.append(
-                f"slot file {e.data['filename']!r} restored {len(got[0])} tokens, not the {len(want[0])} it holds"
-            )
+            out.append(f"slot file {e.filename!r} restored {len(got[0])} tokens, not the {len(want[0])} it holds")
         elif _meta(got[1]) != _meta(want[1]):
             out.append(
-                f"slot file {e.data['filename']!r} restored checkpoints {_meta(got[1])},"
+                f"slot file {e.filename!r} restored checkpoints {_meta(got[1])},"
                 f" not the {_meta(want[1])} it holds"
             )
     if srv.crash is None:
         # Consistent: whatever the slot holds after the rejection (cleared, or untouched when
         # the file could not even be opened), its memory is the state of its tokens.
-        for e in events_of(events, "file_restore_failed"):
-            slot = srv.slots[e.data["slot"]]
+        for f in events_of(events, ev.FileRestoreFailed):
+            slot = srv.slots[f.slot]
             if any(not c.seqs[slot.id].is_state_of(slot.prompt.tokens) for c in srv.contexts()):
-                out.append(f"a rejected slot file ({e.data['reason']}) left slot {slot.id} inconsistent")
+                out.append(f"a rejected slot file ({f.reason}) left slot {slot.id} inconsistent")
     return out
 
 
-@on_events("file_write", "file_restore")
+@on_events(ev.FileWrite, ev.FileRestore)
 def file2_reported_bytes(srv: Server, events: Sequence[Event]) -> list[str]:
     out = [
-        f"saving {e.data['filename']!r} reported n_written {e.data['n_written']} for a file of {e.data['size']} bytes"
-        for e in events_of(events, "file_write")
-        if e.data["n_written"] != e.data["size"]
+        f"saving {w.filename!r} reported n_written {w.n_written} for a file of {w.size} bytes"
+        for w in events_of(events, ev.FileWrite)
+        if w.n_written != w.size
     ]
     out += [
-        f"restoring {e.data['filename']!r} reported n_read {e.data['n_read']} but the reader consumed "
-        f"{e.data['consumed']} bytes"
-        for e in events_of(events, "file_restore")
-        if e.data["n_read"] != e.data["consumed"]
+        f"restoring {r.filename!r} reported n_read {r.n_read} but the reader consumed {r.consumed} bytes"
+        for r in events_of(events, ev.FileRestore)
+        if r.n_read != r.consumed
     ]
     return out
 

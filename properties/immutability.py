@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pcspec.model.heap import Event
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.base import held_checkpoints
 

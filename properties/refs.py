@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pcspec.model.heap import Buffer, Event
+from pcspec.model.events import Event
+from pcspec.model.heap import Buffer
 from pcspec.model.server import Server
 from pcspec.properties.base import held_checkpoints, holders_of
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from pcspec.model import events as ev
 from pcspec.model import policy
 from pcspec.model.cache import lcp
 from pcspec.model.checkpoint import Checkpoint
-from pcspec.model.heap import Event
+from pcspec.model.events import Event
 from pcspec.model.memory import PARTIAL_ONLY, SeqMemory, StateImage, Tokens
 from pcspec.model.server import Server
 from pcspec.properties.base import events_of, on_events
@@ -45,7 +46,7 @@ def _serves(memories: Sequence[tuple[str, SeqMemory]], ck: Checkpoint | None, pr
     return True
 
 
-@on_events("prompt_start")
+@on_events(ev.PromptStart)
 def reuse1_best_resume(srv: Server, events: Sequence[Event]) -> list[str]:
     """At every prompt start with ``cache_prompt``: the tokens kept (``n_past``) are at least
     what the best usable source would keep. The sources are the slot's live memory (kept up to
@@ -56,34 +57,33 @@ def reuse1_best_resume(srv: Server, events: Sequence[Event]) -> list[str]:
     token, a recurrent state within its rollback depth). A checkpoint that failed to load is
     a fault, not a choice, and is not judged."""
     out: list[str] = []
-    for e in events_of(events, "prompt_start"):
-        d = e.data
-        if not d["cache_prompt"] or d["reprocess"] == "checkpoint failed to load":
+    for d in events_of(events, ev.PromptStart):
+        if not d.cache_prompt or d.reprocess == "checkpoint failed to load":
             continue
-        prompt: Tokens = d["prompt"]
-        n_prompt, n_prefix = len(prompt), d["n_prefix"]
-        memories = d["memories"]
+        prompt: Tokens = d.prompt
+        n_prompt, n_prefix = len(prompt), d.n_prefix
+        memories = d.memories
         best, source = 0, ""
         n_live = policy.resume_point(n_prefix, n_prompt)
         if n_live > 0 and _serves(memories, None, prompt, n_live):
             best, source = n_live, "its live memory"
-        for ck in d["held"]:
+        for ck in d.held:
             if not describes_prefix(ck, prompt):
                 continue
             _, n = policy.restored_positions(n_prefix, ck.pos_min, ck.pos_max, ck.n_tokens)
             n = policy.resume_point(n, n_prompt)
             if n > best and _serves(memories, ck, prompt, n):
                 best, source = n, ck.describe()
-        if d["n_past"] < best:
-            how = f"re-processed from {d['n_past']}" + (f" ({d['reprocess']})" if d["reprocess"] else "")
+        if d.n_past < best:
+            how = f"re-processed from {d.n_past}" + (f" ({d.reprocess})" if d.reprocess else "")
             out.append(
-                f"task {d['task']} on slot {d['slot']} {how}, though {source} served a resume at {best}"
+                f"task {d.task} on slot {d.slot} {how}, though {source} served a resume at {best}"
                 f" (prompt {n_prompt} tokens, shared prefix {n_prefix})"
             )
     return out
 
 
-@on_events("select")
+@on_events(ev.Select)
 def reuse2_cache_load(srv: Server, events: Sequence[Event]) -> list[str]:
     """A completion task placed on a slot that shares nothing with its prompt (empty, or
     unrelated) gets the cache entry the load rules choose (``policy.load_select``: the
@@ -92,35 +92,34 @@ def reuse2_cache_load(srv: Server, events: Sequence[Event]) -> list[str]:
     at the load scan, or at the selection when no scan ran. A save right before the load may
     evict entries (make room): what it evicts is the save's business (ACC-3), not the load's."""
     out: list[str] = []
-    pending: Event | None = None  # the select whose load decision is still to come
+    pending: ev.Select | None = None  # the select whose load decision is still to come
 
-    def judge(sel: Event, scan: Event | None) -> None:
-        d = sel.data
-        prompt: Tokens = d["prompt"]
-        entries = scan.data["entries"] if scan is not None else d["entries"]
-        slot_tokens: Tokens = scan.data["slot_tokens"] if scan is not None else d["slot_tokens"]
+    def judge(d: ev.Select, scan: ev.LoadScan | None) -> None:
+        prompt: Tokens = d.prompt
+        entries = scan.entries if scan is not None else d.entries
+        slot_tokens: Tokens = scan.slot_tokens if scan is not None else d.slot_tokens
         n = len(prompt)
         base = policy.load_baseline(lcp(slot_tokens, prompt), len(slot_tokens), n)
         cands = [policy.entry_fractions(lcp(toks, prompt), len(toks), n) for _, toks in entries]
         i = policy.load_select(base[0], base[1], cands)
         want = None if i is None else entries[i][0]
-        got = None if scan is None else scan.data["chosen"]
+        got = None if scan is None else scan.chosen
         if want != got:
             what = "no entry" if got is None else f"entry #{got}"
             why = "" if scan is not None else " (the cache was not consulted)"
             out.append(
-                f"task {d['task']} on slot {d['slot']} ({len(slot_tokens)} tokens, none shared) loaded {what}{why},"
+                f"task {d.task} on slot {d.slot} ({len(slot_tokens)} tokens, none shared) loaded {what}{why},"
                 f" but the load rules choose entry #{want} of {[len(t) for _, t in entries]} tokens"
             )
 
     # A selection's load scan (if any) follows it inside the same get_available_slot, before
     # the next selection of the operation.
     for e in events:
-        if e.kind == "select":
+        if isinstance(e, ev.Select):
             if pending is not None:
                 judge(pending, None)
-            pending = e if e.data.get("judge_load") else None
-        elif e.kind == "load_scan" and pending is not None:
+            pending = e if e.judge_load else None
+        elif isinstance(e, ev.LoadScan) and pending is not None:
             judge(pending, e)
             pending = None
     if pending is not None:

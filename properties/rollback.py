@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pcspec.model.heap import Event
+from pcspec.model import events as ev
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.base import events_of, on_events
 
@@ -29,28 +30,28 @@ def rb1_no_partial_entry(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
-@on_events("save_end")
+@on_events(ev.SaveEnd)
 def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
-    for e in events_of(events, "save_end"):
-        if e.data["ok"] or e.data["before"] == e.data["after"]:
+    for e in events_of(events, ev.SaveEnd):
+        if e.ok or e.before == e.after:
             continue
-        before, after = e.data["before"], e.data["after"]
+        before, after = e.before, e.after
         ids_before = [t[0] for t in before[1]] if before else []
         ids_after = [t[0] for t in after[1]] if after else []
         gone = [i for i in ids_before if i not in ids_after]
         limit = "" if not before or before[0] == after[0] else f", limit {before[0]} -> {after[0]}"
         out.append(
-            f"a failed save of slot {e.data['slot']} changed the cache: entries {ids_before} -> "
+            f"a failed save of slot {e.slot} changed the cache: entries {ids_before} -> "
             f"{ids_after} (lost {gone}){limit}"
         )
     return out
 
 
-@on_events("crash")
+@on_events(ev.Crash)
 def rb3_alloc_failure_contained(srv: Server, events: Sequence[Event]) -> list[str]:
     return [
-        f"allocation failure during a save crashed the server at {e.data['where']}: {e.data['message']}"
-        for e in events_of(events, "crash")
-        if "bad_alloc" in e.data["message"] and "alloc" in e.data["where"]
+        f"allocation failure during a save crashed the server at {e.where}: {e.message}"
+        for e in events_of(events, ev.Crash)
+        if "bad_alloc" in e.message and "alloc" in e.where
     ]

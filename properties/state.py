@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pcspec.model.heap import Event
+from pcspec.model import events as ev
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.base import events_of, on_events
 
@@ -31,28 +32,28 @@ def state1_memory_matches_tokens(srv: Server, events: Sequence[Event]) -> list[s
     return out
 
 
-@on_events("crash")
+@on_events(ev.Crash)
 def noabort1_no_crash(srv: Server, events: Sequence[Event]) -> list[str]:
-    return [f"the server aborted at {e.data['where']}: {e.data['message']}" for e in events_of(events, "crash")]
+    return [f"the server aborted at {e.where}: {e.message}" for e in events_of(events, ev.Crash)]
 
 
-@on_events("stall")
+@on_events(ev.Stall)
 def progress1_no_stall(srv: Server, events: Sequence[Event]) -> list[str]:
     """A ``stall`` is a pass in which a slot processing a prompt added no token and did not
     finish: the model is deterministic and nothing but that slot's release changes its
     state, so every later pass repeats it (the real server loops forever, answering
     nothing, live-findings section 1)."""
     return [
-        f"slot {e.data['slot']} holds {e.data['n_tokens']} tokens for a prompt of {e.data['n_prompt']}: "
-        f"task {e.data['task']} never finishes (the server loops without decoding)"
-        for e in events_of(events, "stall")
+        f"slot {e.slot} holds {e.n_tokens} tokens for a prompt of {e.n_prompt}: "
+        f"task {e.task} never finishes (the server loops without decoding)"
+        for e in events_of(events, ev.Stall)
     ]
 
 
-@on_events("copy_payload")
+@on_events(ev.CopyPayload)
 def perf1_no_payload_copies(srv: Server, events: Sequence[Event]) -> list[str]:
-    copies = events_of(events, "copy_payload")
+    copies = events_of(events, ev.CopyPayload)
     if not copies:
         return []
-    total = sum(int(e.data["bytes"]) for e in copies)
+    total = sum(e.bytes for e in copies)
     return [f"{len(copies)} checkpoint payload buffers deep-copied ({total} bytes)"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pcspec.model.heap import Event
+from pcspec.model import events as ev
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.base import events_of, holders_of, on_events
 
@@ -30,16 +31,15 @@ def uninit1_no_unwritten_reachable(srv: Server, events: Sequence[Event]) -> list
     return out
 
 
-@on_events("uninit_loaded", "file_write")
+@on_events(ev.UninitLoaded, ev.FileWrite)
 def uninit2_no_unwritten_loaded_or_written(srv: Server, events: Sequence[Event]) -> list[str]:
     out = [
-        f"{e.data['unwritten']} unwritten bytes of buffer #{e.data['buf']} loaded into "
-        f"context {e.data['ctx']} sequence {e.data['seq']}"
-        for e in events_of(events, "uninit_loaded")
+        f"{u.unwritten} unwritten bytes of buffer #{u.buf} loaded into context {u.ctx} sequence {u.seq}"
+        for u in events_of(events, ev.UninitLoaded)
     ]
     out += [
-        f"slot file {e.data['filename']!r} written with {e.data['unwritten']} unwritten bytes"
-        for e in events_of(events, "file_write")
-        if e.data.get("unwritten", 0)
+        f"slot file {w.filename!r} written with {w.unwritten} unwritten bytes"
+        for w in events_of(events, ev.FileWrite)
+        if w.unwritten
     ]
     return out

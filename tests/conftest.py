@@ -1,6 +1,6 @@
 """Helpers the test files share (``from conftest import ...``; pytest puts tests/ on the path).
 
-* ``events``: the data of one kind of event a server emitted, from a point on;
+* ``events``: the events of one kind a server emitted, from a point on;
 * ``DESIGN_NAMES``, ``CPP_DESIGNS``: the designs tests are parametrized over;
 * the small KV server of the eviction and bad_alloc scenarios (``kv_server``, ``X``, ``run``,
   ``cached``, ``ENTRY``): 10-byte cells, so an entry of ten tokens is 116 bytes;
@@ -13,19 +13,22 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
+
+E = TypeVar("E", bound=Event)
 
 DESIGN_NAMES = tuple(DESIGNS)  # master, pr30137, pr27451, fixed
 CPP_DESIGNS = tuple(name for name in DESIGNS if name != "fixed")  # the three C++ designs
 
 
-def events(srv: Server, kind: str, since: int = 0) -> list[dict[str, Any]]:
-    """The data of every ``kind`` event from the ``since``-th event on."""
-    return [e.data for e in srv.heap.events[since:] if e.kind == kind]
+def events(srv: Server, kind: type[E], since: int = 0) -> list[E]:
+    """Every ``kind`` event (a class of ``pcspec.model.events``) from the ``since``-th event on."""
+    return [e for e in srv.heap.events[since:] if isinstance(e, kind)]
 
 
 # -- a small KV server: entries of ten 10-byte cells ------------------------------------------------

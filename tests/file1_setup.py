@@ -32,8 +32,9 @@ import struct
 from dataclasses import dataclass, field
 
 from pcspec.errors import PcspecError
+from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
-from pcspec.model.heap import Event
+from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.model.slot_files import _peek_state_size  # what the restore passes as state_size
 from pcspec.model.slotfile import SLOT_CKPT_MAX_COUNT, ReadStats, field_map, read_slot_file
@@ -235,25 +236,25 @@ def judge(base: Base, srv: Server, slot: int, data: bytes, events: list[Event]) 
         packed = read_slot_file(
             data, FILE, srv.cfg.n_ctx_checkpoints, state_size=_peek_state_size(data), stats=stats
         ).packed
-    heap_alloc = max((int(e.data["size"]) for e in events if e.kind == "alloc"), default=0)
+    heap_alloc = max((e.size for e in events if isinstance(e, ev.Alloc)), default=0)
     for who, n in (("the reader", stats.max_alloc), ("the model heap", heap_alloc)):
         if n > len(data):
             problems.append(("allocation > file size", f"{who} allocated {n} bytes for a file of {len(data)}"))
     problems += [("FILE-1", m) for m in file1_round_trip_and_rejection(srv, events)]
     out = Outcome("restored", "", problems, reader_alloc=stats.max_alloc, heap_alloc=heap_alloc)
-    failed = [e for e in events if e.kind == "file_restore_failed"]
-    done = [e for e in events if e.kind == "file_restore"]
+    failed = [e for e in events if isinstance(e, ev.FileRestoreFailed)]
+    done = [e for e in events if isinstance(e, ev.FileRestore)]
     s = srv.slots[slot]
     if srv.crash is not None:
         out.kind, out.detail = "crash", f"{srv.crash.where}: {srv.crash.message}"
         problems.append(("crash", f"the restore crashed the server: {out.detail}"))
     elif failed:
-        out.kind, out.detail = "rejected", normalise(str(failed[0].data["reason"]))
+        out.kind, out.detail = "rejected", normalise(failed[0].reason)
         if s.prompt.tokens or any(not ctx.seqs[slot].is_state_of(()) for ctx in srv.contexts()):
-            msg = f"rejected ({failed[0].data['reason']}) but slot {slot} is not empty"
+            msg = f"rejected ({failed[0].reason}) but slot {slot} is not empty"
             problems.append(("inconsistent slot", msg))
     elif done:
-        out.detail = str(done[0].data["appendix"])
+        out.detail = done[0].appendix
         mem = srv.ctx_tgt.seqs[slot]
         if mem.n_tokens != len(s.prompt.tokens):
             if base.variant == "master" and packed is False:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pcspec.live import build, from_log, from_model
-from pcspec.live import records as r
+from pcspec.live import build
 from pcspec.live.client import Reply, completion_body
 from pcspec.live.compare import diff
 from pcspec.live.fuzz import LIT_MAX, LIT_MIN, Feedback, Fuzzer
@@ -19,7 +18,10 @@ from pcspec.live.schedule import read_facts, read_schedule
 from pcspec.live.shrink import units
 from pcspec.live.transparency import compare
 from pcspec.logcheck import read_log
+from pcspec.logcheck.logged import logged
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.events import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Selected
+from pcspec.model.events import logged as model_logged
 from pcspec.model.server import Server
 from pcspec.model.variants import get_variant
 
@@ -115,22 +117,22 @@ def test_transparency_compare() -> None:
 
 
 def test_records_match_with_unknown_fields() -> None:
-    a = r.CacheLoaded(None)
-    assert a.matches(r.CacheLoaded(300)) and r.CacheLoaded(300).matches(a)
-    assert not r.CacheLoaded(300).matches(r.CacheLoaded(301))
-    d = diff([r.CkptCreated(0, 10, 0, 9)], [r.CkptCreated(0, 11, 0, 10)])
+    a = CacheLoaded(None)
+    assert a.matches(CacheLoaded(300)) and CacheLoaded(300).matches(a)
+    assert not CacheLoaded(300).matches(CacheLoaded(301))
+    d = diff([CkptCreated(0, 10, 0, 9)], [CkptCreated(0, 11, 0, 10)])
     assert [x.kind for x in d] == ["ckpt_created"]
-    assert diff([r.Selected(0, "lru")], [r.Selected(0, "lru")]) == []
+    assert diff([Selected(0, "lru")], [Selected(0, "lru")]) == []
 
 
 def test_log_and_model_records_of_the_same_run_agree_on_a_real_log() -> None:
     """The sample log 03 (twelve prompts, 1 MiB cache): its records have the kinds and the
     fields the model's have."""
     log = REAL_LOGS / "03-eviction.log"
-    recs = from_log.records(read_log(log).events)
+    recs = list(logged(read_log(log).events))
     kinds = {x.kind for x in recs}
     assert {"selected", "cache_saved", "cache_evicted", "ckpt_created", "ckpt_erased", "released"} <= kinds
-    created = [x for x in recs if isinstance(x, r.CkptCreated)]
+    created = [x for x in recs if isinstance(x, CkptCreated)]
     assert all(x.n_tokens == x.pos_max + 1 for x in created if x.n_tokens is not None and x.pos_max is not None)
 
 
@@ -141,10 +143,10 @@ def test_model_records() -> None:
     srv.run()
     srv.request(tuple(range(290)), n_predict=2)
     srv.run()
-    recs = from_model.records(srv.heap.events)
+    recs = model_logged(srv.heap.events)
     kinds = [x.kind for x in recs]
     assert "selected" in kinds and "ckpt_created" in kinds and "released" in kinds
-    assert any(isinstance(x, r.CkptErased) and x.why == "invalidated" for x in recs)
+    assert any(isinstance(x, CkptErased) and x.why == "invalidated" for x in recs)
 
 
 def test_schedule_and_facts() -> None:
@@ -211,19 +213,19 @@ def test_waste_watch_sees_a_restore_then_full_reprocessing() -> None:
         return o
 
     w = WasteWatch(1)
-    assert w.observe([req(0, 0, [1, 2, 3], [7, 8])], [r.CkptCreated(0, 2, 0, 1)]) == []
+    assert w.observe([req(0, 0, [1, 2, 3], [7, 8])], [CkptCreated(0, 2, 0, 1)]) == []
     save = Observation(1, LiveOp("slot_save", id_slot=0, filename="a"))
     save.reply = Reply("POST", "/slots/0?action=save", {}, status=200, data={"n_saved": 4})
     w.observe([save], [])
     restore = Observation(2, LiveOp("slot_restore", id_slot=0, filename="a"))
     restore.reply = Reply("POST", "/slots/0?action=restore", {}, status=200, data={"n_restored": 4})
     w.observe([restore], [])
-    got = w.observe([req(3, 1, [1, 2, 3, 7, 9], [5])], [r.FullReprocess(0)])
+    got = w.observe([req(3, 1, [1, 2, 3, 7, 9], [5])], [FullReprocess(0)])
     assert [c for _, c, _ in got] == ["waste:restore-extend"]
     # a checkpoint that is a prefix of the prompt, then a full re-processing
     w2 = WasteWatch(1)
-    w2.observe([req(0, 0, [1, 2, 3, 4], [7])], [r.CkptCreated(0, 3, 2, 2)])
-    got = w2.observe([req(1, 1, [1, 2, 3], [5])], [r.FullReprocess(0)])
+    w2.observe([req(0, 0, [1, 2, 3, 4], [7])], [CkptCreated(0, 3, 2, 2)])
+    got = w2.observe([req(1, 1, [1, 2, 3], [5])], [FullReprocess(0)])
     assert [c for _, c, _ in got] == ["waste:unused-checkpoint"]
 
 

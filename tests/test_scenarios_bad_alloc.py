@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 from conftest import ENTRY, X, cached, events, kv_server, run
 
+from pcspec.model import events as ev
 from pcspec.model.server import Server
 
 LIMIT = 10_000
@@ -39,8 +40,8 @@ def test_bad_alloc_shrinks_the_limit_for_good(variant: str) -> None:
     start = len(srv.heap.events)
     run(srv, X(4))
     assert srv.crash is None
-    assert [(e["old"], e["new"]) for e in events(srv, "limit_change", start)] == [(LIMIT, 92)]
-    assert [e["reason"] for e in events(srv, "entry_evict", start)] == [
+    assert [(e.old, e.new) for e in events(srv, ev.LimitChange, start)] == [(LIMIT, 92)]
+    assert [e.reason for e in events(srv, ev.EntryEvict, start)] == [
         "limit_bytes",
         "limit_bytes",
     ]
@@ -49,7 +50,7 @@ def test_bad_alloc_shrinks_the_limit_for_good(variant: str) -> None:
     assert cached(srv) == []
     start = len(srv.heap.events)
     run(srv, X(5), X(6))
-    assert [(e["size"], e["limit"]) for e in events(srv, "save_reject_oversize", start)] == [
+    assert [(e.size, e.limit) for e in events(srv, ev.SaveRejectOversize, start)] == [
         (ENTRY, 92),
         (ENTRY, 92),
     ]
@@ -64,8 +65,8 @@ def test_bad_alloc_does_not_shrink_the_limit_in_fixed() -> None:
     start = len(srv.heap.events)
     run(srv, X(4), X(5))
     assert srv.crash is None
-    assert events(srv, "limit_change", start) == []
-    assert events(srv, "entry_evict", start) == []
+    assert events(srv, ev.LimitChange, start) == []
+    assert events(srv, ev.EntryEvict, start) == []
     assert srv.cache is not None
     assert srv.cache.limit_size == LIMIT
     # X3's save failed and changed nothing; X4's save (during X5's request) succeeds.
@@ -82,7 +83,7 @@ def test_bad_alloc_on_empty_cache_disables_it(variant: str) -> None:
     run(srv, X(2), X(3), X(4))
     assert srv.cache is not None
     assert srv.cache.limit_size == 1
-    assert [e["limit"] for e in events(srv, "save_reject_oversize")] == [1, 1]
+    assert [e.limit for e in events(srv, ev.SaveRejectOversize)] == [1, 1]
     assert cached(srv) == []
 
 

@@ -30,6 +30,7 @@ import pytest
 from conftest import CPP_DESIGNS, events
 from nested_approx import approx_flat, flat
 
+from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
@@ -63,11 +64,11 @@ def after_failed_draft_load(variant: str) -> Server:
     srv.inject("load.write.dft")
     start = len(srv.heap.events)
     srv.request(B, n_predict=1, id_slot=0)
-    (scan,) = events(srv, "load_scan", start)
-    assert flat(scan["candidates"]) == approx_flat([(0.3, 0.3), (0.0, 0.0)])
-    assert scan["chosen"] is not None
-    assert [e["ctx"] for e in events(srv, "state_write_failed", start)] == ["dft"]
-    assert [e["slot"] for e in events(srv, "prompt_clear", start)] == [0]
+    (scan,) = events(srv, ev.LoadScan, start)
+    assert flat(scan.candidates) == approx_flat([(0.3, 0.3), (0.0, 0.0)])
+    assert scan.chosen is not None
+    assert [e.ctx for e in events(srv, ev.StateWriteFailed, start)] == ["dft"]
+    assert [e.slot for e in events(srv, ev.PromptClear, start)] == [0]
     srv.run()
     assert srv.crash is None
     assert srv.slots[0].prompt.tokens == B
@@ -91,7 +92,7 @@ def test_fixed_drops_the_entry_on_failed_load() -> None:
     srv = after_failed_draft_load("fixed")
     assert srv.cache is not None
     assert [e.prompt.tokens for e in srv.cache.entries] == [Z]
-    assert [e["n_tokens"] for e in events(srv, "entry_evict") if e["reason"] == "load_failed"] == [
+    assert [e.n_tokens for e in events(srv, ev.EntryEvict) if e.reason == "load_failed"] == [
         20
     ]
     assert srv.accounted_bytes == MAIN_20 + DRFT_20
@@ -108,18 +109,18 @@ def test_reloading_emptied_entry_desyncs_a_busy_slot(variant: str) -> None:
     srv = after_failed_draft_load(variant)
     start = len(srv.heap.events)
     srv.request(A + tuple(range(700, 710)), n_predict=1, id_slot=0)
-    (scan,) = events(srv, "load_scan", start)
-    assert flat(scan["base"]) == approx_flat((0.3, 0.2))
-    assert flat(scan["candidates"]) == approx_flat([(1.0, 20 / 30), (0.0, 0.0), (0.3, 0.2)])
-    assert [e["reason"] for e in events(srv, "entry_evict", start)] == ["loaded"]
+    (scan,) = events(srv, ev.LoadScan, start)
+    assert flat(scan.base) == approx_flat((0.3, 0.2))
+    assert flat(scan.candidates) == approx_flat([(1.0, 20 / 30), (0.0, 0.0), (0.3, 0.2)])
+    assert [e.reason for e in events(srv, ev.EntryEvict, start)] == ["loaded"]
     assert srv.slots[0].prompt.tokens == A
     assert srv.ctx_tgt.seqs[0].attn == B  # never restored
     assert srv.ctx_dft is not None
     assert srv.ctx_dft.seqs[0].is_state_of(A)
     srv.run()
     assert srv.crash is None
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["n_prefix"], ps["n_past"]) == (20, 20)
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.n_prefix, ps.n_past) == (20, 20)
     tokens = srv.slots[0].prompt.tokens
     assert tokens[:30] == A + tuple(range(700, 710))
     assert not srv.ctx_tgt.seqs[0].is_state_of(tokens)
@@ -136,11 +137,11 @@ def test_reloading_emptied_entry_into_empty_slot_aborts(variant: str) -> None:
     srv = after_failed_draft_load(variant)
     start = len(srv.heap.events)
     srv.request(A + tuple(range(700, 760)), n_predict=1)
-    (select,) = events(srv, "select", start)
-    assert (select["slot"], select["how"]) == (1, "lru")
-    (scan,) = events(srv, "load_scan", start)
-    assert scan["base"] == (-1.0, 0.0)
-    assert flat(scan["candidates"]) == approx_flat([(1.0, 0.25), (0.0, 0.0)])
+    (select,) = events(srv, ev.Select, start)
+    assert (select.slot, select.how) == (1, "lru")
+    (scan,) = events(srv, ev.LoadScan, start)
+    assert scan.base == (-1.0, 0.0)
+    assert flat(scan.candidates) == approx_flat([(1.0, 0.25), (0.0, 0.0)])
     assert srv.slots[1].prompt.tokens == A
     assert srv.ctx_tgt.seqs[1].pos_range() == (-1, -1)
     srv.run()
@@ -161,10 +162,10 @@ def test_fixed_later_requests_stay_consistent(pinned: bool) -> None:
         srv.request(A + tuple(range(700, 760)), n_predict=1)
     srv.run()
     assert srv.crash is None
-    assert [s["chosen"] for s in events(srv, "load_scan", start)] == [None]
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["slot"], ps["n_past"]) == ((0, 6) if pinned else (1, 0))
-    slot = srv.slots[ps["slot"]]
+    assert [s.chosen for s in events(srv, ev.LoadScan, start)] == [None]
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.slot, ps.n_past) == ((0, 6) if pinned else (1, 0))
+    slot = srv.slots[ps.slot]
     assert srv.ctx_tgt.seqs[slot.id].is_state_of(slot.prompt.tokens)
     assert srv.ctx_dft is not None
     assert srv.ctx_dft.seqs[slot.id].is_state_of(slot.prompt.tokens)

@@ -19,14 +19,16 @@ from __future__ import annotations
 import pytest
 from conftest import DESIGN_NAMES, ENTRY, X, cached, events, kv_server, run
 
+from pcspec.model import events as ev
+
 
 @pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_fifo_make_room(variant: str) -> None:
     # Limit 2 entries (232 bytes): saving X3, X4, X5 each pops the then-oldest entry.
     srv = kv_server(variant, cache_ram=2 * ENTRY)
     run(srv, *(X(i) for i in range(1, 7)))
-    evicted = [(e["reason"], e["entry"]) for e in events(srv, "entry_evict")]
-    inserted = [e["entry"] for e in events(srv, "entry_insert")]
+    evicted = [(e.reason, e.entry) for e in events(srv, ev.EntryEvict)]
+    inserted = [e.entry for e in events(srv, ev.EntryInsert)]
     assert evicted == [
         ("make_room", inserted[0]),
         ("make_room", inserted[1]),
@@ -43,7 +45,7 @@ def test_make_room_pops_oldest_until_it_fits(variant: str) -> None:
     # 116 + 316 = 432 > 348 -> pop X3: 316 <= 348 fits. Oldest first, all three.
     srv = kv_server(variant, cache_ram=3 * ENTRY)
     run(srv, X(1), X(2), X(3), X(4, 30), X(5))
-    assert [e["reason"] for e in events(srv, "entry_evict")] == ["make_room"] * 3
+    assert [e.reason for e in events(srv, ev.EntryEvict)] == ["make_room"] * 3
     assert cached(srv) == [400]
     assert srv.accounted_bytes == 16 + 30 * 10
 
@@ -53,13 +55,13 @@ def test_byte_limit_is_strict(variant: str) -> None:
     # Exactly at the limit is allowed (348 + 0 <= 348: no eviction while saving X3) ...
     srv = kv_server(variant, cache_ram=3 * ENTRY)
     run(srv, X(1), X(2), X(3), X(4))
-    assert events(srv, "entry_evict") == []
+    assert events(srv, ev.EntryEvict) == []
     assert cached(srv) == [100, 200, 300]
     assert srv.accounted_bytes == 3 * ENTRY
     # ... one byte less, and the third save makes room.
     srv = kv_server(variant, cache_ram=3 * ENTRY - 1)
     run(srv, X(1), X(2), X(3), X(4))
-    assert [e["reason"] for e in events(srv, "entry_evict")] == ["make_room"]
+    assert [e.reason for e in events(srv, ev.EntryEvict)] == ["make_room"]
     assert cached(srv) == [200, 300]
 
 
@@ -68,8 +70,8 @@ def test_oversize_entry_skipped_without_eviction(variant: str) -> None:
     # Limit 115 < 116: every entry exceeds the limit on its own: skipped, nothing evicted.
     srv = kv_server(variant, cache_ram=ENTRY - 1)
     run(srv, X(1), X(2), X(3))
-    assert [e["size"] for e in events(srv, "save_reject_oversize")] == [ENTRY, ENTRY]
-    assert events(srv, "entry_evict") == []
+    assert [e.size for e in events(srv, ev.SaveRejectOversize)] == [ENTRY, ENTRY]
+    assert events(srv, ev.EntryEvict) == []
     assert cached(srv) == []
 
 
@@ -82,7 +84,7 @@ def test_token_limit_applies_without_byte_limit(variant: str) -> None:
     assert srv.cache is not None
     assert (srv.cache.limit_size, srv.cache.limit_tokens) == (0, 32)
     run(srv, *(X(i) for i in range(1, 7)))
-    assert [(e["reason"], e["n_tokens"]) for e in events(srv, "entry_evict")] == [
+    assert [(e.reason, e.n_tokens) for e in events(srv, ev.EntryEvict)] == [
         ("limit_tokens", 10),
         ("limit_tokens", 10),
     ]
@@ -97,7 +99,7 @@ def test_byte_limit_raises_the_token_cap(variant: str) -> None:
     # n_ctx, so 50 tokens stay.
     srv = kv_server(variant, cache_ram=10_000, n_ctx_slot=32)
     run(srv, *(X(i) for i in range(1, 7)))
-    assert events(srv, "entry_evict") == []
+    assert events(srv, ev.EntryEvict) == []
     assert cached(srv) == [100, 200, 300, 400, 500]
     assert srv.cache is not None
     assert srv.cache.n_tokens() == 50
@@ -109,4 +111,4 @@ def test_cache_ram_zero_disables_the_cache() -> None:
     assert srv.cache is None
     assert not srv.cfg.idle_caching
     assert srv.accounted_bytes == 0
-    assert events(srv, "save_begin") == []
+    assert events(srv, ev.SaveBegin) == []

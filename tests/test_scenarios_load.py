@@ -16,6 +16,7 @@ import pytest
 from conftest import DESIGN_NAMES, events
 from nested_approx import approx_flat, flat
 
+from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
@@ -61,27 +62,27 @@ def test_load_needs_strict_improvement_on_both(variant: str) -> None:
         srv.run()
     assert srv.cache is not None
     assert [e.prompt.tokens for e in srv.cache.entries] == [E1, E2, E3, E4, E5]
-    assert [s["chosen"] for s in events(srv, "load_scan")] == [None] * 6
+    assert [s.chosen for s in events(srv, ev.LoadScan)] == [None] * 6
     e4_id = srv.cache.entries[3].id
 
     start = len(srv.heap.events)
     srv.request(N, n_predict=1)
     # The save of S appends it; the scan runs over [E1, E2, E3, E4, E5, S].
-    (scan,) = events(srv, "load_scan", start)
-    assert flat(scan["base"]) == approx_flat((0.4, 0.2))
-    assert flat(scan["candidates"]) == approx_flat(
+    (scan,) = events(srv, ev.LoadScan, start)
+    assert flat(scan.base) == approx_flat((0.4, 0.2))
+    assert flat(scan.candidates) == approx_flat(
         [(0.25, 0.3), (0.5, 0.2), (0.225, 0.9), (0.5, 0.45), (0.48, 0.6), (0.4, 0.2)]
     )
-    assert scan["chosen"] == e4_id
+    assert scan.chosen == e4_id
     # The loaded entry leaves the cache; the slot now holds its tokens.
-    assert [(e["entry"], e["reason"]) for e in events(srv, "entry_evict", start)] == [
+    assert [(e.entry, e.reason) for e in events(srv, ev.EntryEvict, start)] == [
         (e4_id, "loaded")
     ]
     assert [e.prompt.tokens for e in srv.cache.entries] == [E1, E2, E3, E5, S]
     assert srv.slots[0].prompt.tokens == E4
     srv.run()
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["n_prefix"], ps["n_past"]) == (45, 45)
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.n_prefix, ps.n_past) == (45, 45)
     assert srv.slots[0].prompt.tokens == N
 
 
@@ -104,8 +105,8 @@ def empty_slot_server(variant: str, entry: tuple[int, ...]) -> tuple[Server, int
     assert srv.slots[1].prompt.tokens == ()
     start = len(srv.heap.events)
     srv.request(N, n_predict=1)
-    (select,) = events(srv, "select", start)
-    assert (select["slot"], select["how"]) == (1, "lru")
+    (select,) = events(srv, ev.Select, start)
+    assert (select.slot, select.how) == (1, "lru")
     return srv, start
 
 
@@ -116,14 +117,14 @@ def test_empty_slot_baseline_is_minus_one(variant: str) -> None:
     # is strictly better on both: loaded.
     entry = N[:5] + junk(1, 15)
     srv, start = empty_slot_server(variant, entry)
-    (scan,) = events(srv, "load_scan", start)
-    assert scan["base"] == (-1.0, 0.0)
-    assert flat(scan["candidates"]) == approx_flat([(0.25, 0.05)])
-    assert scan["chosen"] is not None
+    (scan,) = events(srv, ev.LoadScan, start)
+    assert scan.base == (-1.0, 0.0)
+    assert flat(scan.candidates) == approx_flat([(0.25, 0.05)])
+    assert scan.chosen is not None
     assert srv.slots[1].prompt.tokens == entry
     srv.run()
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["slot"], ps["n_prefix"], ps["n_past"]) == (1, 5, 5)
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.slot, ps.n_prefix, ps.n_past) == (1, 5, 5)
 
 
 @pytest.mark.parametrize("variant", DESIGN_NAMES)
@@ -132,13 +133,13 @@ def test_load_floor_skips_entry_for_empty_slot(variant: str) -> None:
     # slot; the prompt is processed from scratch and the entry stays in the cache.
     entry = N[:5] + junk(1, 16)
     srv, start = empty_slot_server(variant, entry)
-    (scan,) = events(srv, "load_scan", start)
-    assert scan["base"] == (-1.0, 0.0)
-    assert flat(scan["candidates"]) == approx_flat([(5 / 21, 0.05)])
-    assert scan["chosen"] is None
+    (scan,) = events(srv, ev.LoadScan, start)
+    assert scan.base == (-1.0, 0.0)
+    assert flat(scan.candidates) == approx_flat([(5 / 21, 0.05)])
+    assert scan.chosen is None
     assert srv.slots[1].prompt.tokens == ()
     assert srv.cache is not None
     assert entry in [e.prompt.tokens for e in srv.cache.entries]
     srv.run()
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["slot"], ps["n_prefix"], ps["n_past"]) == (1, 0, 0)
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.slot, ps.n_prefix, ps.n_past) == (1, 0, 0)

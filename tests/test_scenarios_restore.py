@@ -16,6 +16,7 @@ import pytest
 from conftest import DESIGN_NAMES, events, recurrent_config
 from nested_approx import approx_flat, flat
 
+from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
@@ -60,16 +61,16 @@ def test_recurrent_restore_then_invalidate(variant: str) -> None:
     srv.request(A1[:30] + tuple(range(500, 510)), n_predict=2)
     srv.run()
     assert srv.crash is None
-    (restore,) = events(srv, "ckpt_restore", start)
-    assert (restore["n_tokens"], restore["n_past"]) == (20, 20)
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["n_prefix"], ps["n_past"], ps["reprocess"]) == (30, 20, None)
-    assert [(e["n_tokens"], e["reason"]) for e in events(srv, "ckpt_erase", start)] == [
+    (restore,) = events(srv, ev.CkptRestore, start)
+    assert (restore.n_tokens, restore.n_past) == (20, 20)
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.n_prefix, ps.n_past, ps.reprocess) == (30, 20, None)
+    assert [(e.n_tokens, e.reason) for e in events(srv, ev.CkptErase, start)] == [
         (36, "invalidated")
     ]
-    assert [b["start"] for b in events(srv, "batch", start)] == [20, 32, 36]
+    assert [b.start for b in events(srv, ev.Batch, start)] == [20, 32, 36]
     assert ckpts(srv) == [(20, 19, 19), (36, 35, 35)]
-    assert srv.slots[0].prompt.checkpoints[0].id == restore["ckpt"]  # c20 is the same object
+    assert srv.slots[0].prompt.checkpoints[0].id == restore.ckpt  # c20 is the same object
 
 
 @pytest.mark.parametrize("variant", DESIGN_NAMES)
@@ -84,11 +85,11 @@ def test_recurrent_restore_keeps_everything_at_or_below(variant: str) -> None:
     start = len(srv.heap.events)
     srv.request((*A1[:37], 500, 501, 502), n_predict=2)
     srv.run()
-    (restore,) = events(srv, "ckpt_restore", start)
-    assert (restore["ckpt"], restore["n_tokens"], restore["n_past"]) == (restored_id, 36, 36)
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["n_prefix"], ps["n_past"]) == (37, 36)
-    erased = [(e["n_tokens"], e["reason"]) for e in events(srv, "ckpt_erase", start)]
+    (restore,) = events(srv, ev.CkptRestore, start)
+    assert (restore.ckpt, restore.n_tokens, restore.n_past) == (restored_id, 36, 36)
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.n_prefix, ps.n_past) == (37, 36)
+    erased = [(e.n_tokens, e.reason) for e in events(srv, ev.CkptErase, start)]
     assert ckpts(srv) == [(20, 19, 19), (36, 35, 35)]
     if variant == "fixed":
         assert erased == []
@@ -107,11 +108,11 @@ def test_recurrent_identical_prompt_restores(variant: str) -> None:
     start = len(srv.heap.events)
     srv.request(A1, n_predict=2)
     srv.run()
-    (restore,) = events(srv, "ckpt_restore", start)
-    assert (restore["n_tokens"], restore["n_past"]) == (36, 36)
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["n_prefix"], ps["n_past"]) == (40, 36)
-    assert [b["start"] for b in events(srv, "batch", start)] == [36]
+    (restore,) = events(srv, ev.CkptRestore, start)
+    assert (restore.n_tokens, restore.n_past) == (36, 36)
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.n_prefix, ps.n_past) == (40, 36)
+    assert [b.start for b in events(srv, ev.Batch, start)] == [36]
 
 
 def test_full_attention_identical_prompt_n_past_minus_one() -> None:
@@ -125,9 +126,9 @@ def test_full_attention_identical_prompt_n_past_minus_one() -> None:
     start = len(srv.heap.events)
     srv.request(prompt, n_predict=1)
     srv.run()
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["n_prefix"], ps["n_past"], ps["restored"]) == (20, 19, None)
-    assert [(b["start"], b["n"]) for b in events(srv, "batch", start)] == [(19, 1)]
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.n_prefix, ps.n_past, ps.restored) == (20, 19, None)
+    assert [(b.start, b.n) for b in events(srv, ev.Batch, start)] == [(19, 1)]
     assert ckpts(srv) == []
 
 
@@ -195,10 +196,10 @@ def test_swa_real_log_restore(variant: str) -> None:
     # prompt" (the log's numbers); entry 629 ties with the base.
     start = len(srv.heap.events)
     srv.request(C, n_predict=4)
-    (scan,) = events(srv, "load_scan", start)
-    assert flat(scan["base"]) == approx_flat((9 / 629, 9 / 604))
-    assert flat(scan["candidates"]) == approx_flat([(586 / 589, 586 / 604), (9 / 629, 9 / 604)])
-    assert [round(x, 3) for x in scan["candidates"][0]] == [0.995, 0.970]
+    (scan,) = events(srv, ev.LoadScan, start)
+    assert flat(scan.base) == approx_flat((9 / 629, 9 / 604))
+    assert flat(scan.candidates) == approx_flat([(586 / 589, 586 / 604), (9 / 629, 9 / 604)])
+    assert [round(x, 3) for x in scan.candidates[0]] == [0.995, 0.970]
     # A full-state load brings back only the last n_swa SWA cells ("cell_count = 32"):
     # 589 - 32 = 557 = pos_min.
     assert srv.ctx_tgt.seqs[0].pos_range() == (557, 588)
@@ -209,15 +210,15 @@ def test_swa_real_log_restore(variant: str) -> None:
     # pos_next = min(586, max(327, 581)) = 581, n_past = min(581, 582) = 581 (log: "n_past =
     # 581"): the token at pos_max is recomputed. Invalidation: c518 and c582 both survive
     # (pos_max 517, 581 <= 581; n_tokens 518, 582 <= 586).
-    (restore,) = events(srv, "ckpt_restore", start)
-    assert (restore["n_tokens"], restore["n_past"]) == (582, 581)
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["n_prefix"], ps["n_past"]) == (586, 581)
-    assert events(srv, "ckpt_erase", start) == []
+    (restore,) = events(srv, ev.CkptRestore, start)
+    assert (restore.n_tokens, restore.n_past) == (582, 581)
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.n_prefix, ps.n_past) == (586, 581)
+    assert events(srv, ev.CkptErase, start) == []
     # Batches [581, 600) and [600, 604) (tail break at 604 - 4): checkpoint n_tokens 581 with
     # SWA cells [550, 580] (the 32 restored cells minus the removed 581), appended after the
     # restored 582 ("created context checkpoint 3 of 8"), then 600 with [550, 599] ("4 of 8").
-    assert [(b["start"], b["n"], b["checkpoint"]) for b in events(srv, "batch", start)][:2] == [
+    assert [(b.start, b.n, b.checkpoint) for b in events(srv, ev.Batch, start)][:2] == [
         (581, 19, True),
         (600, 4, True),
     ]
@@ -241,9 +242,9 @@ def test_swa_rollback_within_cells_needs_no_restore(variant: str) -> None:
     start = len(srv.heap.events)
     srv.request(A[:560] + tuple(range(5000, 5040)), n_predict=4)
     srv.run()
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["n_prefix"], ps["n_past"], ps["restored"], ps["reprocess"]) == (560, 560, None, None)
-    assert [(e["n_tokens"], e["reason"]) for e in events(srv, "ckpt_erase", start)] == [
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.n_prefix, ps.n_past, ps.restored, ps.reprocess) == (560, 560, None, None)
+    assert [(e.n_tokens, e.reason) for e in events(srv, ev.CkptErase, start)] == [
         (582, "invalidated")
     ]
     assert ckpts(srv) == logged(srv, [(518, 262, 517), (560, 333, 559), (596, 340, 595)])
@@ -258,10 +259,10 @@ def test_swa_no_usable_checkpoint_full_reprocess(variant: str) -> None:
     start = len(srv.heap.events)
     srv.request(A[:300] + tuple(range(5000, 5300)), n_predict=4)
     srv.run()
-    (ps,) = events(srv, "prompt_start", start)
-    assert (ps["n_prefix"], ps["n_past"], ps["restored"]) == (300, 0, None)
-    assert ps["reprocess"] is not None
-    assert sorted(e["n_tokens"] for e in events(srv, "ckpt_erase", start)) == [518, 582]
-    assert events(srv, "ckpt_restore", start) == []
+    (ps,) = events(srv, ev.PromptStart, start)
+    assert (ps.n_prefix, ps.n_past, ps.restored) == (300, 0, None)
+    assert ps.reprocess is not None
+    assert sorted(e.n_tokens for e in events(srv, ev.CkptErase, start)) == [518, 582]
+    assert events(srv, ev.CkptRestore, start) == []
     # Re-processed from 0: 600 tokens -> tail checkpoints 600 - 68 = 532 and 596.
     assert [c[0] for c in ckpts(srv)] == [532, 596]

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from conftest import events, recurrent_config
 
+from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
-from pcspec.model.heap import Event
 from pcspec.model.server import Server
 from pcspec.model.variants import ALL, DESIGNS
 from pcspec.properties.base import Events
@@ -66,12 +66,12 @@ def test_reuse1_short_swa_prefix(variant: str) -> None:
     # restores the one at 2 (its pos_min is 0): n_past 1, five tokens re-processed for nothing.
     srv = Server(SWA, DESIGNS[variant])
     msgs = judged(srv, "REUSE-1", *SWA_SHORT_PREFIX)
-    start = events(srv, "prompt_start")[-1]
+    start = events(srv, ev.PromptStart)[-1]
     if variant == "fixed":
         assert msgs == []
-        assert (start["n_past"], start["restored"], start["reprocess"]) == (6, None, None)
+        assert (start.n_past, start.restored, start.reprocess) == (6, None, None)
     else:
-        assert start["n_past"] < 6
+        assert start.n_past < 6
         assert msgs and "its live memory served a resume at 6" in msgs[0]
 
 
@@ -90,11 +90,11 @@ def test_reuse1_recurrent_rollback_depth(variant: str) -> None:
         ("request", {"tokens": (*a[:18], 70, 71, 72), "n_predict": 2}),
         ("run", {}),
     )
-    start = events(srv, "prompt_start")[-1]
+    start = events(srv, ev.PromptStart)[-1]
     if variant == "fixed":
-        assert msgs == [] and start["n_past"] == 18
+        assert msgs == [] and start.n_past == 18
     else:
-        assert start["n_past"] == 0 and msgs
+        assert start.n_past == 0 and msgs
 
 
 def test_reuse1_mutant_live_thold_is_caught() -> None:
@@ -116,7 +116,7 @@ def test_fixed_prefers_the_checkpoint_that_keeps_most() -> None:
         ("run", {}),
     )
     assert msgs == []
-    assert events(srv, "ckpt_restore")[-1]["n_tokens"] == 36
+    assert events(srv, ev.CkptRestore)[-1].n_tokens == 36
 
 
 # -- REUSE-2 -------------------------------------------------------------------------------------
@@ -141,10 +141,10 @@ PINNED_EMPTY = (
 def test_reuse2_pinned_empty_slot(variant: str) -> None:
     srv = Server(KV2, DESIGNS[variant])
     msgs = judged(srv, "REUSE-2", *PINNED_EMPTY)
-    scans = events(srv, "load_scan")
+    scans = events(srv, ev.LoadScan)
     if variant == "fixed":
         assert msgs == []
-        assert scans[-1]["chosen"] is not None
+        assert scans[-1].chosen is not None
     else:
         assert msgs and "the cache was not consulted" in msgs[-1]
 
@@ -163,7 +163,7 @@ def test_ckpt3_holds_on_every_design(variant: str) -> None:
     srv = Server(recurrent_config(n_slots=1, n_ctx_slot=256, cache_ram=0), DESIGNS[variant])
     msgs = judged(srv, "CKPT-3", ("request", {"tokens": A1, "spans": (20,), "n_predict": 2}), ("run", {}))
     assert msgs == []
-    assert [(b["start"], b["n"]) for b in events(srv, "batch")] == [(0, 16), (16, 4), (20, 12), (32, 4), (36, 4)]
+    assert [(b.start, b.n) for b in events(srv, ev.Batch)] == [(0, 16), (16, 4), (20, 12), (32, 4), (36, 4)]
     assert [c.n_tokens for c in srv.slots[0].prompt.checkpoints] == [20, 36]
 
 
@@ -173,15 +173,20 @@ def test_ckpt3_mutant_no_tail_break_is_caught() -> None:
     assert any("runs across 32" in m for m in msgs)
 
 
-def _batch(start: int, n: int, listed: tuple[int, ...], **extra: Any) -> Event:
-    data = {"slot": 0, "task": 0, "start": start, "n": n, "needs": True, "n_prompt": 40, "spans": (20,),
-            "last_user": 20, "listed": listed, "pos_min": start - 1} | extra  # fmt: skip
-    return Event(0, "batch", data)
+def _batch(start: int, n: int, listed: tuple[int, ...], **extra: Any) -> ev.Batch:
+    data = {"slot": 0, "task": 0, "start": start, "n": n, "checkpoint": False, "needs": True, "n_prompt": 40,
+            "spans": (20,), "last_user": 20, "listed": listed, "pos_min": start - 1} | extra  # fmt: skip
+    return ev.Batch(**data)
+
+
+def _create(n_tokens: int) -> ev.CkptCreate:
+    return ev.CkptCreate(slot=0, ckpt=1, task=0, n_tokens=n_tokens, pos_min=n_tokens - 1, pos_max=n_tokens - 1,
+                         identical_to_restored=False)
 
 
 def test_ckpt3_judges_both_ways() -> None:
     srv = Server(recurrent_config(n_slots=1, n_ctx_slot=256, cache_ram=0), DESIGNS["fixed"])
-    create = Event(0, "ckpt_create", {"slot": 0, "n_tokens": 16})
+    create = _create(16)
     # excessive: a checkpoint at 16, which is no user-message start and not near the end
     excessive = ckpt3_creation_rules(srv, Events([create, _batch(16, 4, ())]))
     assert excessive and "made a checkpoint at n_tokens=16" in excessive[0]
@@ -190,7 +195,7 @@ def test_ckpt3_judges_both_ways() -> None:
     assert missing and "no checkpoint at n_tokens=20" in missing[0]
     # too close: a user-message start within min step of the last checkpoint, not the last one
     close = ckpt3_creation_rules(
-        srv, Events([Event(0, "ckpt_create", {"slot": 0, "n_tokens": 12}), _batch(12, 4, (8,), spans=(12, 20))])
+        srv, Events([_create(12), _batch(12, 4, (8,), spans=(12, 20))])
     )
     assert close and "too close" in close[0]
 

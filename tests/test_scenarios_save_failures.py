@@ -28,12 +28,11 @@ n_batch 16, n_ubatch 4, cache_ram 4000 bytes, i.e. between 3U = 3048 and 4U = 40
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from conftest import B_PROMPT, recurrent_config
 from conftest import RS_STATE as U
 
+from pcspec.model import events as ev
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
 
@@ -59,17 +58,21 @@ def setup(variant: str) -> Server:
     return srv
 
 
-def failing_save(srv: Server) -> list[tuple[str, dict[str, Any]]]:
+def failing_save(srv: Server) -> list[ev.Event]:
     """Arm the fault, send B (whose launch saves slot 0); return the events of that request."""
     srv.inject("save.read.tgt")
     start = len(srv.heap.events)
     srv.request(B_PROMPT, n_predict=1, id_slot=1)
     assert srv.crash is None
-    return [(e.kind, e.data) for e in srv.heap.events[start:]]
+    return srv.heap.events[start:]
 
 
-def evictions(evs: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, int]]:
-    return [(d["reason"], d["n_tokens"]) for k, d in evs if k == "entry_evict"]
+def evictions(evs: list[ev.Event]) -> list[tuple[str, int]]:
+    return [(e.reason, e.n_tokens) for e in evs if isinstance(e, ev.EntryEvict)]
+
+
+def saves_ok(evs: list[ev.Event]) -> list[bool]:
+    return [e.ok for e in evs if isinstance(e, ev.SaveEnd)]
 
 
 @pytest.mark.parametrize("variant", ["master", "pr27451"])
@@ -77,7 +80,7 @@ def test_unvalidated_save_keeps_partial_entry(variant: str) -> None:
     srv = setup(variant)
     evs = failing_save(srv)
     assert evictions(evs) == [("obsolete", 25), ("make_room", 4)]
-    assert [d["ok"] for k, d in evs if k == "save_end"] == [True]  # return value ignored
+    assert saves_ok(evs) == [True]  # return value ignored
     assert srv.cache is not None
     (entry,) = srv.cache.entries
     assert entry.prompt.n_tokens == 45
@@ -94,7 +97,7 @@ def test_pr30137_pops_entry_but_keeps_collateral_evictions() -> None:
     before = srv.cache_fingerprint()
     evs = failing_save(srv)
     assert evictions(evs) == [("obsolete", 25), ("make_room", 4), ("pop_back", 45)]
-    assert [d["ok"] for k, d in evs if k == "save_end"] == [False]
+    assert saves_ok(evs) == [False]
     assert srv.cache is not None
     assert srv.cache.entries == []  # no partial entry (RB-1) ...
     assert srv.cache_fingerprint() != before  # ... but E1 and EB are lost (RB-2)
@@ -106,7 +109,7 @@ def test_fixed_leaves_cache_exactly_as_it_was() -> None:
     before = srv.cache_fingerprint()
     evs = failing_save(srv)
     assert evictions(evs) == []
-    assert [d["ok"] for k, d in evs if k == "save_end"] == [False]
+    assert saves_ok(evs) == [False]
     assert srv.cache_fingerprint() == before
     assert srv.cache is not None
     assert [e.prompt.n_tokens for e in srv.cache.entries] == [25, 4]
@@ -120,7 +123,7 @@ def test_without_fault_the_same_save_succeeds(variant: str) -> None:
     srv = setup(variant)
     start = len(srv.heap.events)
     srv.request(B_PROMPT, n_predict=1, id_slot=1)
-    evs = [(e.kind, e.data) for e in srv.heap.events[start:]]
+    evs = srv.heap.events[start:]
     assert evictions(evs) == [("obsolete", 25), ("make_room", 4)]
     assert srv.cache is not None
     assert [e.prompt.n_tokens for e in srv.cache.entries] == [45]

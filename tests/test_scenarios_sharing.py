@@ -40,6 +40,7 @@ import pytest
 from conftest import B_PROMPT, DESIGN_NAMES, events, recurrent_config
 from conftest import RS_STATE as U  # STATE_HEADER + rs_bytes: one recurrent state, full or partial
 
+from pcspec.model import events as ev
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
 
@@ -83,11 +84,11 @@ def test_conversation_restores_and_keeps_checkpoints(variant: str) -> None:
     srv = make_server(variant, cache_ram=1 << 20)
     play(srv, 3)
     # Turns 2 and 3 restore c20 and c40 (n_past = N_k - 4), never erase anything.
-    assert [(e["n_tokens"], e["n_past"]) for e in events(srv, "ckpt_restore")] == [
+    assert [(e.n_tokens, e.n_past) for e in events(srv, ev.CkptRestore)] == [
         (20, 20),
         (40, 40),
     ]
-    assert events(srv, "ckpt_erase") == []
+    assert events(srv, ev.CkptErase) == []
     assert [c.n_tokens for c in srv.slots[0].prompt.checkpoints] == [20, 40, 60]
     assert [(c.pos_min, c.pos_max) for c in srv.slots[0].prompt.checkpoints] == [
         (19, 19),
@@ -161,7 +162,7 @@ def test_make_room_evicts_entries_unique_accounting_keeps(variant: str) -> None:
     entries, evicted, accounted, unique = MAKE_ROOM[variant]
     assert entry_tokens(srv) == entries
     made_room = [
-        e["n_tokens"] for e in events(srv, "entry_evict", marks[2][0]) if e["reason"] == "make_room"
+        e.n_tokens for e in events(srv, ev.EntryEvict, marks[2][0]) if e.reason == "make_room"
     ]
     assert made_room == evicted
     assert (srv.accounted_bytes, srv.unique_bytes) == (accounted, unique)
@@ -182,10 +183,10 @@ def test_oversize_entry_rejected_without_eviction(variant: str) -> None:
     srv = make_server(variant, cache_ram=limit)
     marks = play(srv, 3)
     assert srv.cache is not None
-    rejected = events(srv, "save_reject_oversize", marks[2][0])
-    assert [r["size"] for r in rejected] == [4 * U]
-    assert [r["limit"] for r in rejected] == [limit]
-    assert events(srv, "entry_evict", marks[2][0]) == []
+    rejected = events(srv, ev.SaveRejectOversize, marks[2][0])
+    assert [r.size for r in rejected] == [4 * U]
+    assert [r.limit for r in rejected] == [limit]
+    assert events(srv, ev.EntryEvict, marks[2][0]) == []
     assert entry_tokens(srv) == [4]
     assert srv.accounted_bytes == U
 
@@ -208,8 +209,8 @@ def test_save_copies_checkpoint_payload_only_on_master(variant: str, copied: lis
     per_save = []
     for start, end in marks:
         window = srv.heap.events[start:end]
-        assert [e.data["ok"] for e in window if e.kind == "save_end"] == [True]
-        per_save.append(sum(e.data["bytes"] for e in window if e.kind == "copy_payload"))
+        assert [e.ok for e in window if isinstance(e, ev.SaveEnd)] == [True]
+        per_save.append(sum(e.bytes for e in window if isinstance(e, ev.CopyPayload)))
     assert per_save == copied
     # X as the slot holds it at the last save: the three checkpoints, U each.
     assert sum(c.size() for c in srv.slots[0].prompt.checkpoints) == 3 * U

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.errors import PcspecError
 from pcspec.model.memory import SeqMemory
@@ -58,8 +59,8 @@ def test_pin_beyond_slot_count_always_updates_the_cache(pin: int) -> None:
     srv.run()
     start = len(srv.heap.events)
     srv.request(prompt, n_predict=1, id_slot=pin)
-    select = next(e for e in srv.heap.events[start:] if e.kind == "select")
-    assert select.data["slot"] == 0  # get_slot_by_id wraps (1501-1512)
+    select = next(e for e in srv.heap.events[start:] if isinstance(e, ev.Select))
+    assert select.slot == 0  # get_slot_by_id wraps (1501-1512)
     # id 0 is scanned: f_sim 1.0, f_keep 1.0, no cache update; id 2 matches no slot: f_keep 0.
     assert ("save_begin" in kinds(srv, start)) == (pin == 2)
 
@@ -103,11 +104,11 @@ def test_bad_alloc_in_create_checkpoint(variant: str) -> None:
     srv.run()
     assert srv.crash is None
     slot = srv.slots[0]
-    release = [e for e in srv.heap.events if e.kind == "release"]
+    release = [e for e in srv.heap.events if isinstance(e, ev.Release)]
     if variant == "fixed":  # contained: the checkpoint is skipped, the task completes
-        assert release[0].data["error"] is None
+        assert release[0].error is None
         return
-    assert release[0].data["error"] and "bad_alloc" in release[0].data["error"]
+    assert release[0].error and "bad_alloc" in release[0].error
     # The batch's tokens were decoded with the others: bookkeeping and memory agree.
     assert srv.ctx_tgt.seqs[0].is_state_of(slot.prompt.tokens)
     if variant in ("master", "pr27451"):  # emplace_back before the fill (2333)
@@ -146,8 +147,8 @@ def test_context_shift_keeps_bos_and_clamps() -> None:
     prompt = tuple(range(1, 13))
     srv.request(prompt, n_predict=8)
     srv.run()
-    shift = next(e for e in srv.heap.events if e.kind == "context_shift")
-    assert shift.data["n_keep"] == 1 and shift.data["n_discard"] == (15 - 1) // 2
+    shift = next(e for e in srv.heap.events if isinstance(e, ev.ContextShift))
+    assert shift.n_keep == 1 and shift.n_discard == (15 - 1) // 2
     slot = srv.slots[0]
     assert slot.prompt.tokens[0] == 1 and slot.prompt.tokens[1] == prompt[1 + 7]
     assert srv.ctx_tgt.seqs[0].is_state_of(slot.prompt.tokens)
@@ -178,8 +179,8 @@ def test_pr27451_copies_the_speculative_payload() -> None:
     srv.run()
     start = len(srv.heap.events)
     srv.request(tuple(range(100, 120)), n_predict=1)  # LRU path: the slot is saved to the cache
-    copies = [e for e in srv.heap.events[start:] if e.kind == "copy_payload"]
-    assert copies and {e.data["role"] for e in copies} == {"ckpt_spec"}
+    copies = [e for e in srv.heap.events[start:] if isinstance(e, ev.CopyPayload)]
+    assert copies and {e.role for e in copies} == {"ckpt_spec"}
 
 
 # -- 9. the hang: a cache load onto a busy pinned slot longer than its prompt -------------------
@@ -258,8 +259,8 @@ def test_short_write_in_a_save(variant: str, kept: bool) -> None:
     srv.inject("state.write.short")
     srv.request(tuple(range(100, 120)), n_predict=1)
     assert srv.cache is not None
-    short = [e for e in srv.heap.events if e.kind == "state_read_short"]
-    assert short and short[0].data["written"] * 2 == short[0].data["size"]
+    short = [e for e in srv.heap.events if isinstance(e, ev.StateReadShort)]
+    assert short and short[0].written is not None and short[0].written * 2 == short[0].size
     assert (len(srv.cache.entries) == 1) == kept  # master keeps the partial entry (RB-1)
 
 
@@ -317,8 +318,8 @@ def test_restore_refuses_ids_outside_the_vocabulary() -> None:
     in slot save file", after the state load, and the slot is cleared (2616-2618)."""
     srv = _m6(272)
     assert "Invalid tokens in slot save file" in str(srv.last_result.get("error"))
-    failed = [e for e in srv.heap.events if e.kind == "file_restore_failed"]
-    assert len(failed) == 1 and "token 600168669 at index 0" in str(failed[0].data["reason"])
+    failed = [e for e in srv.heap.events if isinstance(e, ev.FileRestoreFailed)]
+    assert len(failed) == 1 and "token 600168669 at index 0" in failed[0].reason
     assert srv.slots[1].prompt.tokens == () and srv.ctx_tgt.seqs[1].n_tokens == 0
 
 
@@ -360,7 +361,7 @@ def test_releases_follow_slot_order_after_the_decode() -> None:
         srv.step()  # slot 0: prompt done, first token sampled
         srv.request(tuple(range(20, 28)), n_predict=1, id_slot=1)
         srv.step()  # slot 0 decodes its second token; slot 1's prompt ends: both done
-        assert [e.data["slot"] for e in srv.heap.events if e.kind == "release"] == [0, 1]
+        assert [e.slot for e in srv.heap.events if isinstance(e, ev.Release)] == [0, 1]
         srv.request(tuple(range(40, 48)), n_predict=1)
-        select = [e.data for e in srv.heap.events if e.kind == "select"][-1]
-        assert (select["slot"], select["how"]) == (0, "lru")
+        select = [e for e in srv.heap.events if isinstance(e, ev.Select)][-1]
+        assert (select.slot, select.how) == (0, "lru")

@@ -24,9 +24,10 @@ from typing import Any
 from pcspec.conform.observe import ROLE, observe
 from pcspec.conform.protocol import BY_NAME, EVENT_KINDS, EVICT_NUMBERS, port_config
 from pcspec.conform.tags import Tags
+from pcspec.model import events as ev
 from pcspec.model import ops as model_ops
 from pcspec.model.cache import CacheEntry, lcp
-from pcspec.model.heap import Event
+from pcspec.model.events import Event
 from pcspec.model.memory import FULL, PARTIAL_ONLY
 from pcspec.model.server import Server
 from pcspec.trace import Trace
@@ -52,17 +53,17 @@ def project(e: Event) -> dict[str, Any] | None:
     spec = EVENT_KINDS.get(e.kind)
     if spec is None:
         return None
-    d = e.data
     out: dict[str, Any] = {"kind": e.kind}
-    if e.kind == "entry_evict":
-        out.update(entry=d["entry"], reason=d["reason"], n_tokens=d.get("loaded_tokens", d["n_tokens"]))
-        if d["reason"] in EVICT_NUMBERS:
-            out.update(unique_total=d["unique_total"], limit=d["limit"])
+    if isinstance(e, ev.EntryEvict):
+        n_tokens = e.loaded_tokens if e.loaded_tokens is not None else e.n_tokens
+        out.update(entry=e.entry, reason=e.reason, n_tokens=n_tokens)
+        if e.reason in EVICT_NUMBERS:
+            out.update(unique_total=e.unique_total, limit=e.limit)
         return out
-    if e.kind == "copy_payload":
-        return {"kind": e.kind, "role": ROLE.get(d["role"], d["role"]), "bytes": d["bytes"]}
-    for name, _ in spec.fields:
-        out[name] = d.get(name)
+    if isinstance(e, ev.CopyPayload):
+        return {"kind": e.kind, "role": ROLE.get(e.role, e.role), "bytes": e.bytes}
+    for name, _ in spec.fields:  # the protocol's fields are the event's, by name
+        out[name] = getattr(e, name, None)
     return out
 
 
@@ -148,55 +149,55 @@ class Lowerer:
         if self.dead:
             return
         prev, self.prev = self.prev, e
-        if e.kind == "crash":
+        if isinstance(e, ev.Crash):
             self.dead = True
-            self.out.crash = str(e.data.get("where"))
+            self.out.crash = e.where
             self.lazy = None
             return
         if self.lazy is not None and not self.lazy.tail(e):
             self._close_lazy(e)
-        if e.kind == "fault_hit":
-            self.faults.append(e.data["site"])
-        hit = prev.data.get("site") if prev is not None and prev.kind == "fault_hit" else None
-        if e.kind == "alloc_failed" and hit != e.data.get("site"):
+        if isinstance(e, ev.FaultHit):
+            self.faults.append(e.site)
+        hit = prev.site if isinstance(prev, ev.FaultHit) else None
+        if isinstance(e, ev.AllocFailed) and hit != e.site:
             # No fault fired: the host ran out (host_ram). A port sees it as the site's fault.
-            site = e.data.get("site") or _ALLOC_SITE.get(e.data["role"], "ckpt.alloc")
+            site = e.site or _ALLOC_SITE.get(e.role, "ckpt.alloc")
             self.faults.append(site)
-        ev = project(e)
-        if ev is not None:
-            self.evbuf.append(ev)
+        port_event = project(e)
+        if port_event is not None:
+            self.evbuf.append(port_event)
         handler = getattr(self, "_on_" + e.kind, None)
         if handler is not None:
             handler(e)
 
-    def _on_op(self, e: Event) -> None:
-        if e.data.get("name") == "request":
+    def _on_op(self, e: ev.Op) -> None:
+        if e.name == "request":
             op = self.model_op
-            self.tasks[e.data["task"]] = (tuple(op["tokens"]), bool(op.get("cache_prompt", True)))
+            self.tasks[e.args["task"]] = (tuple(op["tokens"]), bool(op.get("cache_prompt", True)))
 
-    def _on_sleep_skipped(self, e: Event) -> None:
+    def _on_sleep_skipped(self, e: ev.SleepSkipped) -> None:
         self.slept = False  # a busy server does not sleep
 
-    def _on_restart(self, e: Event) -> None:
+    def _on_restart(self, e: ev.Restart) -> None:
         self.faults.clear()
         self._emit({"op": "restart", "config": port_config(self.srv.cfg)}, self._observe(self._take()))
 
-    def _on_select(self, e: Event) -> None:
-        self.select = (e.data["slot"] if e.data["slot"] is not None else -1, e.data["task"])
+    def _on_select(self, e: ev.Select) -> None:
+        self.select = (e.slot if e.slot is not None else -1, e.task)
 
-    def _on_save_begin(self, e: Event) -> None:
+    def _on_save_begin(self, e: ev.SaveBegin) -> None:
         self.saving = True  # (the C++ designs' save runs update() after a bad_alloc: part of it)
 
-    def _on_save_end(self, e: Event) -> None:
+    def _on_save_end(self, e: ev.SaveEnd) -> None:
         self.saving = False
         self._sync()
-        slot = e.data["slot"]
+        slot = e.slot
         parts = [self._part("main", self.srv.ctx_tgt.seqs[slot], FULL)]
         if self.srv.ctx_dft is not None:
             parts.append(self._part("drft", self.srv.ctx_dft.seqs[slot], FULL))
         self._emit_now({"op": "save", "slot": slot, "parts": parts})
 
-    def _on_load_scan(self, e: Event) -> None:
+    def _on_load_scan(self, e: ev.LoadScan) -> None:
         events = self.evbuf[:-1]
         self.evbuf = self.evbuf[-1:]
         if events:
@@ -204,75 +205,75 @@ class Lowerer:
         self._sync()
         slot, task = self.select
         op = {"op": "load", "slot": slot, "tokens": list(self.tasks[task][0])}
-        if e.data["chosen"] is None:
+        if e.chosen is None:
             self._emit_now(op)
         else:
             # Ends at the hand-over (the entry left the list, the slot holds its prompt) or,
             # failed, at prompt_load_failed (after the dropped entry let go of its checkpoints).
-            self.lazy = _Lazy(op, lambda ev: ev.kind != "prompt_load_failed")
+            self.lazy = _Lazy(op, lambda x: not isinstance(x, ev.PromptLoadFailed))
 
-    def _on_entry_evict(self, e: Event) -> None:
-        if self.lazy is not None and self.lazy.op["op"] == "load" and e.data["reason"] == "loaded":
+    def _on_entry_evict(self, e: ev.EntryEvict) -> None:
+        if self.lazy is not None and self.lazy.op["op"] == "load" and e.reason == "loaded":
             self._close_lazy()
 
-    def _on_cache_state(self, e: Event) -> None:
+    def _on_cache_state(self, e: ev.CacheState) -> None:
         if self.saving:
             return
         self._sync()
         self._emit_now({"op": "update"})
 
-    def _on_prompt_clear(self, e: Event) -> None:
-        self._start_lazy({"op": "clear", "slot": e.data["slot"]}, lambda ev: ev.kind == "free")
+    def _on_prompt_clear(self, e: ev.PromptClear) -> None:
+        self._start_lazy({"op": "clear", "slot": e.slot}, lambda x: isinstance(x, ev.Free))
 
-    def _on_release(self, e: Event) -> None:
+    def _on_release(self, e: ev.Release) -> None:
         # release changes one port-visible variable, after its event: the task's restored
         # checkpoint is forgotten. Observed as the last observation with that change.
         self._sync()
-        slot = e.data["slot"]
+        slot = e.slot
         slots = list(self.shadow["slots"])
         slots[slot] = {**slots[slot], "restored": None}
         self._emit({"op": "release", "slot": slot}, {**self.shadow, "events": self._take(), "slots": slots})
 
-    def _on_context_shift(self, e: Event) -> None:
-        op = {"op": "shift", "slot": e.data["slot"], "n_keep": e.data["n_keep"], "n_discard": e.data["n_discard"]}
-        self._start_lazy(op, lambda ev: ev.kind == "free" or (
-            ev.kind == "ckpt_erase" and ev.data["reason"] == "context_shift"))
+    def _on_context_shift(self, e: ev.ContextShift) -> None:
+        op = {"op": "shift", "slot": e.slot, "n_keep": e.n_keep, "n_discard": e.n_discard}
+        self._start_lazy(op, lambda x: isinstance(x, ev.Free) or (
+            isinstance(x, ev.CkptErase) and x.reason == "context_shift"))
 
-    def _on_prompt_start(self, e: Event) -> None:
-        slot, task = e.data["slot"], e.data["task"]
+    def _on_prompt_start(self, e: ev.PromptStart) -> None:
+        slot, task = e.slot, e.task
         op = {
             "op": "prompt_start",
             "slot": slot,
             "task": task,
-            "prompt": list(e.data["prompt"]),
+            "prompt": list(e.prompt),
             "cache_prompt": self.tasks[task][1],
             "pos_min": self.pos_min[slot],
             "live": self.live[slot],
-            "seq_rm_ok": not any(ev["kind"] == "seq_rm_refused" for ev in self.evbuf),
+            "seq_rm_ok": not any(x["kind"] == "seq_rm_refused" for x in self.evbuf),
         }
         self._emit_now(op)
 
-    def _on_ckpt_create(self, e: Event) -> None:
-        self._checkpoint(e, e.data["pos_min"], e.data["pos_max"])
+    def _on_ckpt_create(self, e: ev.CkptCreate) -> None:
+        self._checkpoint(e, e.pos_min, e.pos_max)
 
-    def _on_ckpt_kept_restored(self, e: Event) -> None:
+    def _on_ckpt_kept_restored(self, e: ev.CkptKeptRestored) -> None:
         self._checkpoint(e, None, None)
 
-    def _on_ckpt_create_skipped(self, e: Event) -> None:
+    def _on_ckpt_create_skipped(self, e: ev.CkptCreateSkipped) -> None:
         self._checkpoint(e, None, None)
 
-    def _on_ckpt_create_failed(self, e: Event) -> None:
+    def _on_ckpt_create_failed(self, e: ev.CkptCreateFailed) -> None:
         self._checkpoint(e, None, None, lazy=not self.srv.variant.contain_failures)
 
-    def _on_batch(self, e: Event) -> None:
+    def _on_batch(self, e: ev.Batch) -> None:
         self._sync()
 
-    def _on_generate(self, e: Event) -> None:
+    def _on_generate(self, e: ev.Generate) -> None:
         self._sync()
 
-    def _on_file_restore(self, e: Event) -> None:
+    def _on_file_restore(self, e: ev.FileRestore) -> None:
         self.faults.clear()  # what the restore consumed is the environment's
-        slot = self.srv.slots[e.data["slot"]]
+        slot = self.srv.slots[e.slot]
         ckpts = [
             {
                 "n_tokens": ck.n_tokens,
@@ -288,13 +289,19 @@ class Lowerer:
         self._sync(skip=slot.id)
         self._emit_now({"op": "install", "slot": slot.id, "tokens": list(slot.prompt.tokens), "ckpts": ckpts})
 
-    def _on_file_restore_failed(self, e: Event) -> None:
+    def _on_file_restore_failed(self, e: ev.FileRestoreFailed) -> None:
         self.faults.clear()
 
     # -- the operations --------------------------------------------------------------------------
 
-    def _checkpoint(self, e: Event, pos_min: int | None, pos_max: int | None, lazy: bool = False) -> None:
-        srv, slot = self.srv, e.data["slot"]
+    def _checkpoint(
+        self,
+        e: ev.CkptCreate | ev.CkptKeptRestored | ev.CkptCreateSkipped | ev.CkptCreateFailed,
+        pos_min: int | None,
+        pos_max: int | None,
+        lazy: bool = False,
+    ) -> None:
+        srv, slot = self.srv, e.slot
         model_tokens = srv.slots[slot].prompt.tokens
         before = self.shadow["slots"][slot]["tokens"]
         n_cur = len(model_tokens) - lcp(tuple(before), model_tokens)
@@ -314,14 +321,14 @@ class Lowerer:
         op = {
             "op": "checkpoint",
             "slot": slot,
-            "task": e.data["task"],
+            "task": e.task,
             "n_cur": n_cur,
             "pos_min": pos_min,
             "pos_max": pos_max,
             "parts": parts,
         }
         if lazy:
-            self.lazy = _Lazy(op, lambda ev: ev.kind in ("publish_ckpt", "free"))
+            self.lazy = _Lazy(op, lambda x: isinstance(x, ev.PublishCkpt | ev.Free))
         else:
             self._emit_now(op)
 
@@ -344,8 +351,8 @@ class Lowerer:
             return
         op, self.lazy = self.lazy.op, None
         events = self._take()
-        if at is not None and at.kind == "entry_evict" and self.srv.cache is not None:
-            obj = self.entry_objs.get(at.data["entry"])
+        if isinstance(at, ev.EntryEvict) and self.srv.cache is not None:
+            obj = self.entry_objs.get(at.entry)
             if obj is not None:
                 present = {e.id for e in self.srv.cache.entries}
                 order = [e["id"] for e in self.shadow["entries"]]
@@ -358,16 +365,16 @@ class Lowerer:
                 self._emit(op, obs)
                 return
         obs = self._observe(events)
-        if at is not None and at.kind == "prompt_start":
+        if isinstance(at, ev.PromptStart):
             # keep_first and the restored checkpoint of that slot came just before the event
-            slot = at.data["slot"]
+            slot = at.slot
             slots = list(obs["slots"])
             was = self.shadow["slots"][slot]
             slots[slot] = {**slots[slot], "tokens": was["tokens"], "restored": was["restored"]}
             obs = {**obs, "slots": slots}
-        if at is not None and at.kind in ("batch", "generate"):
-            slot = at.data["slot"]
-            n = at.data.get("n", 1) if at.kind == "batch" else 1
+        if isinstance(at, ev.Batch | ev.Generate):
+            slot = at.slot
+            n = at.n if isinstance(at, ev.Batch) else 1
             if n > 0:
                 slots = list(obs["slots"])
                 slots[slot] = {**slots[slot], "tokens": slots[slot]["tokens"][:-n]}

@@ -23,8 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pcspec.live import from_log
-from pcspec.live import records as r
 from pcspec.live.client import Reply, cache_n, prompt_n
 from pcspec.live.compare import Difference, diff
 from pcspec.live.driver import Observation, Run
@@ -35,6 +33,8 @@ from pcspec.live.transparency import Reference
 from pcspec.live.waste import WasteWatch
 from pcspec.logcheck import check_events, parse_bytes
 from pcspec.logcheck import events as ev
+from pcspec.logcheck.logged import logged
+from pcspec.model.events import Logged, Served, SlotFile
 from pcspec.model.processing import VOCAB_GEN
 
 SERVER_BUGS = ("crash", "no-answer", "transparency")
@@ -89,38 +89,38 @@ def segments(run: Run) -> list[list[int]]:
     return out
 
 
-def server_records(log: bytes, obs_list: list[Observation]) -> tuple[list[r.Record], list[ev.Event]]:
+def server_records(log: bytes, obs_list: list[Observation]) -> tuple[list[Logged], list[ev.Event]]:
     lo = obs_list[0].log_start
     hi = max(o.log_end for o in obs_list)
     events = parse_bytes(log[lo:hi]).events
-    return from_log.records(events), events
+    return list(logged(events)), events
 
 
-def _served(reply: Reply | None) -> r.Served | None:
+def _served(reply: Reply | None) -> Served | None:
     if reply is None or not reply.ok:
         return None
     c, p = cache_n(reply), prompt_n(reply)
-    return None if c is None or p is None else r.Served(c, p)
+    return None if c is None or p is None else Served(c, p)
 
 
-def _slot_file(reply: Reply | None, action: str) -> r.SlotFile | None:
+def _slot_file(reply: Reply | None, action: str) -> SlotFile | None:
     if reply is None:
         return None
     if not reply.ok:
-        return r.SlotFile("failed", None)
+        return SlotFile("failed", None)
     key = {"save": "n_saved", "restore": "n_restored", "erase": "n_erased"}[action]
     v = reply.data.get(key)
-    return r.SlotFile(action, int(v) if isinstance(v, int) else None)
+    return SlotFile(action, int(v) if isinstance(v, int) else None)
 
 
-def _model_slot_file(res: dict[str, object] | None, action: str) -> r.SlotFile | None:
+def _model_slot_file(res: dict[str, object] | None, action: str) -> SlotFile | None:
     if res is None:
         return None
     if "error" in res:
-        return r.SlotFile("failed", None)
+        return SlotFile("failed", None)
     key = {"save": "n_saved", "restore": "n_restored", "erase": "n_erased"}[action]
     v = res.get(key)
-    return r.SlotFile(action, int(v) if isinstance(v, int) else None)
+    return SlotFile(action, int(v) if isinstance(v, int) else None)
 
 
 # Record kinds not compared: how a cached prompt's checkpoints reach a slot after a load is
@@ -167,7 +167,7 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
     return a
 
 
-def _judge_segment(a: Analysis, run: Run, obs_list: list[Observation], srv_recs: list[r.Record],
+def _judge_segment(a: Analysis, run: Run, obs_list: list[Observation], srv_recs: list[Logged],
                    pred: Prediction | None, predictor: Predictor | None) -> None:
     first = obs_list[0].index
     if pred is None or predictor is None:

@@ -1,15 +1,17 @@
 """Diff what the server did with what the model predicts, for one operation.
 
-Records of each kind are compared in order (the order within a kind is the server's order of
-calls, which the model follows); a field ``None`` on either side matches anything. A kind
-whose lists differ in length or in a field is a ``Difference``.
+Both sides are streams of the same records (``pcspec.model.events.Logged``): the model's
+events give theirs (``Event.logged``), the log checker's line events theirs
+(``pcspec.logcheck.logged``). Records of each kind are compared in order (the order within a
+kind is the server's order of calls, which the model follows); a field ``None`` on either side
+matches anything. A kind whose lists differ in length or in a field is a ``Difference``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pcspec.live import records as r
+from pcspec.model.events import LOGGED_TYPES, Logged
 
 SHOWN = 8  # records per side in a one-line report
 
@@ -35,17 +37,17 @@ class Difference:
         return {"kind": self.kind, "server": list(self.server), "model": list(self.model)}
 
 
-def _by_kind(recs: list[r.Record]) -> dict[str, list[r.Record]]:
-    out: dict[str, list[r.Record]] = {}
+def _by_kind(recs: list[Logged]) -> dict[str, list[Logged]]:
+    out: dict[str, list[Logged]] = {}
     for rec in recs:
         out.setdefault(rec.kind, []).append(rec)
     return out
 
 
-def diff(server: list[r.Record], model: list[r.Record], ignore: frozenset[str] = frozenset()) -> list[Difference]:
+def diff(server: list[Logged], model: list[Logged], ignore: frozenset[str] = frozenset()) -> list[Difference]:
     a, b = _by_kind(server), _by_kind(model)
     out: list[Difference] = []
-    for kind in [t.kind for t in r.RECORD_TYPES]:
+    for kind in [t.kind for t in LOGGED_TYPES]:
         if kind in ignore:
             continue
         xs, ys = a.get(kind, []), b.get(kind, [])

@@ -7,20 +7,22 @@ The model is ``Server(config, variant)`` with the configuration of the live serv
 ``update_slots`` iterations the server ran before each arrival, read from its log (the log is
 the schedule, ``pcspec.live.schedule``).
 
-Each operation yields its records (``pcspec.live.records``) and, for requests, a ``Served``
-record (tokens from the cache and tokens processed), so it can be diffed with the server's.
+Each operation yields its records (the events' ``logged()``, ``pcspec.model.events``) and, for
+requests, a ``Served`` record (tokens from the cache and tokens processed), so it can be diffed
+with the server's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
-from pcspec.live import from_model
-from pcspec.live import records as r
 from pcspec.live.ops import LiveOp, resolve
 from pcspec.live.schedule import Schedule
 from pcspec.live.slotfiles import FileView, read_view
+from pcspec.model import events as ev
 from pcspec.model.config import Config
+from pcspec.model.events import Logged, Selected, Served, SlotFile
 from pcspec.model.server import Server
 from pcspec.model.slot import TaskType
 from pcspec.model.variants import Variant
@@ -31,12 +33,29 @@ MAX_STEPS = 100_000
 @dataclass
 class Prediction:
     index: int
-    records: list[r.Record] = field(default_factory=list)
-    served: r.Served | None = None
+    records: list[Logged] = field(default_factory=list)
+    served: Served | None = None
     error: str = ""
     crash: str = ""
     stalled: bool = False  # the task can never finish (the model's livelock)
-    slot_file: r.SlotFile | None = None
+    slot_file: SlotFile | None = None
+
+
+
+def model_records(events: Iterable[ev.Event], pinned: Container[int] = frozenset()) -> list[Logged]:
+    """What the server logs of the model's ``events`` (``Event.logged``). ``pinned``: the model's
+    ids of tasks sent with ``id_slot``; the server logs "selected slot by id" for them even when
+    the similarity scan confirms the slot (server-context.cpp:1537, the LCP line is printed only
+    for unpinned tasks, 1581-1584), where the model's ``select`` says ``lcp``."""
+    out: list[Logged] = []
+    for e in events:
+        rec = e.logged()
+        if rec is None:
+            continue
+        if isinstance(e, ev.Select) and e.task in pinned:
+            rec = Selected(e.slot, "id")
+        out.append(rec)
+    return out
 
 
 class Predictor:
@@ -46,7 +65,7 @@ class Predictor:
         self.prompts: dict[int, list[int]] = {}
         self.replies: dict[int, list[int]] = {}
         self.task_of: dict[int, int] = {}  # model task id -> live request id
-        self.served: dict[int, r.Served] = {}  # live request id -> served
+        self.served: dict[int, Served] = {}  # live request id -> served
         self.errors: dict[int, str] = {}
         self.model_ops: list[dict[str, object]] = []  # the pcspec trace of what ran
         self.slot_results: dict[int, dict[str, object]] = {}  # op index -> last_result
@@ -64,20 +83,18 @@ class Predictor:
         start = max(start, self._scanned)  # an arrival's events are scanned once
         self._scanned = len(self.srv.heap.events)
         for e in self.srv.heap.events[start:]:
-            d = e.data
-            if e.kind in ("generate", "release") and d.get("task") in self.task_of \
-                    and d.get("token") is not None:
-                self.generated.setdefault(int(d["task"]), []).append(int(d["token"]))
-            if e.kind == "prompt_start" and d.get("task") in self.task_of:
-                rid = self.task_of[d["task"]]
+            if isinstance(e, (ev.Generate, ev.Release)) and e.task in self.task_of and e.token is not None:
+                self.generated.setdefault(e.task, []).append(e.token)
+            if isinstance(e, ev.PromptStart) and e.task in self.task_of:
+                rid = self.task_of[e.task]
                 n = len(self.prompts[rid])
-                self.served[rid] = r.Served(int(d["n_past"]), n - int(d["n_past"]))
-            elif e.kind == "release" and d.get("task") in self.task_of:
-                rid = self.task_of[d["task"]]
-                if d.get("error"):
-                    self.errors[rid] = str(d["error"])
+                self.served[rid] = Served(e.n_past, n - e.n_past)
+            elif isinstance(e, ev.Release) and e.task in self.task_of:
+                rid = self.task_of[e.task]
+                if e.error:
+                    self.errors[rid] = e.error
                     continue
-                self.replies[rid] = list(self.generated.get(int(d["task"]), []))
+                self.replies[rid] = list(self.generated.get(e.task, []))
 
     def step(self, n: int = 1) -> None:
         for _ in range(n):
@@ -200,9 +217,9 @@ class Predictor:
             lo = bounds[n]
             hi = min([b for b in bounds[n + 1:] if b >= lo] or [len(self.srv.heap.events)])
             events = self.srv.heap.events[lo:hi]
-            pred = Prediction(group[0], from_model.records(events, self.pinned))
-            pred.stalled = any(e.kind == "stall" for e in events)
-            if any(e.kind == "crash" for e in events) and self.srv.crash is not None:
+            pred = Prediction(group[0], model_records(events, self.pinned))
+            pred.stalled = any(isinstance(e, ev.Stall) for e in events)
+            if any(isinstance(e, ev.Crash) for e in events) and self.srv.crash is not None:
                 pred.crash = f"{self.srv.crash.where}: {self.srv.crash.message}"
             out.append(pred)
         return out

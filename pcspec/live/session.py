@@ -14,15 +14,15 @@ from pathlib import Path
 from pcspec.live import calibrate
 from pcspec.live.analyze import Analysis, analyse
 from pcspec.live.driver import Driver, Run
-from pcspec.live.from_log import records as log_records
 from pcspec.live.fuzz import Feedback, Fuzzer
 from pcspec.live.ops import LiveOp
 from pcspec.live.predict import Predictor
 from pcspec.live.process import Flags, ServerProcess
-from pcspec.live.records import CkptCreated
 from pcspec.live.schedule import read_facts
 from pcspec.live.transparency import Reference
 from pcspec.logcheck import parse_bytes
+from pcspec.logcheck.logged import logged
+from pcspec.model.events import CkptCreated
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def _feedback(fb: Feedback, run: Run, server: ServerProcess, upto: int) -> None:
     for obs in run.observations[upto:]:
         if obs.op.op != "request" or obs.op.is_async or obs.log_end <= obs.log_start:
             continue
-        recs = log_records(parse_bytes(server.log_bytes(obs.log_start, obs.log_end)).events)
+        recs = logged(parse_bytes(server.log_bytes(obs.log_start, obs.log_end)).events)
         fb.checkpoints[obs.op.id] = [r.n_tokens for r in recs if isinstance(r, CkptCreated) and r.n_tokens]
 
 

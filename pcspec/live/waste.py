@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pcspec.live import records as r
 from pcspec.live.driver import Observation
 from pcspec.model.cache import lcp
+from pcspec.model.events import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Logged, PromptCleared
 
 
 @dataclass
@@ -45,7 +45,7 @@ class WasteWatch:
         for s in self.slots:
             s.tokens, s.ckpts, s.restored = None, None, False
 
-    def observe(self, obs_list: list[Observation], recs: list[r.Record]) -> list[tuple[int, str, str]]:
+    def observe(self, obs_list: list[Observation], recs: list[Logged]) -> list[tuple[int, str, str]]:
         """(op index, class, detail) of the observations in one segment; updates the views."""
         if len(obs_list) > 1:
             self._forget_all()
@@ -59,8 +59,8 @@ class WasteWatch:
                 self._forget_all()
                 return []
             view = self.slots[s]
-            loaded = any(isinstance(x, r.CacheLoaded) for x in recs)
-            full = any(isinstance(x, r.FullReprocess) for x in recs)
+            loaded = any(isinstance(x, CacheLoaded) for x in recs)
+            full = any(isinstance(x, FullReprocess) for x in recs)
             if full and not loaded and view.tokens is not None:
                 n = lcp(view.tokens, tuple(obs.tokens))
                 if view.restored and n > 0:
@@ -96,20 +96,20 @@ class WasteWatch:
         # idle-slot caching (cleared with a unified KV) empties the other slots
         served = _served_slot(obs) if op.op == "request" else op.id_slot
         for x in recs:
-            if isinstance(x, r.PromptCleared) and x.slot is not None and x.slot != served and x.slot < len(self.slots):
+            if isinstance(x, PromptCleared) and x.slot is not None and x.slot != served and x.slot < len(self.slots):
                 self.slots[x.slot] = SlotView()
         return out
 
-    def _apply_ckpts(self, recs: list[r.Record]) -> None:
+    def _apply_ckpts(self, recs: list[Logged]) -> None:
         for x in recs:
-            if not isinstance(x, r.CkptCreated | r.CkptErased) or x.slot is None or x.n_tokens is None:
+            if not isinstance(x, CkptCreated | CkptErased) or x.slot is None or x.n_tokens is None:
                 continue
             if x.slot >= len(self.slots):
                 continue
             ck = self.slots[x.slot].ckpts
             if ck is None:
                 continue
-            if isinstance(x, r.CkptCreated):
+            if isinstance(x, CkptCreated):
                 ck.append(x.n_tokens)
             elif x.n_tokens in ck:
                 ck.remove(x.n_tokens)

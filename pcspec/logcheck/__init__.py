@@ -14,7 +14,9 @@ Modules, in data-flow order:
   state in ``state`` and ``context``, with sizes as ``mib.Approx`` intervals; deviations use the
   ids in ``rules``;
 * ``stats``    counters and the unique-accounting estimate; ``report`` JSON and text;
-  ``trace``    the events as a JSON-lines trace.
+  ``trace``    the events as a JSON-lines trace;
+* ``logged``   the events as the records of ``pcspec.model.events.Logged``, the vocabulary the
+  model's events share (what ``pcspec live`` compares).
 
 ``check_log`` reads the file twice, side by side (the first pass at most one server run ahead),
 so its memory does not depend on the log's length.

@@ -1,0 +1,1059 @@
+"""The event vocabulary: what happens inside the model, and what the server logs of it.
+
+One class per kind, in two families that meet in the middle:
+
+* **Events** (``Event``): what the model emits while it runs an operation, one frozen dataclass
+  per kind (``Alloc``, ``Select``, ``CkptCreate``, ...). The class attribute ``kind`` is the
+  kind's name (in ``pcspec replay`` output, coverage and the conformance protocol); the fields
+  are typed and named as the model records them; each class names the C++ place it mirrors
+  (``file:line`` of the October tree, ``../shared/llama-cpp-0c1e570/``, ``tools/server/``
+  unless a path is given), or says that it is the model's own (bookkeeping of its symbolic
+  heap, a fault it injected, a judgement a property needs).
+* **Logged records** (``Logged``): what the C++ prints of such a happening, one class per log
+  kind with the fields the C++ logs (``Selected``, ``CacheSaved``, ``CkptCreated``, ...). A
+  field one side cannot know is ``None`` and matches anything (the log's cache-load line has
+  no length; the model has no MiB sizes).
+
+The two meet in ``Event.logged()``: an event the server logs too returns its record (``Select``
+-> ``Selected``, ``CkptCreate`` -> ``CkptCreated``, ``EntryEvict`` -> ``CacheEvicted`` or
+``CacheLoaded``, ...), defined next to the event; every other event returns None. The log
+checker yields the same record classes from its typed line events
+(``pcspec.logcheck.logged``), so comparing the server with the model (``pcspec live``) is a
+diff of two streams of the same classes (``pcspec.live.compare``). The events themselves stay
+richer than the records: the properties read the model's own fields (a checkpoint's id, the
+prompt, the checkpoints a prompt start kept), which no log shows.
+
+``op``, the index of the model operation an event belongs to, is not a dataclass field: the
+heap stamps it when the event is emitted (``Heap.emit``), through the slot's descriptor, so an
+emission site constructs only what it knows (``heap.emit(CkptCreate(slot=..., ...))``) and
+two events compare equal by their fields alone.
+
+Fields some emissions leave out (``CkptErase.cause``, ``EntryEvict.unique_total``, ...) are
+``None`` when left out, and ``to_json`` omits them (``_OPTIONAL``): the JSON form of every
+event is what it was when events were a kind and a dictionary, in emission order.
+
+The model imports nothing of the checkers; the log checker and ``pcspec live`` import this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from pcspec.model.checkpoint import Checkpoint
+    from pcspec.model.memory import SeqMemory, Tokens
+
+
+class Event:
+    """One thing that happened inside a model operation (``op``: its index in the trace)."""
+
+    __slots__ = ("op",)
+    op: int
+    kind: ClassVar[str] = "event"
+    _OPTIONAL: ClassVar[frozenset[str]] = frozenset()  # fields ``to_json`` omits when None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.op, "kind": self.kind}
+        optional = self._OPTIONAL
+        for f in fields(self):  # type: ignore[arg-type]  # (every concrete event is a dataclass)
+            value = getattr(self, f.name)
+            if value is None and f.name in optional:
+                continue
+            out[f.name] = value
+        return out
+
+    def logged(self) -> Logged | None:
+        """What the server logs of this event (the shared record), or None: not logged."""
+        return None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A frozen dataclass with slots pickles (and copies) its fields only: keep ``op`` too
+        # (a deep copy of a ``Server`` copies its event history).
+        values = tuple(getattr(self, f.name) for f in fields(self))  # type: ignore[arg-type]
+        return (_rebuild, (type(self), getattr(self, "op", None), values))
+
+
+stamp: Callable[[Event, int], None] = Event.__dict__["op"].__set__
+"""Sets an event's ``op`` (``Heap.emit``): the slot's own setter, which a frozen dataclass's
+``__setattr__`` does not stand in front of."""
+
+
+def _rebuild(cls: type[Event], op: int | None, values: tuple[Any, ...]) -> Event:
+    e = cls(*values)
+    if op is not None:
+        stamp(e, op)
+    return e
+
+
+def logged(events: Iterable[Event]) -> list[Logged]:
+    """The records of the events the server logs too, in emission order."""
+    out: list[Logged] = []
+    for e in events:
+        rec = e.logged()
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the symbolic heap (model/heap.py): the model's own bookkeeping
+
+
+@dataclass(frozen=True, slots=True)
+class Alloc(Event):
+    """Model-only: a buffer of the symbolic heap was allocated (the ``resize`` or
+    ``make_shared`` of a state buffer; ``zeroed``: value-initialized)."""
+
+    buf: int
+    size: int
+    role: str
+    zeroed: bool
+    kind: ClassVar[str] = "alloc"
+
+
+@dataclass(frozen=True, slots=True)
+class AllocFailed(Event):
+    """An allocation threw ``std::bad_alloc`` (an injected fault at ``site``, or beyond the
+    model's ``host_ram``). Model-only as such: the C++ logs the ``catch`` that handles it
+    (``SaveBadAlloc``, ``CkptCreateFailed``)."""
+
+    size: int
+    role: str
+    site: str | None
+    kind: ClassVar[str] = "alloc_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Fill(Event):
+    """Model-only: a state read wrote ``n`` bytes of a buffer from offset 0
+    (``llama_state_seq_get_data_ext``, src/llama-context.cpp:3191-3240)."""
+
+    buf: int
+    n: int
+    complete: bool
+    kind: ClassVar[str] = "fill"
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPayload(Event):
+    """A checkpoint payload deep-copied (the ``std::vector`` copy of ``states.push_back``'s
+    checkpoint list, server-task.cpp:1779; PERF-1 counts them)."""
+
+    src: int
+    dst: int
+    bytes: int
+    role: str
+    kind: ClassVar[str] = "copy_payload"
+
+
+@dataclass(frozen=True, slots=True)
+class Free(Event):
+    """Model-only: the last reference to a buffer went away."""
+
+    buf: int
+    size: int
+    kind: ClassVar[str] = "free"
+
+
+@dataclass(frozen=True, slots=True)
+class FaultHit(Event):
+    """Model-only: an armed fault fired at ``site`` (``Faults.SITES``)."""
+
+    site: str
+    kind: ClassVar[str] = "fault_hit"
+
+
+# --------------------------------------------------------------------------------------------
+# checkpoint lists (model/checkpoint.py)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishCkpt(Event):
+    """Model-only: a checkpoint's first holder took it (``emplace_back``,
+    server-context.cpp:2334; seed 001: ``push_back`` after the fill): from now on it must
+    never change (IMM-1)."""
+
+    ckpt: int
+    kind: ClassVar[str] = "publish_ckpt"
+
+
+# --------------------------------------------------------------------------------------------
+# the prompt cache (model/cache.py; server-task.cpp: server_prompt_cache)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryInsert(Event):
+    """``states.push_back`` (server-task.cpp:1779): an entry joined the cache, with the unique
+    bytes it brings and the cache's after it (ACC-2, LIMIT-1)."""
+
+    entry: int
+    n_tokens: int
+    own_unique: int
+    unique_after: int
+    limit: int
+    kind: ClassVar[str] = "entry_insert"
+
+
+@dataclass(frozen=True, slots=True)
+class EntryEvict(Event):
+    """An entry left the cache. ``reason``: ``obsolete`` (alloc, server-task.cpp:1742-1744),
+    ``make_room`` (1753-1756), ``limit_bytes`` (update, 1873-1875), ``limit_tokens``
+    (1887-1890), ``loaded`` (load, 1864: ``loaded_tokens`` is its length), ``pop_back``
+    (#30137's prompt_save), ``load_failed`` (``fixed``), ``wake`` (a sleep loses the cache).
+    ``unique_total`` and ``limit``: unique accounting at a make-room or byte-limit eviction
+    (ACC-3)."""
+
+    entry: int
+    reason: str
+    n_tokens: int
+    loaded_tokens: int | None = None
+    unique_total: int | None = None
+    limit: int | None = None
+    kind: ClassVar[str] = "entry_evict"
+    _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"loaded_tokens", "unique_total", "limit"})
+
+    def logged(self) -> Logged | None:
+        if self.reason == "loaded":
+            return CacheLoaded(self.loaded_tokens)
+        if self.reason in ("obsolete", "make_room", "limit_bytes", "limit_tokens"):
+            return CacheEvicted(self.reason, self.n_tokens)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class SaveSkipContained(Event):
+    """``- prompt is already in the cache, skipping`` (alloc step 1, server-task.cpp:1717)."""
+
+    entry: int
+    kind: ClassVar[str] = "save_skip_contained"
+
+    def logged(self) -> Logged | None:
+        return CacheSkipped("contained")
+
+
+@dataclass(frozen=True, slots=True)
+class SaveRejectOversize(Event):
+    """``- prompt state size ... exceeds cache size limit ..., skipping``
+    (server-task.cpp:1732): ``size`` as the variant counts it, ``own_unique`` what the entry
+    alone holds."""
+
+    size: int
+    own_unique: int
+    limit: int
+    kind: ClassVar[str] = "save_reject_oversize"
+
+    def logged(self) -> Logged | None:
+        return CacheSkipped("oversize")
+
+
+@dataclass(frozen=True, slots=True)
+class SaveBadAlloc(Event):
+    """``failed to allocate memory for prompt cache state`` (alloc's ``catch
+    (std::bad_alloc)``, server-task.cpp:1768)."""
+
+    site: str
+    kind: ClassVar[str] = "save_bad_alloc"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitChange(Event):
+    """``- cache size limit reduced to ... MiB`` (server-task.cpp:1770-1772), for good."""
+
+    old: int
+    new: int
+    kind: ClassVar[str] = "limit_change"
+
+
+@dataclass(frozen=True, slots=True)
+class SaveFillShort(Event):
+    """A save's state read came up short: #30137's ``failed to save complete prompt state``
+    (its prompt_save pops the entry; not in 0c1e570), or ``fixed``'s transactional save."""
+
+    entry: int
+    kind: ClassVar[str] = "save_fill_short"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadScan(Event):
+    """The load's look for a better prompt (server-task.cpp:1793-1826): the slot's baseline
+    ``(f_keep, f_sim)``, each entry's, the entry chosen (None: none better), and what the
+    decision saw (REUSE-2)."""
+
+    base: tuple[float, float]
+    candidates: list[tuple[float, float]]
+    chosen: int | None
+    entries: tuple[tuple[int, Tokens], ...]
+    slot_tokens: Tokens
+    kind: ClassVar[str] = "load_scan"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadFailed(Event):
+    """``failed to restore state with size %zu`` (server-task.cpp:1834 for the target, 1852
+    for the draft; ``ctx`` says which)."""
+
+    entry: int
+    ctx: str
+    kind: ClassVar[str] = "load_failed"
+
+    def logged(self) -> Logged | None:
+        return CacheLoadFailed()
+
+
+@dataclass(frozen=True, slots=True)
+class CacheState(Event):
+    """``- cache state: %zu prompts, %.3f MiB (limits ...)`` at the end of update
+    (server-task.cpp:1894)."""
+
+    n: int
+    size: int
+    limit: int
+    n_tokens: int
+    kind: ClassVar[str] = "cache_state"
+
+
+# --------------------------------------------------------------------------------------------
+# a slot (model/slot.py; server-context.cpp: server_slot)
+
+
+@dataclass(frozen=True, slots=True)
+class SaveBegin(Event):
+    """``- saving prompt with length %d, total state size ...`` (prompt_save,
+    server-context.cpp:268), before alloc."""
+
+    slot: int
+    n_tokens: int
+    kind: ClassVar[str] = "save_begin"
+
+    def logged(self) -> Logged | None:
+        return CacheSaved(self.n_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class SaveEnd(Event):
+    """Model-only: prompt_save returned ``ok`` (server-context.cpp:258-282); the cache's
+    fingerprint before and after (RB-2)."""
+
+    slot: int
+    ok: bool
+    before: tuple[Any, ...]
+    after: tuple[Any, ...]
+    kind: ClassVar[str] = "save_end"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptLoadFailed(Event):
+    """``failed to load prompt from cache`` (prompt_load, server-context.cpp:287): the slot
+    is cleared next."""
+
+    slot: int
+    kind: ClassVar[str] = "prompt_load_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptClear(Event):
+    """``clearing prompt with %zu tokens`` (prompt_clear, server-context.cpp:294): tokens and
+    checkpoints. ``restored_by_task``: the id of the checkpoint the running task restored,
+    lost with them (PERF-2), else None."""
+
+    slot: int
+    n_tokens: int
+    task: int
+    restored_by_task: int | None
+    kind: ClassVar[str] = "prompt_clear"
+
+    def logged(self) -> Logged | None:
+        return PromptCleared(self.slot, self.n_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class Release(Event):
+    """``stop processing: n_tokens = %d, truncated = %d`` (release, server-context.cpp:518).
+    ``error``: what ``send_error`` answered the task with; ``token``: the last one sampled
+    (sent in the reply, never decoded; None after an error)."""
+
+    slot: int
+    task: int
+    n_tokens: int
+    error: str | None
+    token: int | None
+    kind: ClassVar[str] = "release"
+
+    def logged(self) -> Logged | None:
+        return Released(self.slot, self.n_tokens)
+
+
+# --------------------------------------------------------------------------------------------
+# the server (model/server.py; server-context.cpp, server-queue.cpp)
+
+
+@dataclass(frozen=True, slots=True)
+class Op(Event):
+    """Model-only: an operation of the trace begins (``name``, with its arguments; the JSON
+    form has them as fields of their own, as the trace line does)."""
+
+    name: str
+    args: dict[str, Any]
+    kind: ClassVar[str] = "op"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "kind": self.kind, "name": self.name, **self.args}
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredAfterCrash(Event):
+    """Model-only: an operation sent to a server that crashed does nothing."""
+
+    op_name: str
+    kind: ClassVar[str] = "ignored_after_crash"
+
+
+@dataclass(frozen=True, slots=True)
+class Crash(Event):
+    """The process died at ``where``: a ``GGML_ABORT`` (``pos_min == -1`` at prompt start,
+    server-context.cpp:3284; a refused ``seq_rm``, common/common.cpp:1536-1562; ...) or an
+    uncaught exception. Nothing more is logged."""
+
+    where: str
+    message: str
+    kind: ClassVar[str] = "crash"
+
+
+@dataclass(frozen=True, slots=True)
+class SleepSkipped(Event):
+    """A busy server never sleeps (server-queue.cpp:290-297, server-context.cpp:2806-2811)."""
+
+    kind: ClassVar[str] = "sleep_skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class Restart(Event):
+    """Model-only: the process started again with the flags in ``changes`` (the JSON form
+    has them as fields of their own)."""
+
+    changes: dict[str, int]
+    kind: ClassVar[str] = "restart"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "kind": self.kind, **self.changes}
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred(Event):
+    """``queue_tasks.defer`` (server-context.cpp:2388-2405 for a task, 2537, 2587, 2652 for a
+    slot action: ``action``): no slot now (``slot`` None) or the slot is busy."""
+
+    task: int
+    slot: int | None
+    action: str | None = None
+    kind: ClassVar[str] = "deferred"
+    _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"action"})
+
+
+@dataclass(frozen=True, slots=True)
+class Requeued(Event):
+    """``pop_deferred_task`` (server-queue.cpp:90-113, called on ``released``'s release,
+    server-context.cpp:1282-1284): one deferred task goes back to the queue's front."""
+
+    task: int
+    released: int
+    kind: ClassVar[str] = "requeued"
+
+
+@dataclass(frozen=True, slots=True)
+class IdleSave(Event):
+    """``saving idle slot to prompt cache`` (process_single_task, server-context.cpp:2420)."""
+
+    slot: int
+    kind: ClassVar[str] = "idle_save"
+
+
+@dataclass(frozen=True, slots=True)
+class Launch(Event):
+    """``processing task, is_child = %d`` (launch_slot_with_task, server-context.cpp:1810)."""
+
+    slot: int
+    task: int
+    kind: ClassVar[str] = "launch"
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Event):
+    """get_available_slot's choice (server-context.cpp:1528-1640): ``how`` is ``pinned`` (the
+    task's ``id_slot``, logged "selected slot by id", 1537), ``lcp`` (1582) or ``lru`` (1611);
+    ``slot`` None: no idle slot, nothing logged. ``update_cache``: the slot is saved and a
+    better prompt loaded (1615-1636). What REUSE-2 judges the load decision with: whether to
+    (``judge_load``), the prompt, the slot's tokens and the cache's entries."""
+
+    task: int
+    slot: int | None
+    how: str
+    update_cache: bool
+    judge_load: bool
+    prompt: Tokens
+    slot_tokens: Tokens
+    entries: tuple[tuple[int, Tokens], ...]
+    kind: ClassVar[str] = "select"
+
+    def logged(self) -> Logged | None:
+        # A task pinned by id is logged "by id" even when the similarity scan confirms the slot
+        # (1537; the LCP line is printed only for unpinned tasks, 1581-1584): the event says
+        # ``lcp`` then, and the caller, who knows which tasks were pinned, says ``id``.
+        if self.slot is None:
+            return None
+        return Selected(self.slot, "id" if self.how == "pinned" else self.how)
+
+
+@dataclass(frozen=True, slots=True)
+class FileMissing(Event):
+    """Model-only: a corruption of a slot file that does not exist does nothing."""
+
+    filename: str
+    kind: ClassVar[str] = "file_missing"
+
+
+@dataclass(frozen=True, slots=True)
+class FileFieldMissing(Event):
+    """Model-only: a corruption of a named field the file does not have does nothing."""
+
+    filename: str
+    field: str
+    kind: ClassVar[str] = "file_field_missing"
+
+
+@dataclass(frozen=True, slots=True)
+class FileCorrupted(Event):
+    """Model-only: a slot file was changed on disk (``size``: its bytes after)."""
+
+    filename: str
+    size: int
+    kind: ClassVar[str] = "file_corrupted"
+
+
+# --------------------------------------------------------------------------------------------
+# prompt processing and checkpoints (model/processing.py; server-context.cpp: update_slots)
+
+
+@dataclass(frozen=True, slots=True)
+class CkptErase(Event):
+    """A checkpoint left a slot's list. ``reason``: ``too_close`` (create_checkpoint's sweep,
+    server-context.cpp:2301; ``full``: the list was full when the sweep began), ``cap``
+    (2316), ``supersede`` (2327, November), ``invalidated`` (prompt start, 3374: with the
+    ``pos_max``, ``pos_next`` and ``n_prefix`` it is judged on, or a contained failure's
+    ``cause``), ``context_shift`` (``prompt.clear()``, 2928-2950). ``restored_by_task``: the
+    running task restored it; ``list_len``: the list's length before (CKPT-4)."""
+
+    slot: int
+    ckpt: int
+    reason: str
+    task: int
+    restored_by_task: bool
+    n_tokens: int
+    list_len: int
+    pos_max: int | None = None
+    pos_next: int | None = None
+    n_prefix: int | None = None
+    cause: str | None = None
+    full: bool | None = None
+    kind: ClassVar[str] = "ckpt_erase"
+    _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"pos_max", "pos_next", "n_prefix", "cause", "full"})
+
+    def logged(self) -> Logged | None:
+        return CkptErased(self.slot, self.reason, self.n_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class CkptRestore(Event):
+    """``restored context checkpoint (pos_min, pos_max, n_tokens, n_past, size)``
+    (server-context.cpp:3357)."""
+
+    slot: int
+    ckpt: int
+    task: int
+    n_tokens: int
+    n_past: int
+    kind: ClassVar[str] = "ckpt_restore"
+
+    def logged(self) -> Logged | None:
+        return CkptRestored(self.slot, self.n_tokens, None, None, self.n_past)
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyPrompt(Event):
+    """``empty prompt - releasing slot`` (server-context.cpp:3145-3147)."""
+
+    slot: int
+    task: int
+    kind: ClassVar[str] = "empty_prompt"
+
+
+@dataclass(frozen=True, slots=True)
+class SeqRmRefused(Event):
+    """Model-only (``fixed``): the memory refused ``seq_rm`` at ``p0`` and the prompt is
+    re-processed; the C++ aborts there (common/common.cpp:1536-1562)."""
+
+    slot: int
+    ctx: str
+    p0: int
+    kind: ClassVar[str] = "seq_rm_refused"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptStart(Event):
+    """A task's prompt starts (``SLOT_STATE_STARTED``, server-context.cpp:3121-3407): the
+    shared prefix, the tokens kept (``n_past``), the checkpoint restored or why the prompt is
+    re-processed (``forcing full prompt re-processing``, 3361), and what RESTORE-1, REUSE-1
+    and PERF-3 judge: the prompt, the checkpoints kept and held, copies of the memories."""
+
+    slot: int
+    task: int
+    n_prefix: int
+    n_slot_tokens: int
+    n_past: int
+    restored: int | None
+    reprocess: str | None
+    pos_next: int
+    prompt: Tokens
+    kept: tuple[Checkpoint, ...]
+    held: tuple[Checkpoint, ...]
+    memories: tuple[tuple[str, SeqMemory], ...]
+    cache_prompt: bool
+    kind: ClassVar[str] = "prompt_start"
+
+    def logged(self) -> Logged | None:
+        if self.reprocess is not None and self.n_prefix > 0:
+            return FullReprocess(self.slot)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Batch(Event):
+    """A slot's share of one batch (server-context.cpp:3409-3616: the fill, its breaks, the
+    ``do_checkpoint`` decision) and what CKPT-3 restates the creation rules over: whether the
+    task makes checkpoints (``needs``), its prompt's length and message spans, the list and
+    ``pos_min`` at the fill."""
+
+    slot: int
+    task: int
+    start: int
+    n: int
+    checkpoint: bool
+    needs: bool
+    n_prompt: int
+    spans: tuple[int, ...]
+    last_user: int
+    listed: tuple[int, ...]
+    pos_min: int
+    kind: ClassVar[str] = "batch"
+
+
+@dataclass(frozen=True, slots=True)
+class Stall(Event):
+    """A pass in which a prompt-processing slot added no token: it holds more tokens than
+    its prompt. Measured on a real server: a livelock, not the assert the source suggests
+    (PROGRESS-1)."""
+
+    slot: int
+    task: int
+    n_tokens: int
+    n_prompt: int
+    kind: ClassVar[str] = "stall"
+
+
+@dataclass(frozen=True, slots=True)
+class CkptCreateSkipped(Event):
+    """Model-only (``fixed``): the list is full of the checkpoint this task restored; none is
+    made."""
+
+    slot: int
+    task: int
+    n_tokens: int
+    ckpt: int
+    kind: ClassVar[str] = "ckpt_create_skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class CkptKeptRestored(Event):
+    """Model-only (``fixed``): the restored checkpoint is kept instead of being superseded
+    by a byte-identical one."""
+
+    slot: int
+    ckpt: int
+    task: int
+    n_tokens: int
+    kind: ClassVar[str] = "ckpt_kept_restored"
+
+
+@dataclass(frozen=True, slots=True)
+class CkptCreateFailed(Event):
+    """create_checkpoint threw ``std::bad_alloc``: caught per slot by ``iterate``
+    (server-context.cpp:2711-2720), which releases the slot; ``fixed`` contains it."""
+
+    slot: int
+    task: int
+    reason: str
+    kind: ClassVar[str] = "ckpt_create_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class CkptCreate(Event):
+    """``created context checkpoint %d of %d (pos_min, pos_max, n_tokens, size)``
+    (create_checkpoint, server-context.cpp:2350). ``identical_to_restored``: byte-identical
+    to the checkpoint the task restored (PERF-2)."""
+
+    slot: int
+    ckpt: int
+    task: int
+    n_tokens: int
+    pos_min: int
+    pos_max: int
+    identical_to_restored: bool
+    kind: ClassVar[str] = "ckpt_create"
+
+    def logged(self) -> Logged | None:
+        return CkptCreated(self.slot, self.n_tokens, self.pos_min, self.pos_max)
+
+
+@dataclass(frozen=True, slots=True)
+class Generate(Event):
+    """A sampled ``token`` decoded (handle_last_sampled_token, server-context.cpp:475-511:
+    added to the batch at 484 and to the prompt at 509)."""
+
+    slot: int
+    task: int
+    n_tokens: int
+    token: int
+    kind: ClassVar[str] = "generate"
+
+
+@dataclass(frozen=True, slots=True)
+class Truncated(Event):
+    """Generation stops at ``n_ctx`` with context shift off (process_token,
+    server-context.cpp:1866)."""
+
+    slot: int
+    task: int
+    n_tokens: int
+    kind: ClassVar[str] = "truncated"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextShift(Event):
+    """``slot context shift, n_keep = %d, n_left = %d, n_discard = %d`` (pre_decode,
+    server-context.cpp:2928)."""
+
+    slot: int
+    n_keep: int
+    n_left: int
+    n_discard: int
+    kind: ClassVar[str] = "context_shift"
+
+
+# --------------------------------------------------------------------------------------------
+# the llama context (model/context.py; src/llama-context.cpp)
+
+
+@dataclass(frozen=True, slots=True)
+class StateReadShort(Event):
+    """``llama_state_seq_get_data_ext`` wrote fewer bytes than ``get_size`` said
+    (src/llama-context.cpp:3191-3240): nothing (the write threw) or ``written`` bytes."""
+
+    ctx: str
+    seq: int
+    buf: int
+    size: int
+    written: int | None = None
+    kind: ClassVar[str] = "state_read_short"
+    _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"written"})
+
+
+@dataclass(frozen=True, slots=True)
+class StateWriteFailed(Event):
+    """``llama_state_seq_set_data_ext`` failed (src/llama-context.cpp:4339-4352): ``cause``
+    is ``fault``, ``magic`` (a zero-filled buffer) or ``corrupt``."""
+
+    ctx: str
+    seq: int
+    buf: int
+    cause: str
+    kind: ClassVar[str] = "state_write_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class UninitLoaded(Event):
+    """Model-only: ``set_data_ext`` read a buffer with ``unwritten`` bytes, which nothing in
+    the C++ checks (UNINIT-2)."""
+
+    ctx: str
+    seq: int
+    buf: int
+    unwritten: int
+    kind: ClassVar[str] = "uninit_loaded"
+
+
+# --------------------------------------------------------------------------------------------
+# slot files (model/slot_files.py; server-context.cpp: /slots)
+
+
+@dataclass(frozen=True, slots=True)
+class FileWrite(Event):
+    """A slot saved to a file (server-context.cpp:2526-2575): the counts reported, the file's
+    bytes, its unwritten bytes (UNINIT-2) and its appendix's ``(n_tokens, pos_min, pos_max)``."""
+
+    slot: int
+    filename: str
+    n_saved: int
+    n_written: int
+    size: int
+    unwritten: int
+    checkpoints: list[tuple[int, int, int]]
+    kind: ClassVar[str] = "file_write"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRestoreFailed(Event):
+    """``Unable to restore slot: <reason>`` (server-context.cpp:2624): the slot is cleared."""
+
+    slot: int
+    filename: str
+    reason: str
+    kind: ClassVar[str] = "file_restore_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class FileSemanticMismatch(Event):
+    """Model-only: the restored tokens are not what the state describes (the blob is opaque to
+    the server, which installs them as written)."""
+
+    filename: str
+    kind: ClassVar[str] = "file_semantic_mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRestore(Event):
+    """A slot restored from a file (server-context.cpp:2576-2640; the appendix per seed 001):
+    the counts reported and the reader's, whether the file is the one written, what it held
+    when written (``saved``, None when changed since) and what the slot holds now (FILE-1)."""
+
+    slot: int
+    filename: str
+    n_restored: int
+    n_read: int
+    consumed: int
+    size: int
+    pristine: bool
+    appendix: str
+    saved: tuple[Any, ...] | None
+    restored: tuple[Any, ...]
+    kind: ClassVar[str] = "file_restore"
+
+
+@dataclass(frozen=True, slots=True)
+class FileAppendixIgnored(Event):
+    """``... context checkpoint appendix ... - ignored`` (seed 001, #26004): a damaged or
+    (``fixed``) implausible appendix; the tokens are restored without checkpoints."""
+
+    filename: str
+    reason: str | None
+    kind: ClassVar[str] = "file_appendix_ignored"
+
+
+@dataclass(frozen=True, slots=True)
+class FileDraftDropped(Event):
+    """The test load of a draft checkpoint failed (seed 001): the draft data is dropped."""
+
+    filename: str
+    kind: ClassVar[str] = "file_draft_dropped"
+
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    Alloc, AllocFailed, Fill, CopyPayload, Free, FaultHit, PublishCkpt, EntryInsert, EntryEvict,
+    SaveSkipContained, SaveRejectOversize, SaveBadAlloc, LimitChange, SaveFillShort, LoadScan, LoadFailed,
+    CacheState, SaveBegin, SaveEnd, PromptLoadFailed, PromptClear, Release, Op, IgnoredAfterCrash, Crash,
+    SleepSkipped, Restart, Deferred, Requeued, IdleSave, Launch, Select, FileMissing, FileFieldMissing,
+    FileCorrupted, CkptErase, CkptRestore, EmptyPrompt, SeqRmRefused, PromptStart, Batch, Stall,
+    CkptCreateSkipped, CkptKeptRestored, CkptCreateFailed, CkptCreate, Generate, Truncated, ContextShift,
+    StateReadShort, StateWriteFailed, UninitLoaded, FileWrite, FileRestoreFailed, FileSemanticMismatch,
+    FileRestore, FileAppendixIgnored, FileDraftDropped,
+)  # fmt: skip
+"""Every event kind the model emits."""
+
+BY_KIND: dict[str, type[Event]] = {t.kind: t for t in EVENT_TYPES}
+
+
+# --------------------------------------------------------------------------------------------
+# What the server logs: the records both the model (``Event.logged``) and the log checker
+# (``pcspec.logcheck.logged``) produce, compared by ``pcspec live``.
+
+
+@dataclass(frozen=True, slots=True)
+class Logged:
+    """A record of what the server logs (or, for ``Served`` and ``SlotFile``, answers).
+    Records of one kind are compared field by field; ``None`` on either side matches
+    anything."""
+
+    kind: ClassVar[str] = "logged"
+
+    def key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def matches(self, other: Logged) -> bool:
+        if type(self) is not type(other):
+            return False
+        return all(a is None or b is None or a == b for a, b in zip(self.key(), other.key(), strict=True))
+
+    def show(self) -> str:
+        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name) is not None]
+        return f"{self.kind}({', '.join(parts)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Selected(Logged):
+    """``selected slot by id (%d)`` / ``by LCP similarity ...`` / ``by LRU ...``
+    (get_available_slot, server-context.cpp:1537, 1582, 1611): ``how`` is id, lcp or lru."""
+
+    slot: int | None
+    how: str
+    kind: ClassVar[str] = "selected"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSaved(Logged):
+    """``- saving prompt with length %d, ...`` (prompt_save, server-context.cpp:268). A cache
+    line carries no slot id."""
+
+    n_tokens: int
+    kind: ClassVar[str] = "cache_saved"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSkipped(Logged):
+    """alloc refused: ``why`` is ``contained`` (``- prompt is already in the cache``,
+    server-task.cpp:1717) or ``oversize`` (``... exceeds cache size limit``, 1732)."""
+
+    why: str
+    kind: ClassVar[str] = "cache_skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEvicted(Logged):
+    """An entry left the cache: ``why`` is ``obsolete`` (``- removing obsolete cached prompt
+    with length %d``, server-task.cpp:1742), ``make_room`` (1753), ``limit_bytes`` (1873) or
+    ``limit_tokens`` (1887); only the first line prints the length."""
+
+    why: str
+    n_tokens: int | None
+    kind: ClassVar[str] = "cache_evicted"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLoaded(Logged):
+    """``- found better prompt with f_keep = %.3f, f_sim = %.3f`` (server-task.cpp:1826): an
+    entry was loaded into the slot (and left the cache). The line has no length: the log
+    checker takes it from the candidate line whose fractions it repeats."""
+
+    n_tokens: int | None
+    kind: ClassVar[str] = "cache_loaded"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLoadFailed(Logged):
+    """``failed to restore state with size %zu`` (server-task.cpp:1834, 1852)."""
+
+    kind: ClassVar[str] = "cache_load_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class CkptRestored(Logged):
+    """``restored context checkpoint (pos_min = %d, pos_max = %d, n_tokens = %d, n_past = %d,
+    size = %.3f MiB)`` (server-context.cpp:3357)."""
+
+    slot: int | None
+    n_tokens: int | None
+    pos_min: int | None
+    pos_max: int | None
+    n_past: int | None
+    kind: ClassVar[str] = "ckpt_restored"
+
+
+@dataclass(frozen=True, slots=True)
+class FullReprocess(Logged):
+    """``forcing full prompt re-processing due to lack of cache data ...``
+    (server-context.cpp:3361)."""
+
+    slot: int | None
+    kind: ClassVar[str] = "full_reprocess"
+
+
+@dataclass(frozen=True, slots=True)
+class CkptCreated(Logged):
+    """``created context checkpoint %d of %d (pos_min = %d, pos_max = %d, n_tokens = %d,
+    size = %.3f MiB)`` (server-context.cpp:2350)."""
+
+    slot: int | None
+    n_tokens: int | None
+    pos_min: int | None
+    pos_max: int | None
+    kind: ClassVar[str] = "ckpt_created"
+
+
+@dataclass(frozen=True, slots=True)
+class CkptErased(Logged):
+    """A checkpoint erased; ``why``: ``cap`` (``erasing old context checkpoint``,
+    server-context.cpp:2316), ``too_close`` (2301), ``supersede`` (2327), ``invalidated``
+    (3374) or ``context_shift`` (``slot context shift``, 2928: every checkpoint goes)."""
+
+    slot: int | None
+    why: str
+    n_tokens: int | None
+    kind: ClassVar[str] = "ckpt_erased"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCleared(Logged):
+    """``clearing prompt with %zu tokens`` (prompt_clear, server-context.cpp:294)."""
+
+    slot: int | None
+    n_tokens: int | None
+    kind: ClassVar[str] = "prompt_cleared"
+
+
+@dataclass(frozen=True, slots=True)
+class Released(Logged):
+    """``stop processing: n_tokens = %d, truncated = %d`` (release, server-context.cpp:518)."""
+
+    slot: int | None
+    n_tokens: int
+    kind: ClassVar[str] = "released"
+
+
+@dataclass(frozen=True, slots=True)
+class Served(Logged):
+    """What the HTTP reply (server: ``tokens_cached``, server-task.cpp:356, and the timings'
+    ``cache_n``, server-common.cpp:86) or the task's prompt start (model:
+    ``PromptStart.n_past``) says of a request: tokens taken from the cache and tokens
+    processed."""
+
+    cache_n: int
+    prompt_n: int
+    kind: ClassVar[str] = "served"
+
+
+@dataclass(frozen=True, slots=True)
+class SlotFile(Logged):
+    """A slot file: tokens saved, restored or erased, as the reply to ``/slots`` says
+    (``n_saved``, ``n_restored``, ``n_erased``: server-task.cpp:1627, 1638, 1652) or the
+    model operation's result (the October format has no checkpoint appendix)."""
+
+    action: str  # save | restore | erase | failed
+    n_tokens: int | None
+    kind: ClassVar[str] = "slot_file"
+
+
+LOGGED_TYPES: tuple[type[Logged], ...] = (
+    Selected, CacheSaved, CacheSkipped, CacheEvicted, CacheLoaded, CacheLoadFailed, CkptRestored,
+    FullReprocess, CkptCreated, CkptErased, PromptCleared, Released, Served, SlotFile,
+)  # fmt: skip
+"""The record kinds, in the order ``pcspec live`` reports differences."""
