@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from pcspec.live.ops import LiveOp, renumber, resolve
 from pcspec.live.process import Flags
 from pcspec.live.report import KIND, read_workload, workload_lines
 from pcspec.live.schedule import read_facts, read_schedule
-from pcspec.live.shrink import units
+from pcspec.live.shrink import shrink, through, units
 from pcspec.live.transparency import compare
 from pcspec.logcheck import read_log
 from pcspec.model.config import Config, MemoryKind
@@ -323,3 +324,24 @@ def test_a_long_difference_shows_its_first_records_and_a_count() -> None:
     line = d.show()
     assert line.startswith("ckpt_created: server [c0, c1,") and ", ... 292 more] vs model [m]" in line
     assert len(d.to_json()["server"]) == 300  # type: ignore[arg-type]
+
+
+def test_shrink_cuts_after_the_finding_then_removes_what_it_does_not_need(tmp_path: Path) -> None:
+
+    ops = [LiveOp("request", id=i, segments=(("lit", (10 + i,)),), n_predict=3) for i in range(12)]
+    assert [len(u) for u in through(units(ops), 4)] == [1] * 5
+    runs: list[list[LiveOp]] = []
+
+    def runner(cand: list[LiveOp], wd: Path) -> Any:
+        runs.append(cand)
+        return [op.segments[0][1][0] for op in cand]  # the literal tokens that ran
+
+    def keep(out: Any) -> Any:
+        return out if 11 in out and 14 in out else None  # needs the requests sent as 1 and 4
+
+    small, best, attempts = shrink(ops, runner, keep, tmp_path, upto=4)
+    assert [op.segments for op in small] == [(("lit", (11,)),), (("lit", (14,)),)]
+    assert all(op.n_predict == 1 for op in small)
+    assert len(runs[0]) == 5  # the first attempt: everything after the finding's operation gone
+    assert best == [11, 14]
+    assert attempts == len(runs) < 20

@@ -193,7 +193,8 @@ def _report(fd: Finding, out: Outcome, target: Target, seed: int, out_dir: Path,
         def runner(cand: list[LiveOp], wd: Path) -> Outcome:
             return execute(target, wd, refs.get(target.flags), ops=cand, timeout=timeout, variant=variant)
 
-        small, got, attempts = shrink(ops, runner, same_class(fd.cls), directory / "shrink", seconds=shrink_seconds)
+        small, got, attempts = shrink(ops, runner, same_class(fd.cls), directory / "shrink", seconds=shrink_seconds,
+                                       upto=fd.op)
         if got is not None:
             best = got
             finding = same_class(fd.cls)(got) or fd

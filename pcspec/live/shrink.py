@@ -1,8 +1,10 @@
 """Shrink a live workload that shows a finding, by re-running both sides.
 
 The workload is cut into units (one synchronous operation, or a concurrent group with its
-``wait``) and units are removed while a fresh run still shows a finding of the same class
-(delta debugging: halves, then quarters, ..., then single units). Requests that referred to a
+``wait``). What ran after the finding's operation cannot have caused it, so the first attempt
+drops it (one run instead of the several halvings that would get there). Then units are removed
+while a fresh run still shows a finding of the same class (delta debugging: halves, then
+quarters, ..., then single units), and the requests left ask for one generated token. Requests that referred to a
 removed request lose those segments (``ops.renumber``); a request left with no prompt is
 dropped. Every attempt is a real run on a fresh server, bounded in time and in attempts.
 """
@@ -52,10 +54,22 @@ def same_class(cls: str) -> Callable[[Outcome], Finding | None]:
     return pred
 
 
+def through(us: list[list[LiveOp]], op: int) -> list[list[LiveOp]]:
+    """The units up to the one holding operation index ``op`` of their concatenation."""
+    seen = 0
+    for i, u in enumerate(us):
+        seen += len(u)
+        if op < seen:
+            return us[: i + 1]
+    return us
+
+
 def shrink(ops: list[LiveOp], runner: Runner, keep: Callable[[Outcome], Finding | None], workdir: Path,
-           *, seconds: float = 180.0, max_attempts: int = 40,
+           *, seconds: float = 180.0, max_attempts: int = 200, upto: int | None = None,
            log: Callable[[str], None] | None = None) -> tuple[list[LiveOp], Outcome | None, int]:
-    """(smallest workload found, its outcome, attempts made)."""
+    """(smallest workload found, its outcome, attempts made). ``upto``: the index of the
+    operation where the finding showed. Time is the bound that matters (every attempt is a
+    server run); ``max_attempts`` only stops a runner that returns at once."""
     deadline = time.monotonic() + seconds
     us = units(ops)
     best: Outcome | None = None
@@ -72,6 +86,10 @@ def shrink(ops: list[LiveOp], runner: Runner, keep: Callable[[Outcome], Finding 
             best = out
         return ok
 
+    if upto is not None:
+        head = through(us, upto)
+        if len(head) < len(us) and attempt(head):
+            us = head
     n = 2
     while len(us) >= 2 and attempts < max_attempts and time.monotonic() < deadline:
         chunk = max(1, len(us) // n)
