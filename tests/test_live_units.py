@@ -345,3 +345,26 @@ def test_shrink_cuts_after_the_finding_then_removes_what_it_does_not_need(tmp_pa
     assert len(runs[0]) == 5  # the first attempt: everything after the finding's operation gone
     assert best == [11, 14]
     assert attempts == len(runs) < 20
+
+
+def test_shrink_makes_prompts_literal_so_a_chain_of_references_can_go(tmp_path: Path) -> None:
+    from pcspec.live.driver import Observation
+
+    # request i extends request i-1's prompt; the finding needs the last prompt's tokens only
+    ops = [LiveOp("request", id=0, segments=(("lit", (1,)),))]
+    ops += [LiveOp("request", id=i, segments=(("prompt", i - 1), ("lit", (i + 1,)))) for i in range(1, 6)]
+    sent = [Observation(i, op, tokens=list(range(1, i + 2))) for i, op in enumerate(ops)]
+
+    def runner(cand: list[LiveOp], wd: Path) -> Any:
+        prompts: dict[int, list[int]] = {}
+        for op in cand:
+            prompts[op.id] = resolve(op, prompts, {})
+        return [prompts[op.id] for op in cand]
+
+    def keep(out: Any) -> Any:
+        return out if [1, 2, 3, 4, 5, 6] in out else None
+
+    chained, _, _ = shrink(ops, runner, keep, tmp_path / "a", upto=5)
+    assert len(chained) == 6  # every request is needed to build the last prompt
+    small, _, _ = shrink(ops, runner, keep, tmp_path / "b", upto=5, sent=sent)
+    assert [op.segments for op in small] == [(("lit", (1, 2, 3, 4, 5, 6)),)]
