@@ -4,6 +4,9 @@ the file in step with the code."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 from pcspec.model.variants import DESIGNS, MUTANTS
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE, REASONS
@@ -48,5 +51,16 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m pcspec.docgen",
+        description="Print docs/PROPERTIES.md, generated from the catalogue and the oracle"
+        " (python -m pcspec.docgen > docs/PROPERTIES.md).",
+    )
+    ap.parse_args(argv)
     print(render(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

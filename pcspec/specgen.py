@@ -13,6 +13,7 @@ restatement is missing.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import inspect
 import json
@@ -236,14 +237,28 @@ def render(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[0]) if argv else SPEC
-    text = path.read_text(encoding="utf-8")
+    ap = argparse.ArgumentParser(
+        prog="python -m pcspec.specgen",
+        description="Rewrite the generated blocks of docs/SPEC.md (or FILE) from the code.",
+    )
+    ap.add_argument("file", nargs="?", type=Path, default=SPEC, help=f"the spec to update (default: {SPEC})")
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if the file is not current")
+    args = ap.parse_args(argv)
+    path: Path = args.file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"pcspec.specgen: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     new = render(text)
-    if new != text:
-        path.write_text(new, encoding="utf-8")
-        print(f"updated {path}")
-    else:
+    if new == text:
         print(f"{path} is current")
+        return 0
+    if args.check:
+        print(f"{path} is not current: run python -m pcspec.specgen {path}")
+        return 1
+    path.write_text(new, encoding="utf-8")
+    print(f"updated {path}")
     return 0
 
 

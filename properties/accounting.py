@@ -15,7 +15,7 @@ from pcspec.model import events as ev
 from pcspec.model import policy
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, memo, on_events
+from pcspec.properties.base import events_of, memo, on_events, on_storage
 
 
 # What several checks read of the cache, computed once per judgement (``memo``).
@@ -28,6 +28,7 @@ def _accounted(srv: Server, events: Sequence[Event]) -> int:
     return memo(events, "cache_size", lambda: srv.accounted_bytes)
 
 
+@on_storage
 def acc1_accounted_equals_unique(srv: Server, events: Sequence[Event]) -> list[str]:
     if srv.cache is None:
         return []
@@ -66,6 +67,7 @@ def acc3_minimal_eviction(srv: Server, events: Sequence[Event]) -> list[str]:
     ]
 
 
+@on_storage
 def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
     cache = srv.cache
     if cache is None:
@@ -86,6 +88,7 @@ def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
     return out
 
 
+@on_storage
 def live1_limit_not_reduced(srv: Server, events: Sequence[Event]) -> list[str]:
     cache = srv.cache
     if cache is None or cache.limit_size == srv.cfg.limit_size:

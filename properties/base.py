@@ -48,6 +48,34 @@ def on_events(*kinds: type[Event] | str) -> Callable[[C], C]:
     return mark
 
 
+# The event kinds of a *decode step*: an operation that decoded tokens into the slots'
+# memories (a prompt batch with no checkpoint, a generation step) and did nothing else.
+# ``processing.prompt_batch`` and ``processing.generate_step`` emit ``batch`` and ``generate``
+# for that, and anything else they do (a checkpoint, a release, a save, an allocation, a
+# fill, a free, an erase, a clear) emits an event of its own.
+DECODE_STEP_KINDS = frozenset({"op", "batch", "generate"})
+
+# checks declared ``on_storage``
+_ON_STORAGE: set[Check] = set()
+
+
+def on_storage(check: C) -> C:
+    """Declares that a state check reads only the *storage*: heap buffers (sizes, fills,
+    contents, reference counts, versions), the cache's entries and limits, and the checkpoint
+    lists of the holders; never a slot's tokens or a context's memory. A decode step (the
+    events of ``DECODE_STEP_KINDS`` only) changes none of these, so after one the check
+    finds what it found at the previous judgement, already reported: the judge skips it
+    (half of all judgements are decode steps). ``tests/test_judge_shortcuts.py`` runs every
+    declared check after every decode step of fuzzed runs of every design and mutant and
+    requires exactly the previous judgement's findings."""
+    _ON_STORAGE.add(check)
+    return check
+
+
+def reads_storage_only(check: Check) -> bool:
+    return check in _ON_STORAGE
+
+
 def event_kinds(check: Check) -> frozenset[str] | None:
     """The kinds ``on_events`` declared for ``check``, or None: judged after every operation."""
     return _EVENT_KINDS.get(check)

@@ -14,9 +14,10 @@ from pcspec.model.config import MemoryKind
 from pcspec.model.events import Event
 from pcspec.model.memory import StateImage, Tokens
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, holders_of, on_events
+from pcspec.properties.base import events_of, holders_of, on_events, on_storage
 
 
+@on_storage
 def ckpt1_slot_list_shape(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     cap = srv.cfg.n_ctx_checkpoints

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import held_checkpoints
+from pcspec.properties.base import held_checkpoints, on_storage
 
 
+@on_storage
 def imm1_published_checkpoint_unchanged(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for ck, names in held_checkpoints(srv, events).values():
@@ -25,6 +26,7 @@ def imm1_published_checkpoint_unchanged(srv: Server, events: Sequence[Event]) ->
     return out
 
 
+@on_storage
 def imm2_entry_unchanged(srv: Server, events: Sequence[Event]) -> list[str]:
     if srv.cache is None:
         return []

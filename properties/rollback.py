@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from pcspec.model import events as ev
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, on_events
+from pcspec.properties.base import events_of, on_events, on_storage
 
 
+@on_storage
 def rb1_no_partial_entry(srv: Server, events: Sequence[Event]) -> list[str]:
     if srv.cache is None:
         return []

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pcspec.model.server import Server
-from pcspec.properties.base import Check, Events, Property, Violation, event_kinds
+from pcspec.properties.base import (
+    DECODE_STEP_KINDS,
+    Check,
+    Events,
+    Property,
+    Violation,
+    event_kinds,
+    reads_storage_only,
+)
 from pcspec.properties.catalogue import CATALOGUE
 
 
@@ -25,6 +33,13 @@ class Judge:
         # The state checks alone, for the operations that emit no event any check needs (most
         # of them: a generation step emits ``op`` and ``generate``).
         self._state_plan = tuple(x for x in self._plan if x[3] is None)
+        # After a decode step (base.DECODE_STEP_KINDS): the checks that read more than the
+        # storage (base.on_storage), and the event checks that a decode step's events feed.
+        self._decode_plan = tuple(
+            x
+            for x in self._plan
+            if not reads_storage_only(x[1]) and (x[3] is None or not x[3].isdisjoint(DECODE_STEP_KINDS))
+        )
         self._watched = frozenset().union(*(x[3] for x in self._plan if x[3] is not None))
 
     def __call__(self) -> list[Violation]:
@@ -43,7 +58,12 @@ class Judge:
             return []  # the process died earlier: nothing more happens
         out: list[Violation] = []
         op = srv.heap.op
-        plan = self._state_plan if self._watched.isdisjoint(kinds) else self._plan
+        if kinds.keys() <= DECODE_STEP_KINDS:
+            plan = self._decode_plan
+        elif self._watched.isdisjoint(kinds):
+            plan = self._state_plan
+        else:
+            plan = self._plan
         for pid, check, after_crash, needs in plan:
             if crashed and not after_crash:
                 continue

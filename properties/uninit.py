@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from pcspec.model import events as ev
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, holders_of, on_events
+from pcspec.properties.base import events_of, holders_of, on_events, on_storage
 
 
+@on_storage
 def uninit1_no_unwritten_reachable(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for h in holders_of(srv, events):

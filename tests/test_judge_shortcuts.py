@@ -6,6 +6,8 @@ their plain definitions on the same states."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pcspec.model import events
@@ -13,7 +15,7 @@ from pcspec.model.cache import unique_bytes
 from pcspec.model.server import Server
 from pcspec.model.variants import ALL, Accounting
 from pcspec.properties import coverage, machine
-from pcspec.properties.base import Violation, event_kinds, held_checkpoints
+from pcspec.properties.base import DECODE_STEP_KINDS, Violation, event_kinds, held_checkpoints, reads_storage_only
 from pcspec.properties.runner import Judge
 from pcspec.walker import Walker
 
@@ -24,7 +26,11 @@ class CheckedJudge(Judge):
     """The judge, then every property again the long way on the same state."""
 
     judgements = 0
-    skipped_with_events = 0
+    decode_skips = 0
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.storage: dict[str, list[str]] = {}  # each storage check's last findings
 
     def __call__(self) -> list[Violation]:
         start = self.seen
@@ -40,6 +46,7 @@ class CheckedJudge(Judge):
             return got
         want: list[Violation] = []
         kinds = {e.kind for e in new}
+        decode_step = kinds <= DECODE_STEP_KINDS
         for p in self.props:
             if crashed and not p.after_crash:
                 continue
@@ -47,6 +54,13 @@ class CheckedJudge(Judge):
             needs = event_kinds(p.check)
             if needs is not None and needs.isdisjoint(kinds):
                 assert msgs == [], f"{p.id} found something without its events {sorted(needs)}: {msgs}"
+            if reads_storage_only(p.check):
+                if decode_step:
+                    # skipped by the judge: what it finds must be what it found before
+                    assert msgs == self.storage.get(p.id, []), f"{p.id} changed in a decode step: {msgs}"
+                    type(self).decode_skips += 1
+                    continue
+                self.storage[p.id] = msgs
             want += [Violation(p.id, srv.heap.op, m) for m in msgs]
         assert got == want
         _same_as_the_plain_definitions(srv)
@@ -80,10 +94,11 @@ def _same_as_the_plain_definitions(srv: Server) -> None:
 @pytest.mark.parametrize("variant", sorted(ALL))
 def test_the_judge_finds_what_each_check_finds(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine, "Judge", CheckedJudge)
-    CheckedJudge.judgements = 0
+    CheckedJudge.judgements = CheckedJudge.decode_skips = 0
     walk = Walker(ALL[variant]).walk(0, EXAMPLES)
     assert walk.examples == EXAMPLES
     assert CheckedJudge.judgements > 100
+    assert CheckedJudge.decode_skips > 100
 
 
 def test_coverage_decides_by_event_classes_of_the_vocabulary() -> None:

@@ -97,6 +97,14 @@ def test_equal_length_entries_are_settled_by_the_log_checker(models: Path, tmp_p
     assert not [cls for cls, _ in found if cls.startswith("logcheck:")], found
 
 
+def test_restore_extend_waste_from_the_literal_shrink(models: Path, tmp_path: Path) -> None:
+    """FINDINGS F3, as the shrinker now leaves it (prompts made literal, 59 operations to 4):
+    a request, a save, a restore, then a prompt sharing 7 tokens with the restored ones is
+    re-processed whole."""
+    _out, found = _replay("found/f3-swa-restore-extend-4ops.jsonl", models, tmp_path)
+    assert any(cls == "waste:restore-extend" and why is not None and why.startswith("F3") for cls, why in found), found
+
+
 def test_saved_file_contents_are_compared(models: Path, tmp_path: Path) -> None:
     """A save's file (tokens of prompt and reply, no appendix at 0c1e570) is read as the server
     wrote it and compared with the model's file: the generated tokens translated, they agree

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from pcspec.live.ops import LiveOp, renumber, resolve
 from pcspec.live.process import Flags
 from pcspec.live.report import KIND, read_workload, workload_lines
 from pcspec.live.schedule import read_facts, read_schedule
-from pcspec.live.shrink import units
+from pcspec.live.shrink import shrink, through, units
 from pcspec.live.transparency import compare
 from pcspec.logcheck import read_log
 from pcspec.logcheck.logged import logged
@@ -325,3 +326,47 @@ def test_a_long_difference_shows_its_first_records_and_a_count() -> None:
     line = d.show()
     assert line.startswith("ckpt_created: server [c0, c1,") and ", ... 292 more] vs model [m]" in line
     assert len(d.to_json()["server"]) == 300  # type: ignore[arg-type]
+
+
+def test_shrink_cuts_after_the_finding_then_removes_what_it_does_not_need(tmp_path: Path) -> None:
+
+    ops = [LiveOp("request", id=i, segments=(("lit", (10 + i,)),), n_predict=3) for i in range(12)]
+    assert [len(u) for u in through(units(ops), 4)] == [1] * 5
+    runs: list[list[LiveOp]] = []
+
+    def runner(cand: list[LiveOp], wd: Path) -> Any:
+        runs.append(cand)
+        return [op.segments[0][1][0] for op in cand]  # the literal tokens that ran
+
+    def keep(out: Any) -> Any:
+        return out if 11 in out and 14 in out else None  # needs the requests sent as 1 and 4
+
+    small, best, attempts = shrink(ops, runner, keep, tmp_path, upto=4)
+    assert [op.segments for op in small] == [(("lit", (11,)),), (("lit", (14,)),)]
+    assert all(op.n_predict == 1 for op in small)
+    assert len(runs[0]) == 5  # the first attempt: everything after the finding's operation gone
+    assert best == [11, 14]
+    assert attempts == len(runs) < 20
+
+
+def test_shrink_makes_prompts_literal_so_a_chain_of_references_can_go(tmp_path: Path) -> None:
+    from pcspec.live.driver import Observation
+
+    # request i extends request i-1's prompt; the finding needs the last prompt's tokens only
+    ops = [LiveOp("request", id=0, segments=(("lit", (1,)),))]
+    ops += [LiveOp("request", id=i, segments=(("prompt", i - 1), ("lit", (i + 1,)))) for i in range(1, 6)]
+    sent = [Observation(i, op, tokens=list(range(1, i + 2))) for i, op in enumerate(ops)]
+
+    def runner(cand: list[LiveOp], wd: Path) -> Any:
+        prompts: dict[int, list[int]] = {}
+        for op in cand:
+            prompts[op.id] = resolve(op, prompts, {})
+        return [prompts[op.id] for op in cand]
+
+    def keep(out: Any) -> Any:
+        return out if [1, 2, 3, 4, 5, 6] in out else None
+
+    chained, _, _ = shrink(ops, runner, keep, tmp_path / "a", upto=5)
+    assert len(chained) == 6  # every request is needed to build the last prompt
+    small, _, _ = shrink(ops, runner, keep, tmp_path / "b", upto=5, sent=sent)
+    assert [op.segments for op in small] == [(("lit", (1, 2, 3, 4, 5, 6)),)]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from pcspec import specgen
 from pcspec.conform import protocol
 from pcspec.conform.judge import CHECKS
@@ -54,3 +56,14 @@ def test_the_schemas_name_every_operation() -> None:
         assert schemas[op.name]["properties"]["op"] == {"const": op.name}
     for k in protocol.CONFIG_FIELDS:
         assert k in schemas["begin"]["properties"]["config"]["properties"]
+
+
+def test_specgen_cli_checks_and_reports_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert specgen.main(["--check"]) == 0
+    stale = tmp_path / "SPEC.md"
+    text = specgen.SPEC.read_text(encoding="utf-8")
+    assert specgen.render(text) == text
+    stale.write_text(text.replace("\n<!-- end: ", "\nstale line\n<!-- end: "), encoding="utf-8")
+    assert specgen.main(["--check", str(stale)]) == 1
+    assert specgen.main([str(tmp_path / "missing.md")]) == 2
+    assert "cannot read" in capsys.readouterr().err

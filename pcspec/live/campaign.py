@@ -25,7 +25,7 @@ from pcspec.live.ops import LiveOp
 from pcspec.live.process import Flags, ServerProcess
 from pcspec.live.report import write_finding
 from pcspec.live.session import Outcome, Target, execute
-from pcspec.live.shrink import same_class, shrink
+from pcspec.live.shrink import literal_ok, same_class, shrink
 from pcspec.live.transparency import TOLERANCE, TOLERANCES, Reference
 from pcspec.trace import Trace
 
@@ -193,7 +193,8 @@ def _report(fd: Finding, out: Outcome, target: Target, seed: int, out_dir: Path,
         def runner(cand: list[LiveOp], wd: Path) -> Outcome:
             return execute(target, wd, refs.get(target.flags), ops=cand, timeout=timeout, variant=variant)
 
-        small, got, attempts = shrink(ops, runner, same_class(fd.cls), directory / "shrink", seconds=shrink_seconds)
+        small, got, attempts = shrink(ops, runner, same_class(fd.cls), directory / "shrink", seconds=shrink_seconds,
+                                       upto=fd.op, sent=out.run.observations if literal_ok(fd) else None)
         if got is not None:
             best = got
             finding = same_class(fd.cls)(got) or fd

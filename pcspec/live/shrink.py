@@ -1,8 +1,10 @@
 """Shrink a live workload that shows a finding, by re-running both sides.
 
 The workload is cut into units (one synchronous operation, or a concurrent group with its
-``wait``) and units are removed while a fresh run still shows a finding of the same class
-(delta debugging: halves, then quarters, ..., then single units). Requests that referred to a
+``wait``). What ran after the finding's operation cannot have caused it, so the first attempt
+drops it (one run instead of the several halvings that would get there). Then units are removed
+while a fresh run still shows a finding of the same class (delta debugging: halves, then
+quarters, ..., then single units), and the requests left ask for one generated token. Requests that referred to a
 removed request lose those segments (``ops.renumber``); a request left with no prompt is
 dropped. Every attempt is a real run on a fresh server, bounded in time and in attempts.
 """
@@ -15,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pcspec.live.analyze import Finding
+from pcspec.live.driver import Observation
 from pcspec.live.ops import LiveOp, renumber
 from pcspec.live.session import Outcome
 
@@ -46,16 +49,51 @@ def _flatten(us: list[list[LiveOp]]) -> list[LiveOp]:
         ops = kept
 
 
+def literal_ok(f: Finding) -> bool:
+    """Whether the server shows ``f`` by itself (see ``shrink``'s ``sent``)."""
+    return f.is_bug or f.is_observation or f.cls.startswith("logcheck:")
+
+
 def same_class(cls: str) -> Callable[[Outcome], Finding | None]:
     def pred(o: Outcome) -> Finding | None:
         return next((f for f in o.analysis.findings if f.cls == cls), None)
     return pred
 
 
+def through(us: list[list[LiveOp]], op: int) -> list[list[LiveOp]]:
+    """The units up to the one holding operation index ``op`` of their concatenation."""
+    seen = 0
+    for i, u in enumerate(us):
+        seen += len(u)
+        if op < seen:
+            return us[: i + 1]
+    return us
+
+
+def literal(ops: list[LiveOp], sent: list[Observation]) -> list[LiveOp]:
+    """Every request of ``ops`` that ran with its prompt as the server received it, as literal
+    tokens (``sent``: the run's observations, one per operation)."""
+    out = list(ops)
+    for obs in sent:
+        if obs.index < len(out) and obs.op.op == "request" and out[obs.index] == obs.op:
+            out[obs.index] = replace(obs.op, segments=(("lit", tuple(obs.tokens)),), cut=None)
+    return out
+
+
 def shrink(ops: list[LiveOp], runner: Runner, keep: Callable[[Outcome], Finding | None], workdir: Path,
-           *, seconds: float = 180.0, max_attempts: int = 40,
+           *, seconds: float = 180.0, max_attempts: int = 200, upto: int | None = None,
+           sent: list[Observation] | None = None,
            log: Callable[[str], None] | None = None) -> tuple[list[LiveOp], Outcome | None, int]:
-    """(smallest workload found, its outcome, attempts made)."""
+    """(smallest workload found, its outcome, attempts made). ``upto``: the index of the
+    operation where the finding showed. Time is the bound that matters (every attempt is a
+    server run); ``max_attempts`` only stops a runner that returns at once.
+
+    ``sent`` (the observations of the run that showed the finding) makes the requests literal
+    first: a request built from earlier prompts and replies loses its prompt when they are
+    removed, so a chain of references keeps the whole chain; literal prompts let each request
+    go on its own. Only for a finding the server shows by itself (a server bug, waste, the
+    log checker): the model resolves references with its own replies, and literal copies of
+    the server's replies would make it diverge where the server did nothing wrong."""
     deadline = time.monotonic() + seconds
     us = units(ops)
     best: Outcome | None = None
@@ -72,6 +110,13 @@ def shrink(ops: list[LiveOp], runner: Runner, keep: Callable[[Outcome], Finding 
             best = out
         return ok
 
+    head = us if upto is None else through(us, upto)
+    if sent is not None:
+        flat = units(literal([op for u in head for op in u], sent))
+        if attempt(flat):
+            us = flat
+    if len(head) < len(us) and attempt(head):
+        us = head
     n = 2
     while len(us) >= 2 and attempts < max_attempts and time.monotonic() < deadline:
         chunk = max(1, len(us) // n)
