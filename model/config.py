@@ -92,7 +92,7 @@ class Config:
     kv_unified: bool = False
     memory: MemoryKind = MemoryKind.SWA
     n_swa: int = 32  # the sliding window (0 with --swa-full, or no SWA)
-    swa_cells: int = 256  # cells the SWA cache keeps per sequence (> n_swa)
+    swa_cells: int = 256  # cells of each SWA cache stream (the log's size; see swa_size)
     n_rs_seq: int = 0  # recurrent rollback depth; > 0 makes the context RS instead of FULL
     cell_bytes: int = 64  # target bytes per token per attention cache (full or SWA part)
     rs_bytes: int = 4096  # target recurrent-state bytes
@@ -126,6 +126,20 @@ class Config:
     def swa_window(self) -> int:
         """``n_swa`` as the server sees it: 0 unless the memory has a sliding window."""
         return self.n_swa if self.memory == MemoryKind.SWA else 0
+
+    @property
+    def swa_size(self) -> int:
+        """Cells of each stream of the SWA cache (one stream per slot, or one for all with
+        ``kv_unified``): ``swa_cells``, what the log prints ("creating SWA KV cache, size = %u
+        cells"), but never fewer than ``size_swa`` before its padding to 256:
+        ``min(size_base, n_swa * (unified ? n_seq_max : 1) + n_ubatch)``
+        (llama-kv-cache-iswa.cpp:71-73; ``size_base`` is ``n_ctx_seq``, llama-context.cpp:
+        292-296). With that many cells ``find_slot`` always finds room: each sequence's window
+        holds fewer than ``n_swa`` cells its next token still sees (a configuration written
+        when ``swa_cells`` counted the cells of one sequence keeps working)."""
+        n_seq = self.n_slots if self.kv_unified else 1
+        base = self.n_ctx if self.kv_unified else self.n_ctx_slot
+        return max(self.swa_cells, min(base, self.n_swa * n_seq + self.n_ubatch))
 
     @property
     def needs_checkpoints(self) -> bool:

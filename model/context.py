@@ -12,16 +12,24 @@ failure behaviour the server depends on (behaviour notes section 4.2):
   buffer) fails before that and leaves the sequence as it was;
 * ``set_data`` of a buffer with unwritten bytes "succeeds" with garbage: the worst case the
   seed review warns of (uninitialized heap bytes pushed into model state).
+
+The memory operations the server calls (``llama_decode`` of a batch, ``llama_memory_seq_rm``,
+the two calls of a context shift, a state write and read) are methods here, not of one
+sequence: in an iSWA memory they place and free cells of the SWA cache (``swa_ring``), which
+decides each sequence's ``pos_min``, and with ``--kv-unified`` one sequence's decode can move
+another's. ``SeqMemory`` keeps what the cells hold; ``_sync`` copies ``pos_min`` over.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.heap import Buffer, Heap
-from pcspec.model.memory import SeqMemory, StateImage
+from pcspec.model.memory import SeqMemory, StateImage, Tokens
+from pcspec.model.swa_ring import SwaCache
 
 
 @dataclass
@@ -29,31 +37,84 @@ class Context:
     name: str  # "tgt" | "dft"
     kind: MemoryKind
     seqs: list[SeqMemory]
+    swa: SwaCache | None = None  # the cells of the SWA cache (iSWA only)
 
     @classmethod
     def target(cls, cfg: Config) -> Context:
-        return cls(
-            "tgt",
-            cfg.memory,
-            [
-                SeqMemory(cfg.memory, cfg.swa_window, cfg.swa_cells, cfg.n_rs_seq, cfg.cell_bytes, cfg.rs_bytes)
-                for _ in range(cfg.n_slots)
-            ],
-        )
+        return cls._create("tgt", cfg, cfg.memory, cfg.cell_bytes, cfg.rs_bytes)
 
     @classmethod
     def draft(cls, cfg: Config) -> Context:
-        n_swa = cfg.n_swa if cfg.draft_memory == MemoryKind.SWA else 0
-        return cls(
-            "dft",
-            cfg.draft_memory,
-            [
-                SeqMemory(
-                    cfg.draft_memory, n_swa, cfg.swa_cells, cfg.n_rs_seq, cfg.draft_cell_bytes, cfg.draft_rs_bytes
-                )
-                for _ in range(cfg.n_slots)
-            ],
-        )
+        return cls._create("dft", cfg, cfg.draft_memory, cfg.draft_cell_bytes, cfg.draft_rs_bytes)
+
+    @classmethod
+    def _create(cls, name: str, cfg: Config, kind: MemoryKind, cell_bytes: int, rs_bytes: int) -> Context:
+        n_swa = cfg.n_swa if kind == MemoryKind.SWA else 0
+        seqs = [SeqMemory(kind, n_swa, cfg.n_rs_seq, cell_bytes, rs_bytes) for _ in range(cfg.n_slots)]
+        swa = None
+        if kind == MemoryKind.SWA:
+            swa = SwaCache.create(n_swa, cfg.swa_size, cfg.n_slots, cfg.kv_unified, cfg.n_ubatch)
+        return cls(name, kind, seqs, swa)
+
+    # -- memory operations --------------------------------------------------------------------
+
+    def decode(self, batch: Sequence[tuple[int, Tokens]]) -> None:
+        """``llama_decode`` of one batch: each sequence's new tokens, in batch order (the server
+        puts the sampled tokens of generating slots first, then the prompt tokens slot by slot:
+        server-context.cpp:3077-3080, 3092-3616). Each sequence's memory takes its tokens; the
+        SWA cache places them ubatch by ubatch (``SwaCache.decode``)."""
+        tokens = [(seq, self.seqs[seq].n_tokens + i) for seq, new in batch for i in range(len(new))]
+        for seq, new in batch:
+            self.seqs[seq].decode(new)
+        if self.swa is not None and tokens:
+            self.swa.decode(tokens)
+            self._sync()
+
+    def seq_rm(self, seq: int, p0: int) -> bool:
+        """``llama_memory_seq_rm(mem, seq, p0, -1)`` (``p0 <= 0``: the whole sequence); iSWA
+        removes from both caches (llama-kv-cache-iswa.cpp:113-120). False when the memory
+        refuses (``SeqMemory.seq_rm``)."""
+        if not self.seqs[seq].seq_rm(p0):
+            return False
+        if self.swa is not None:
+            self.swa.seq_rm(seq, p0, -1)
+            self._sync()
+        return True
+
+    def shift(self, seq: int, n_keep: int, n_discard: int) -> None:
+        """A context shift's ``llama_memory_seq_rm(mem, seq, n_keep, n_keep + n_discard)`` and
+        ``llama_memory_seq_add(mem, seq, n_keep + n_discard, -1, -n_discard)``
+        (server-context.cpp:2930-2931; iSWA on both caches, llama-kv-cache-iswa.cpp:113-120, 132-135)."""
+        self.seqs[seq].shift_out(n_keep, n_discard)
+        if self.swa is not None:
+            self.swa.seq_rm(seq, n_keep, n_keep + n_discard)
+            self.swa.seq_add(seq, n_keep + n_discard, -1, -n_discard)
+            self._sync()
+
+    def state_write(self, seq: int, scope: int) -> StateImage:
+        """What ``state_write`` of the sequence writes (llama-kv-cache-iswa.cpp:259-265): its
+        image, with the SWA cells in the order they lie in the cache."""
+        img = self.seqs[seq].image(scope)
+        if self.swa is not None and img.part is not None:
+            img = replace(img, swa_order=self.swa.state_write(seq))
+        return img
+
+    def state_read(self, seq: int, img: StateImage) -> None:
+        """A ``state_read`` of ``img`` into the sequence that succeeds
+        (llama-kv-cache-iswa.cpp:267-273: the base cache unless PARTIAL_ONLY, then the SWA
+        cache, which places the written cells in their order: ``SwaCache.state_read``)."""
+        self.seqs[seq].load_image(img)
+        if self.swa is not None and img.part is not None:
+            self.swa.state_read(seq, img.swa_order or tuple(range(img.part_lo, len(img.part))))
+            self._sync()
+
+    def _sync(self) -> None:
+        """Each sequence's ``pos_min`` is its SWA cache's (llama-kv-cache-iswa.cpp:142-145)."""
+        assert self.swa is not None
+        for seq, mem in enumerate(self.seqs):
+            lo = self.swa.seq_pos_min(seq)
+            if lo >= 0:
+                mem.part_lo = lo
 
     def get_size(self, seq: int, scope: int) -> int:
         """llama-context.cpp: llama_state_seq_get_size_ext."""
@@ -65,9 +126,8 @@ class Context:
         stops at its end and the exception is caught), or fewer bytes than ``get_size`` said
         (a *short write*, fault site ``state.write.short``: the state shrank between the
         size query and the write); the bytes past what was written stay unwritten."""
-        mem = self.seqs[seq]
-        size = mem.state_size(scope)
-        img = mem.image(scope)
+        size = self.get_size(seq, scope)
+        img = self.state_write(seq, scope)
         if heap.faults.hit(site) or buf.size < size:
             heap.fill(buf, img, min(buf.size, size) // 2)
             heap.emit(ev.StateReadShort(ctx=self.name, seq=seq, buf=buf.id, size=size))
@@ -87,7 +147,7 @@ class Context:
         if buf is None or buf.size == 0:
             return 0
         if heap.faults.hit(site):
-            mem.clear()  # state_read failed: the destination sequence was removed
+            self.seq_rm(seq, -1)  # state_read failed: the destination sequence was removed
             heap.emit(ev.StateWriteFailed(ctx=self.name, seq=seq, buf=buf.id, cause="fault"))
             return 0
         if buf.unwritten > 0:
@@ -96,9 +156,9 @@ class Context:
             heap.emit(ev.UninitLoaded(ctx=self.name, seq=seq, buf=buf.id, unwritten=buf.unwritten))
             claimed = buf.content[1] if isinstance(buf.content, tuple) else buf.content
             if isinstance(claimed, StateImage) and claimed.kind == mem.kind:
-                mem.load_image(claimed)
+                self.state_read(seq, claimed)
             else:
-                mem.clear()
+                self.seq_rm(seq, -1)
             mem.garbage = True
             return buf.size
         img = buf.content
@@ -106,8 +166,8 @@ class Context:
             if buf.filled == 0:  # all zeros: "wrong sequence state magic", nothing touched
                 heap.emit(ev.StateWriteFailed(ctx=self.name, seq=seq, buf=buf.id, cause="magic"))
                 return 0
-            mem.clear()
+            self.seq_rm(seq, -1)
             heap.emit(ev.StateWriteFailed(ctx=self.name, seq=seq, buf=buf.id, cause="corrupt"))
             return 0
-        mem.load_image(img)
+        self.state_read(seq, img)
         return buf.size

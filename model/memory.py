@@ -6,7 +6,9 @@ at temperature 0), so memory is represented by *which token prefix* its cells de
 * ``attn``: the tokens whose attention cells are present, positions ``[0, len(attn))``
   (plain KV, the full-attention half of iSWA, the attention half of hybrid);
 * ``part``: the tokens the non-rollbackable part derives from: the sliding-window cells
-  ``[part_lo, len(part))`` of iSWA, or the recurrent state after ``len(part)`` tokens;
+  ``[part_lo, len(part))`` of iSWA, or the recurrent state after ``len(part)`` tokens. Which
+  positions the SWA cache keeps is decided by where its cells lie (``swa_ring``): the context
+  (``context.Context``) sets ``part_lo`` from there after every operation;
 * ``garbage``: the memory holds bytes that are no token state (loaded from an uninitialized
   buffer, or computed over a missing window).
 
@@ -16,7 +18,7 @@ mirrors a llama.cpp memory call and cites it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pcspec.model.config import STATE_HEADER, MemoryKind
 
@@ -32,6 +34,9 @@ class StateImage:
 
     ``attn`` is None for a partial image (the attention part is not in it) or a memory kind
     without attention; ``part`` is None for kinds without a non-rollbackable part.
+    ``swa_order`` is the order the SWA cells were written in (their cell order,
+    llama-kv-cache.cpp:2082-2110), which decides where a read puts them (``swa_ring``); empty:
+    ascending. It is layout, not content: two images of one state are equal.
     """
 
     kind: MemoryKind
@@ -39,6 +44,7 @@ class StateImage:
     attn: Tokens | None
     part: Tokens | None
     part_lo: int
+    swa_order: tuple[int, ...] = field(default=(), compare=False)
 
     def describes(self) -> Tokens:
         """The token prefix this image is the state of."""
@@ -53,7 +59,6 @@ class SeqMemory:
 
     kind: MemoryKind
     n_swa: int
-    swa_cells: int
     n_rs: int
     cell_bytes: int
     rs_bytes: int
@@ -142,7 +147,8 @@ class SeqMemory:
     # -- operations ----------------------------------------------------------------------
 
     def decode(self, new: Tokens) -> None:
-        """``llama_decode`` of ``new`` appended at the end of the sequence."""
+        """``llama_decode`` of ``new`` appended at the end of the sequence. (Which SWA cells the
+        decode overwrites, and so ``part_lo``, is the context's: ``Context.decode``.)"""
         if not new:
             return
         ok = self.n_tokens == 0 or self.can_continue()
@@ -150,8 +156,6 @@ class SeqMemory:
             self.attn = self.attn + new
         if self.has_part:
             self.part = self.part + new
-            if self.kind == MemoryKind.SWA:
-                self.part_lo = max(self.part_lo, len(self.part) - self.swa_cells)
         if not ok:
             self.garbage = True
 
@@ -194,15 +198,17 @@ class SeqMemory:
         spec takes the shifted memory as the state of the kept tokens (STATE-1 judges the
         bookkeeping, which the server keeps exactly), so both parts are relabelled with the
         kept tokens. What this choice cannot show: that a cache entry saved after a shift is
-        not the state an uncached run of the same tokens would compute."""
+        not the state an uncached run of the same tokens would compute. The SWA cells left
+        are those below ``n_keep`` and the moved ones, so the window starts at ``part_lo`` if
+        that is below ``n_keep``, else ``n_discard`` lower but not below ``n_keep``."""
         if self.n_tokens == 0:
             return
         if self.has_attn:
             self.attn = self.attn[:n_keep] + self.attn[n_keep + n_discard :]
         if self.has_part:
             self.part = self.part[:n_keep] + self.part[n_keep + n_discard :]
-            if self.kind == MemoryKind.SWA:
-                self.part_lo = max(0, self.part_lo - n_discard)
+            if self.kind == MemoryKind.SWA and self.part_lo >= n_keep:
+                self.part_lo = max(n_keep, self.part_lo - n_discard)
 
     # -- state blobs (llama_state_seq_get_size_ext / get_data_ext / set_data_ext) -------
 

@@ -4,7 +4,7 @@
 ``update_slots`` (restore or reset, invalidation, ``n_past -= 1``, ``keep_first``, ``seq_rm``);
 ``prompt_batch`` is one batch fill with its ``do_checkpoint`` decision; ``create_checkpoint``
 is ``server_context::create_checkpoint`` as of seed 001 (sweep only when full, cap,
-supersede, create); ``generate_step`` decodes one sampled token.
+supersede, create); ``generate_step`` takes one sampled token.
 """
 
 from __future__ import annotations
@@ -177,19 +177,19 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     if restored is not None and restored.dft is None and dft is not None and v.resync_on_file_restore:
         # fixed: a checkpoint without draft data (restored from a file whose draft part did
         # not fit) rolls back only the target; bring the draft to the same prefix.
-        dft.seqs[slot.id].clear()
-        dft.seqs[slot.id].decode(slot.prompt.tokens)
+        dft.seq_rm(slot.id, -1)
+        dft.decode([(slot.id, slot.prompt.tokens)])
     # The first batch fill's ``slot.mem.seq_rm(id, pos_next, -1)`` on target and draft
     # (server-context.cpp:3422-3426, common.cpp:1536-1562: aborts on failure). Later fills
     # repeat it at the end of the bookkept tokens, where it removes nothing.
     for ctx in srv.contexts():
-        if not ctx.seqs[slot.id].seq_rm(n_past):
+        if not ctx.seq_rm(slot.id, n_past):
             if not v.contain_failures:
                 raise Abort("common_memory::seq_rm", f"failed to remove sequence {slot.id} with p0={n_past}, p1=-1")
             # fixed: the memory cannot go back to n_past: re-process the prompt from 0.
             heap.emit(ev.SeqRmRefused(slot=slot.id, ctx=ctx.name, p0=n_past))
             for c in srv.contexts():
-                c.seqs[slot.id].clear()
+                c.seq_rm(slot.id, -1)
             slot.prompt.tokens = ()
             n_past = slot.n_prompt_cached = 0
             reprocess = "seq_rm refused"
@@ -283,11 +283,12 @@ def _resume_best(
 # -- one batch ---------------------------------------------------------------------------------
 
 
-def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
+def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Tokens]]) -> int:
     """server-context.cpp:3420-3616: this slot's share of the batch (at most ``room``
-    tokens), the checkpoint decision and the decode. The checkpoint is taken before the
-    decode, so it holds the state of the first ``n_tokens_start`` tokens. Returns the number
-    of tokens the slot put into the batch."""
+    tokens, added to ``batch``, which ``Server._update_slots`` decodes after every slot's
+    share) and the checkpoint decision. The checkpoint is taken before the decode, so it
+    holds the state of the first ``n_tokens_start`` tokens. Returns the number of tokens the
+    slot put into the batch."""
     cfg = srv.cfg
     task = slot.task
     assert task is not None
@@ -331,8 +332,8 @@ def prompt_batch(srv: Server, slot: Slot, room: int) -> int:
             # prompt ends one before the checkpoint (live-findings section 2).
             pos_min = srv.ctx_tgt.seqs[slot.id].payload_pos_min()
         error = create_checkpoint(srv, slot, n_cur, pos_min, pos_max)
-    for ctx in srv.contexts():
-        ctx.seqs[slot.id].decode(new)
+    if new:
+        batch.append((slot.id, new))
     srv.heap.emit(ev.Batch(
         slot=slot.id,
         task=task.id,
@@ -502,15 +503,14 @@ def finish_prompt(srv: Server, slot: Slot) -> None:
 
 
 def generate_step(srv: Server, slot: Slot) -> None:
-    """Decode the sampled token and sample the next (update_slots, SLOT_STATE_GENERATING).
-    The last sampled token is never decoded: a 608-token prompt with n_predict 4 leaves
-    611 tokens in the slot (real log 03)."""
+    """The sampled token, decoded at the head of the batch (``Server._update_slots``), joins
+    the prompt, and the next is sampled (update_slots, SLOT_STATE_GENERATING). The last
+    sampled token is never decoded: a 608-token prompt with n_predict 4 leaves 611 tokens in
+    the slot (real log 03)."""
     task = slot.task
     assert task is not None
     tok = (slot.next_token,)
     slot.prompt.tokens = slot.prompt.tokens + tok
-    for ctx in srv.contexts():
-        ctx.seqs[slot.id].decode(tok)
     # token: the one decoded (handle_last_sampled_token adds slot.sampled to the batch and the
     # prompt, server-context.cpp:484, 509)
     srv.heap.emit(ev.Generate(slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens, token=tok[0]))
@@ -567,4 +567,4 @@ def context_shift(srv: Server, slot: Slot) -> None:
     slot.prompt.tokens = kept
     slot.truncated = True
     for ctx in srv.contexts():
-        ctx.seqs[slot.id].shift_out(n_keep, n_discard)
+        ctx.shift(slot.id, n_keep, n_discard)

@@ -429,13 +429,16 @@ class Server:
     def _update_slots(self) -> None:
         """server-context.cpp: update_slots / pre_decode (2774-3620). One batch of at most
         ``n_batch`` tokens is shared by all slots: the generating slots' sampled tokens
-        first, then prompt tokens slot by slot in slot order until the batch is full. A slot
-        whose task just started does its prompt start and its first batch in the same pass
-        (no task is processed in between: only the queue loop takes tasks)."""
+        first (3077-3080), then prompt tokens slot by slot in slot order until the batch is
+        full; then one decode of it (``llama_process``, 3663; the draft context's
+        ``common_speculative_process``, 3728). A slot whose task just started does its prompt
+        start and its first batch in the same pass (no task is processed in between: only the
+        queue loop takes tasks)."""
         for slot in self.slots:
             if slot.state == SlotState.GENERATING:
                 context_shift_if_full(self, slot)
         generating = [s for s in self.slots if s.state == SlotState.GENERATING]
+        batch: list[tuple[int, Tokens]] = [(s.id, (s.next_token,)) for s in generating]
         room = self.cfg.n_batch - len(generating)
         for slot in self.slots:
             if room <= 0:
@@ -445,7 +448,9 @@ class Server:
             if slot.state == SlotState.STARTED:
                 prompt_start(self, slot)
             if slot.state == SlotState.PROCESSING_PROMPT:
-                room -= prompt_batch(self, slot, room)
+                room -= prompt_batch(self, slot, room, batch)
+        for ctx in self.contexts():
+            ctx.decode(batch)
         # After the decode, in slot order (server-context.cpp:3800-3870): a slot whose prompt
         # ended in this batch samples its first token, a generating slot its next; either may
         # be released. The order of the releases sets t_last_used (the next LRU pick) and which

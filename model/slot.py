@@ -146,7 +146,7 @@ class Slot:
             restored_by_task=None if lost is None else lost.id,
         ))
         for ctx in srv.contexts():
-            ctx.seqs[self.id].seq_rm(-1)
+            ctx.seq_rm(self.id, -1)
         self.prompt.tokens = ()
         drop_all(srv.heap, self.prompt)
         self.restored = None

@@ -55,7 +55,8 @@ _TAG_IMAGE, _TAG_SPEC, _TAG_GARBAGE = 1, 2, 0
 
 
 def encode_content(content: object, unwritten: bool = False) -> bytes:
-    """A self-delimiting blob: ``PCSY``, u32 total length, u8 tag, then the identity."""
+    """A self-delimiting blob: ``PCSY``, u32 total length, u8 tag, then the identity (for an
+    image whose SWA cells lie out of position order, that order after it)."""
     body: bytes
     if unwritten:
         body = bytes([_TAG_GARBAGE])
@@ -68,6 +69,9 @@ def encode_content(content: object, unwritten: bool = False) -> bytes:
                 body += struct.pack("<i", -1)
             else:
                 body += struct.pack(f"<i{len(seq)}i", len(seq), *seq)
+        order = content.swa_order
+        if list(order) != sorted(order):  # the SWA cells' write order, when not ascending
+            body += struct.pack(f"<i{len(order)}i", len(order), *order)
     elif isinstance(content, tuple) and len(content) == 2 and content[0] == "spec":
         toks = content[1]
         body = struct.pack(f"<Bi{len(toks)}i", _TAG_SPEC, len(toks), *toks)
@@ -98,9 +102,17 @@ def decode_content(blob: bytes) -> object | None:
                     return None
                 seqs.append(struct.unpack_from(f"<{n}i", blob, pos))
                 pos += 4 * n
+            order: tuple[int, ...] = ()
+            if pos < len(blob):
+                (n,) = struct.unpack_from("<i", blob, pos)
+                order = struct.unpack_from(f"<{n}i", blob, pos + 4) if n > 0 else ()
+                pos += 4 + 4 * max(n, 0)
+                part = seqs[1]
+                if part is None or sorted(order) != list(range(part_lo, len(part))):
+                    return None  # not the cells of the window: cell metadata that does not read
             if pos != len(blob):
                 return None
-            return StateImage(_KINDS[kind_i], scope, seqs[0], seqs[1], part_lo)
+            return StateImage(_KINDS[kind_i], scope, seqs[0], seqs[1], part_lo, order)
         if tag == _TAG_SPEC:
             (n,) = struct.unpack_from("<i", blob, 9)
             if n < 0 or 13 + 4 * n != len(blob):
@@ -166,7 +178,7 @@ def _file_checkpoint(ck: Checkpoint) -> tuple[FileCheckpoint, int]:
 
 def save(srv: Server, slot: Slot, filename: str) -> None:
     """Slot save: ``llama_state_seq_save_file`` of the target, then the appendix."""
-    img = srv.ctx_tgt.seqs[slot.id].image(FULL)
+    img = srv.ctx_tgt.state_write(slot.id, FULL)
     records: list[FileCheckpoint] = []
     unwritten = 0
     # The October build writes no checkpoint appendix (it came with #26004, seed 001).
@@ -252,9 +264,10 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         _fail(srv, slot, filename, "Restored prompt does not fit in the slot context")
         return
     img = decode_content(parsed.state)
-    mem = srv.ctx_tgt.seqs[slot.id]
+    tgt = srv.ctx_tgt
+    mem = tgt.seqs[slot.id]
     if heap.faults.hit("file.write.tgt") or not isinstance(img, StateImage) or img.kind != mem.kind:
-        mem.clear()  # state_read failed: the destination sequence was removed
+        tgt.seq_rm(slot.id, -1)  # state_read failed: the destination sequence was removed
         _fail(srv, slot, filename, "No available space in KV cache or invalid slot save file")
         return
     tokens = tuple(parsed.tokens)
@@ -263,9 +276,9 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         # the C++ behaviour: the tokens are installed as written.
         heap.emit(ev.FileSemanticMismatch(filename=filename))
     if v.resync_on_file_restore:
-        mem.clear()
+        tgt.seq_rm(slot.id, -1)
     if img.describes() or img.attn:
-        mem.load_image(img)  # state_read_meta runs seq_rm(dest) first, then loads
+        tgt.state_read(slot.id, img)  # state_read_meta runs seq_rm(dest) first, then loads
     # else: a state with cell_count == 0 clears nothing (llama-kv-cache.cpp: state_read)
     bad = invalid_token(tokens, cfg.n_vocab)
     if bad is not None:
@@ -278,7 +291,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         # not compare them, so a token list that still parses after corruption (a packed
         # list whose marker became a legacy list, say) is installed over a state of
         # another length.
-        mem.clear()
+        tgt.seq_rm(slot.id, -1)
         _fail(
             srv,
             slot,
@@ -290,9 +303,8 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
     drop_all(heap, slot.prompt)
     slot.restored = None
     if srv.ctx_dft is not None and v.resync_on_file_restore:
-        dmem = srv.ctx_dft.seqs[slot.id]
-        dmem.clear()
-        dmem.decode(tokens)  # fixed: re-process the restored tokens into the draft context
+        srv.ctx_dft.seq_rm(slot.id, -1)
+        srv.ctx_dft.decode([(slot.id, tokens)])  # fixed: re-process the restored tokens into the draft
     _restore_checkpoints(srv, slot, parsed, filename)
     n_read = parsed.n_read if v.count_appendix_bytes else parsed.n_read - parsed.appendix_bytes
     srv.last_result = {"n_restored": len(tokens), "n_read": n_read}
@@ -376,9 +388,9 @@ def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: st
     if dft is not None and restored and restored[-1].dft is not None:
         # Test-load one draft checkpoint, then remove the draft sequence (seed 001).
         ok = dft.set_data(heap, slot.id, restored[-1].dft, "ckpt.write.dft") == restored[-1].dft.size
-        dft.seqs[slot.id].seq_rm(-1)
+        dft.seq_rm(slot.id, -1)
         if v.resync_on_file_restore:
-            dft.seqs[slot.id].decode(slot.prompt.tokens)
+            dft.decode([(slot.id, slot.prompt.tokens)])
         if not ok:
             heap.emit(ev.FileDraftDropped(filename=filename))
             for ck in restored:  # clear_dft: drops data_dft and data_spec

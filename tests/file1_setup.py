@@ -100,7 +100,9 @@ def blob_identity(data: bytes, at: int) -> set[int]:
     """The identity bytes of a state blob at ``at``, as ``slot_files.encode_content`` writes it:
     ``PCSY``, u32 length, u8 tag, then for a StateImage (tag 1) u8 kind, u8 scope, i32 part_lo and
     two i32-counted token arrays (-1: absent), for a speculative state (tag 2) one token array.
-    The identity is part_lo and the arrays: what stands for the KV / recurrent data itself."""
+    The identity is part_lo and the arrays: what stands for the KV / recurrent data itself. (An
+    image may end with the order of its SWA cells, an i32-counted array: layout, not identity;
+    a value that is no order of the window does not read.)"""
     assert data[at : at + 4] == b"PCSY"
     (blob_len,) = struct.unpack_from("<I", data, at + 4)
     out: set[int] = set()
@@ -112,6 +114,9 @@ def blob_identity(data: bytes, at: int) -> set[int]:
         (n,) = struct.unpack_from("<i", data, pos)
         pos += 4 + 4 * max(n, 0)
         out.update(range(pos - 4 * max(n, 0), pos))
+    if tag == 1 and pos < at + blob_len:
+        (n,) = struct.unpack_from("<i", data, pos)
+        pos += 4 + 4 * n
     assert pos == at + blob_len
     return out
 

@@ -131,3 +131,21 @@ def test_restore_of_invalid_token_ids_agrees_with_the_model(models: Path, tmp_pa
     assert restore and restore[0].reply is not None
     assert "Invalid tokens in slot save file" in restore[0].reply.error
     assert found == [], found
+
+
+def test_swa_checkpoints_record_the_servers_pos_min(models: Path, tmp_path: Path) -> None:
+    """M3, fixed: three slots share one SWA ring (-ub 32 --kv-unified); the checkpoints the
+    server creates (pos_min 51 and 83 where the model said 38) are the model's now."""
+    out, found = _replay("found/m3-swa-pos-min.jsonl", models, tmp_path)
+    assert isinstance(out, Outcome) and out.analysis.predictor is not None
+    assert found == [], found
+
+
+def test_eviction_within_the_size_margin_is_explained(models: Path, tmp_path: Path) -> None:
+    """M8: the model's states are a few dozen bytes smaller than the server's (calibrate.SIZES);
+    with 2 MiB of cache nearly full, the server makes room at a save where the model's cache is
+    1576 bytes under the limit. Explained (and what follows in the run with it)."""
+    _out, found = _replay("found/m8-swa-size-margin.jsonl", models, tmp_path)
+    assert ("model:cache_evicted", "M8 (model): an eviction within the model's state-size margin of the byte limit") \
+        in found, found
+    assert all(why is not None for cls, why in found if not cls.startswith("waste:")), found

@@ -253,14 +253,49 @@ def test_explainers_name_known_causes_and_consequences(tmp_path: Path) -> None:
     assert explain(scan, out) is None
     assert explain(later, out) is None  # (what follows an unexplained finding is not explained)
     assert explain(odd, out) is None  # nothing known: unexplained, the campaign fails
-    # What follows an explained divergence in the same run is explained by it: an SWA
-    # checkpoint differing in pos_min only (M3), then a later difference.
+    # M3 is fixed in the model (the SWA cache's cells, model/swa_ring.py): a checkpoint differing
+    # in pos_min only is a finding again
     m3 = Finding("model:ckpt_created", 1, "", {"difference": {
         "kind": "ckpt_created", "server": ["ckpt_created(slot=0, n_tokens=8, pos_min=3, pos_max=7)"],
         "model": ["ckpt_created(slot=0, n_tokens=8, pos_min=0, pos_max=7)"]}})  # fmt: skip
     swa = Outcome(Target(tmp_path, tmp_path, "swa", Flags()), [], run, Analysis([m3, later]), b"", tmp_path)
-    assert (explain(m3, swa) or "").startswith("M3")
-    assert (explain(later, swa) or "").startswith("after model:ckpt_created")
+    assert explain(m3, swa) is None
+    # What follows an explained divergence in the same run is explained by it: the SWA window
+    # one cell short after a restore (F2, a transparency finding), then a later difference.
+    log = b"restored context checkpoint ...\nneed to evaluate at least 1 token\n"
+    run.observations[1].log_start, run.observations[1].log_end = 0, len(log)
+    f2 = Finding("transparency", 1, "")
+    swa = Outcome(Target(tmp_path, tmp_path, "swa", Flags()), [], run, Analysis([f2, later]), log, tmp_path)
+    assert (explain(f2, swa) or "").startswith("F2")
+    assert (explain(later, swa) or "").startswith("after transparency")
+
+
+def test_size_margin_explains_only_a_make_room_within_the_margin(tmp_path: Path) -> None:
+    """M8: an eviction the model lacks is explained when the model's cache came within its
+    entries' state-size offsets of the limit (swa: 112 a state, 48 a checkpoint), not further."""
+    from pcspec.live import calibrate
+    from pcspec.live.analyze import Analysis, Finding
+    from pcspec.live.driver import Run
+    from pcspec.live.explain import size_margin
+    from pcspec.live.session import Outcome, Target
+
+    def finding(server: list[str], model: list[str], inserts: list[tuple[int, int]]) -> Finding:
+        return Finding("model:cache_evicted", 0, "", {"difference": {"kind": "cache_evicted", "server": server,
+                                                                     "model": model}, "model_inserts": inserts})
+
+    out = Outcome(Target(tmp_path, tmp_path, "swa", Flags(n_slots=2, ctx_checkpoints=2)), [], Run(), Analysis(),
+                  b"", tmp_path)
+    room = "cache_evicted(why=make_room)"
+    # two streams: a state 120 + 8, a checkpoint 56 + 4 bytes larger on the server; 13 entries
+    # with 2 checkpoints each at most: 13 * 248 = 3224
+    assert calibrate.SIZES["swa"].offsets(2) == (128, 60)
+    assert calibrate.SIZES["kv"].offsets(1) == (56, 0) and calibrate.SIZES["hybrid"].offsets(1) == (72, 8)
+    assert (size_margin(finding([room], [], [(3223, 13)]), out) or "").startswith("M8")
+    assert size_margin(finding([room], [], [(3224, 13)]), out) is None
+    assert size_margin(finding([], ["cache_evicted(why=make_room, n_tokens=9)"], [(10, 13)]), out) is None
+    assert size_margin(finding(["cache_evicted(why=obsolete, n_tokens=5)"], [], [(10, 13)]), out) is None
+    ob = "cache_evicted(why=obsolete, n_tokens=5)"
+    assert (size_margin(finding([ob, room], [ob], [(10, 3)]), out) or "").startswith("M8")
 
 
 def test_silent_restore_explains_only_a_restore_without_a_state_line(tmp_path: Path) -> None:

@@ -5,21 +5,25 @@ section 2). Each test names the point and the source lines it follows
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.context import Context
 from pcspec.model.errors import PcspecError
-from pcspec.model.memory import SeqMemory
+from pcspec.model.memory import PARTIAL_ONLY, SeqMemory, StateImage
 from pcspec.model.server import Server
 from pcspec.model.slot import SlotState
+from pcspec.model.slot_files import decode_content, encode_content
 from pcspec.model.slotfile import read_slot_file
-from pcspec.model.variants import DESIGNS, FIXED, MASTER, PR27451, PR30137
+from pcspec.model.swa_ring import split_equal
+from pcspec.model.variants import DESIGNS, FIXED, MASTER, OCTOBER, PR27451, PR30137
 from pcspec.properties.catalogue import get_property
 from pcspec.replay import replay
-from pcspec.trace import parse
+from pcspec.trace import load, parse
 
 
 def kinds(srv: Server, since: int = 0) -> list[str]:
@@ -218,15 +222,16 @@ def test_fixed_leaves_the_busy_slot_alone() -> None:
 
 
 def test_empty_swa_window_reports_minus_one() -> None:
-    mem = SeqMemory(MemoryKind.SWA, n_swa=4, swa_cells=8, n_rs=0, cell_bytes=8, rs_bytes=0)
-    mem.decode(tuple(range(1, 20)))
+    ctx = Context.target(Config(memory=MemoryKind.SWA, n_ubatch=4, n_swa=4, swa_cells=8))
+    ctx.decode([(0, tuple(range(1, 20)))])  # ubatches of 4, 4, 4, 4, 3 in a ring of 8 cells
+    mem = ctx.seqs[0]
     assert mem.pos_range() == (11, 18)
     mem.part, mem.part_lo = (), 0  # the SWA cache emptied while the base cache holds cells
     assert mem.pos_range() == (-1, -1)  # llama-kv-cache-iswa.cpp:142-149
 
 
 def test_hybrid_pos_max_is_the_smaller_of_its_parts() -> None:
-    mem = SeqMemory(MemoryKind.HYBRID, n_swa=0, swa_cells=0, n_rs=0, cell_bytes=8, rs_bytes=64)
+    mem = SeqMemory(MemoryKind.HYBRID, n_swa=0, n_rs=0, cell_bytes=8, rs_bytes=64)
     mem.decode(tuple(range(1, 11)))
     mem.attn = mem.attn[:6]  # attention part shorter than the recurrent one
     assert mem.pos_range() == (9, 5)  # llama-memory-hybrid.cpp:172-180: max of mins, min of maxes
@@ -365,3 +370,70 @@ def test_releases_follow_slot_order_after_the_decode() -> None:
         srv.request(tuple(range(40, 48)), n_predict=1)
         select = [e for e in srv.heap.events if isinstance(e, ev.Select)][-1]
         assert (select.slot, select.how) == (0, "lru")
+
+
+# -- M3: the SWA cache's cells decide pos_min (llama-kv-cache.cpp:898-1186, 2065-2470) ------------
+
+# What the server logged for the shrunk live workload found/m3-swa-pos-min.jsonl (-np 3 -c 3072
+# -b 64 -ub 32 --kv-unified, "creating SWA KV cache, size = 256 cells"), replayed on 0c1e570 with
+# `pcspec live --kind swa --replay`: every "created context checkpoint" line as (slot, n_tokens,
+# pos_min, pos_max). The model used to say pos_min 38 for the last two (len - 256 clamped, plus a
+# restored window): the three slots share one ring, and slot 1's cells were overwritten by the
+# others' and by its own ubatches.
+M3_SERVER_CHECKPOINTS = [
+    (2, 218, 0, 217), (2, 250, 0, 249), (2, 253, 1, 252), (2, 213, 0, 212), (2, 245, 0, 244),
+    (1, 204, 0, 203), (1, 236, 0, 235), (2, 25, 0, 24), (2, 57, 0, 56), (1, 255, 0, 254),
+    (1, 287, 31, 286), (1, 201, 38, 200), (1, 231, 38, 230), (1, 252, 51, 251), (1, 284, 83, 283),
+]
+
+
+def test_swa_pos_min_of_a_live_run_is_the_servers() -> None:
+    """Live finding M3 (docs/LIVE.md): the model's trace of the shrunk workload (its requests, and
+    the steps the server's log showed) creates the checkpoints the server created, pos_min
+    included."""
+    tr = load(Path(__file__).parent / "data" / "live" / "found" / "m3-swa-pos-min.trace.jsonl")
+    srv = replay(replace(tr, variant=OCTOBER)).server
+    got = [(e.slot, e.n_tokens, e.pos_min, e.pos_max) for e in srv.heap.events if isinstance(e, ev.CkptCreate)]
+    assert got == M3_SERVER_CHECKPOINTS
+
+
+def test_a_unified_ring_lets_one_sequence_overwrite_another() -> None:
+    """find_slot reuses a cell whose position its own sequence no longer sees (1042-1064), after
+    wrapping at the end (1021-1025); apply_ubatch then purges that sequence up to the position
+    overwritten (1160-1178). Two sequences share a stream of 10 cells (n_swa 4, ubatches of 2):
+    the third ubatch of sequence 1 takes the cells of sequence 0's positions 0 and 1."""
+    ctx = Context.target(Config(n_slots=2, kv_unified=True, n_batch=16, n_ubatch=2, n_swa=4, swa_cells=8))
+    assert ctx.swa is not None and ctx.swa.size == 4 * 2 + 2  # iswa.cpp:73, before the padding
+    ctx.decode([(0, tuple(range(1, 7)))])
+    ctx.decode([(1, tuple(range(11, 17)))])
+    assert [m.pos_range() for m in ctx.seqs] == [(2, 5), (0, 5)]
+    assert ctx.swa.streams[0].cells[:2] == [(1, 4), (1, 5)]
+
+
+def test_separate_streams_split_a_batch_into_equal_shares() -> None:
+    """split_equal(n_ubatch, sequential = true) (llama-kv-cache-iswa.cpp:209; llama-batch.cpp:
+    542-711): the sequences of a ubatch are consecutive ids from the first unused token's, and
+    each gives the same count."""
+    batch = [(2, 9), (0, 5), (0, 6), (0, 7), (1, 3), (1, 4), (1, 5)]
+    used = [False] * len(batch)
+    assert split_equal(batch, used, 4, sequential=True) == [(2, 9)]  # 0 does not follow 2
+    assert split_equal(batch, used, 4, sequential=True) == [(0, 5), (0, 6), (1, 3), (1, 4)]
+    assert split_equal(batch, used, 4, sequential=True) == [(0, 7), (1, 5)]
+    assert all(used)
+
+
+def test_a_state_read_places_the_cells_in_the_order_written() -> None:
+    """state_write writes a sequence's cells in cell order (2082-2110): a window that wraps the
+    end of the ring comes out rotated, and state_read_meta places it in that order (2343-2442),
+    which decides which cell a later ubatch overwrites first."""
+    cfg = Config(n_batch=16, n_ubatch=4, n_swa=4, swa_cells=8)
+    src = Context.target(cfg)
+    src.decode([(0, tuple(range(1, 11)))])  # positions 8, 9 wrapped to cells 0, 1
+    img = src.state_write(0, PARTIAL_ONLY)
+    assert img.swa_order == (8, 9, 6, 7)
+    dst = Context.target(cfg)
+    dst.state_read(0, img)
+    assert dst.swa is not None and dst.swa.streams[0].cells[:4] == [(0, 8), (0, 9), (0, 6), (0, 7)]
+    assert dst.seqs[0].pos_range() == (6, 9)
+    back = decode_content(encode_content(img))  # a slot file keeps the order
+    assert isinstance(back, StateImage) and back == img and back.swa_order == img.swa_order

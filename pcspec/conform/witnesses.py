@@ -27,15 +27,15 @@ from pcspec.model.config import Config
 from pcspec.trace import config_diff, load
 
 DATA = r"""
-{"config":{"cache_idle_slots":false,"cache_ram":700,"cell_bytes":8,"checkpoint_min_step":2,"ctx_shif
-t":true,"draft_cell_bytes":4,"draft_memory":"swa","draft_rs_bytes":32,"has_draft":true,"kv_unified":
-true,"n_batch":8,"n_ctx_checkpoints":2,"n_ctx_slot":96,"n_rs_seq":2,"n_slots":2,"n_swa":4,"n_ubatch"
-:2,"rs_bytes":64,"spec_bytes":8,"swa_cells":8},"name":"witness-master-ckpt-1","ops":[{"id_slot":0,"n
-_predict":3,"op":"request","tokens":[1]},{"op":"inject","site":"ckpt.alloc"},{"id_slot":2,"n_predict
-":3,"op":"request","spans":[4],"tokens":[1,2,3,4,333]},{"op":"inject","site":"ckpt.alloc"},{"id_slot
-":0,"n_predict":3,"op":"request","spans":[4,15],"tokens":[1,2,3,4,344,347,350,353,356,359,362,365,10
-77,1020,1027,170,173]},{"max_steps":500,"op":"run"}],"shows":[["master","CKPT-1"],["pr27451","CKPT-1
-"]]}
+{"config":{"cache_idle_slots":false,"cache_ram":200,"cell_bytes":8,"checkpoint_min_step":8,"draft_ce
+ll_bytes":4,"draft_rs_bytes":32,"has_draft":true,"kv_unified":true,"n_batch":8,"n_ctx_checkpoints":4
+,"n_ctx_slot":96,"n_rs_seq":2,"n_slots":3,"n_swa":4,"n_ubatch":2,"rs_bytes":64,"swa_cells":8},"name"
+:"witness-master-ckpt-1","ops":[{"n_predict":3,"op":"request","spans":[8],"tokens":[1,2,3,4,5,6,7,8,
+137,140,143,146,149]},{"op":"inject","site":"ckpt.alloc"},{"n_predict":3,"op":"request","spans":[8,1
+8],"tokens":[1,2,3,4,5,6,7,8,137,140,143,146,149,152,155,1091,1034,1001,148,151]},{"op":"step"},{"op
+":"step"},{"op":"step"},{"n_predict":3,"op":"request","spans":[8,18],"tokens":[1,2,3,4,5,6,7,8,174,1
+77,180,183,186,189,192,1095,1005,1080,185,188,191]},{"max_steps":500,"op":"run"}],"shows":[["master"
+,"CKPT-1"],["pr27451","CKPT-1"]]}
 
 {"config":{"cache_idle_slots":false,"cache_ram":-1,"cell_bytes":8,"checkpoint_min_step":8,"draft_cel
 l_bytes":4,"draft_memory":"recurrent","draft_rs_bytes":32,"has_draft":true,"memory":"recurrent","n_b

@@ -5,8 +5,9 @@ cell_bytes for iSWA) (+ rs_bytes)`` (``pcspec.model.memory.SeqMemory.state_size`
 sizes of the tiny models are linear in the cell count too; ``SIZES`` holds their measured
 slope per cell and the recurrent state's bytes (``measure_sizes`` re-measures them from slot
 files). What the model cannot express is the real constant part (per-layer headers): the
-model's states are smaller by a few dozen bytes (``SIZES``), so an eviction decided within that
-margin of the byte limit may differ (none seen so far).
+model's states are smaller by a few dozen bytes (``Sizes.offsets``), so an eviction decided within
+that margin of the byte limit may differ (seen with ``--cache-ram 1`` and ``2``: M8 in
+docs/LIVE.md).
 """
 
 from __future__ import annotations
@@ -26,23 +27,41 @@ KIND_MEMORY = {"kv": MemoryKind.KV, "swa": MemoryKind.SWA, "recurrent": MemoryKi
 @dataclass(frozen=True)
 class Sizes:
     """Measured state sizes of a tiny model (bytes): ``full(n) = base + per_cell * n`` for the
-    attention part, ``rs`` for a recurrent state (0 without one)."""
+    attention part, ``rs`` for a recurrent state (0 without one), ``ckpt_base`` the constant part
+    of an SWA checkpoint; ``caches``: the attention caches a full state writes."""
 
     per_cell: int
     base: int
     rs: int = 0
+    ckpt_base: int = 0
+    caches: int = 0
+
+    def offsets(self, n_stream: int) -> tuple[int, int]:
+        """How many bytes a full state and a checkpoint in the prompt cache are larger than the
+        model's: ``llama_state_seq_get_size_ext`` also counts the io magic and the sequence id
+        (8 bytes, llama-context.cpp:3191-3202), which slot files (what ``SIZES`` measured)
+        leave out, and each attention cache writes a cell count per stream (4 bytes for each
+        stream beyond the first, llama-kv-cache.cpp:2074-2122); the model counts 16
+        (``STATE_HEADER``), or nothing where ``rs_bytes`` took the real state's."""
+        model = 0 if self.rs else STATE_HEADER
+        extra = 4 * (n_stream - 1)
+        state = 8 + self.base - model + extra * self.caches
+        ckpt = 8 + self.ckpt_base - model + (extra if self.ckpt_base else 0)
+        return state, (ckpt if self.ckpt_base or self.rs else 0)  # (a plain KV cache has none)
 
 
 # Measured on 0c1e570 from slot files (the state part of files saved after 20, 100 and 300
-# tokens; f16 K/V): kv 64 + 524 n; swa 128 + 524 n + 524 min(n, 32), a checkpoint 64 + 524 * 32;
-# recurrent 19524 whatever n; hybrid 19588 + 524 n, a checkpoint 19524. (524 = 2 attention layers
-# x (128 K + 128 V bytes) + 12 bytes of cell metadata.) The model's header is 16 bytes, so its
-# states are 48 (kv, a checkpoint), 112 (swa) or 64 (hybrid) bytes smaller: ``offset``.
+# tokens; f16 K/V, one slot): kv 64 + 524 n; swa 128 + 524 n + 524 min(n, 32), a checkpoint
+# 64 + 524 * 32; recurrent 19524 whatever n; hybrid 19588 + 524 n, a checkpoint 19524. (524 = 2
+# attention layers x (128 K + 128 V bytes) + 12 bytes of cell metadata; 64 per attention cache =
+# u32 stream count, u32 cell count, u32 v_trans, u32 layer count, 2 layers x 2 x (i32 type, u64
+# row size).) The model's header is 16 bytes: in the cache its states are smaller by
+# ``Sizes.offsets`` (one stream: kv 56, swa 120 and a checkpoint 56, recurrent 8, hybrid 72).
 SIZES: dict[str, Sizes] = {
-    "kv": Sizes(per_cell=524, base=64),
-    "swa": Sizes(per_cell=524, base=128),
+    "kv": Sizes(per_cell=524, base=64, caches=1),
+    "swa": Sizes(per_cell=524, base=128, ckpt_base=64, caches=2),
     "recurrent": Sizes(per_cell=0, base=0, rs=19524),
-    "hybrid": Sizes(per_cell=524, base=64, rs=19524),
+    "hybrid": Sizes(per_cell=524, base=64, rs=19524, caches=1),
 }
 
 # The October tree's rules are closest to the model's ``master`` design; the seams where they

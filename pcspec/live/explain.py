@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from pcspec.live import calibrate
 from pcspec.live.analyze import Finding
 from pcspec.live.session import Outcome
 
@@ -68,22 +69,33 @@ def observation(f: Finding, out: Outcome) -> str | None:
     return None
 
 
-def swa_pos_min(f: Finding, out: Outcome) -> str | None:
-    """M3 (model): the SWA cache's pos_min after find_slot's ring reuse (src/llama-kv-cache.cpp:
-    898-1080) differs from the model's ``part_lo = len - swa_cells``; checkpoints agree on
-    n_tokens and pos_max and differ in pos_min only."""
-    if f.cls != "model:ckpt_created" or out.target.kind not in ("swa",):
+def size_margin(f: Finding, out: Outcome) -> str | None:
+    """M8 (model): the model's states are smaller than the real ones by a constant each (the
+    headers the model does not count: ``calibrate.Sizes.offsets``), so a cache that close to
+    its byte limit makes room on the server and not in the model. Explains make_room evictions
+    the model lacks (and nothing else different) when one of the operation's insertions left
+    the model's cache less than that margin under the limit: its entries times a full state's
+    offset and ``--ctx-checkpoints`` checkpoints' offsets."""
+    if f.cls != "model:cache_evicted":
         return None
     d = f.data.get("difference", {})
-    srv, mod = d.get("server", []), d.get("model", [])
-    strip = [_without_pos_min(x) for x in srv], [_without_pos_min(x) for x in mod]
-    if srv and strip[0] == strip[1]:
-        return "M3 (model): SWA checkpoint pos_min (the SWA cache's ring reuse is not modelled)"
+    srv = [_WHY.findall(x) for x in d.get("server", [])]
+    extra = [w for ws in srv for w in ws]
+    for ws in (_WHY.findall(x) for x in d.get("model", [])):
+        if not ws or ws[0] not in extra:
+            return None
+        extra.remove(ws[0])
+    if not extra or any(w != "make_room" for w in extra):
+        return None
+    flags = out.target.flags
+    state, ckpt = calibrate.SIZES[out.target.kind].offsets(1 if flags.kv_unified else flags.n_slots)
+    per_entry = state + flags.ctx_checkpoints * ckpt
+    if any(slack < n * per_entry for slack, n in f.data.get("model_inserts", [])):
+        return "M8 (model): an eviction within the model's state-size margin of the byte limit"
     return None
 
 
-def _without_pos_min(shown: str) -> str:
-    return re.sub(r"pos_min=\d+, ", "", shown)
+_WHY = re.compile(r"why=(\w+)")
 
 
 def silent_restore(f: Finding, out: Outcome) -> str | None:
@@ -105,7 +117,7 @@ def silent_restore(f: Finding, out: Outcome) -> str | None:
 
 
 EXPLAINERS: tuple[Explainer, ...] = (
-    observation, pinned_busy, swa_off_by_one, swa_pos_min, silent_restore,
+    observation, pinned_busy, swa_off_by_one, size_margin, silent_restore,
 )
 
 
