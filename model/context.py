@@ -63,10 +63,14 @@ class Context:
         puts the sampled tokens of generating slots first, then the prompt tokens slot by slot:
         server-context.cpp:3077-3080, 3092-3616). Each sequence's memory takes its tokens; the
         SWA cache places them ubatch by ubatch (``SwaCache.decode``)."""
+        if self.swa is None:
+            for seq, new in batch:
+                self.seqs[seq].decode(new)
+            return
         tokens = [(seq, self.seqs[seq].n_tokens + i) for seq, new in batch for i in range(len(new))]
         for seq, new in batch:
             self.seqs[seq].decode(new)
-        if self.swa is not None and tokens:
+        if tokens:
             self.swa.decode(tokens)
             self._sync()
 

@@ -67,13 +67,13 @@ class SeqMemory:
     part_lo: int = 0
     garbage: bool = False
 
-    @property
-    def has_attn(self) -> bool:
-        return self.kind in (MemoryKind.KV, MemoryKind.SWA, MemoryKind.HYBRID)
+    # What the kind has, fixed at construction (read on every decode and every judgement):
+    has_attn: bool = field(init=False, repr=False, compare=False)  # attention cells
+    has_part: bool = field(init=False, repr=False, compare=False)  # a non-rollbackable part
 
-    @property
-    def has_part(self) -> bool:
-        return self.kind in (MemoryKind.SWA, MemoryKind.RECURRENT, MemoryKind.HYBRID)
+    def __post_init__(self) -> None:
+        self.has_attn = self.kind in (MemoryKind.KV, MemoryKind.SWA, MemoryKind.HYBRID)
+        self.has_part = self.kind in (MemoryKind.SWA, MemoryKind.RECURRENT, MemoryKind.HYBRID)
 
     @property
     def n_tokens(self) -> int:
