@@ -232,9 +232,8 @@ def _serves_live(srv: Server, slot: Slot, n: int) -> bool:
 def _serves_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, n: int) -> bool:
     """``policy.checkpoint_serves`` for the target payload and, when the checkpoint has one,
     the draft payload (without one, ``fixed`` re-decodes the draft: ``resync_on_file_restore``).
-    A payload's start is the recorded ``pos_min`` (``record_payload_pos_min``); a draft
-    context is either a plain KV cache or of the target's kind and window, fed the same
-    tokens, so its window starts where the target's does."""
+    A payload's start is the recorded ``pos_min`` (``record_payload_pos_min``): the latest
+    start of the target's and an SWA draft's payloads, so it serves both windows."""
     for ctx in srv.contexts():
         buf = ck.tgt if ctx.name == "tgt" else ck.dft
         if buf is None or buf.size == 0:  # (an empty payload's load is a no-op: it restores nothing)
@@ -329,8 +328,17 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
             # fixed: record where the payload really starts, so that the restore rule's
             # ``pos_min < thold`` test (written for exactly that) sees the truth; the C++
             # records the SWA cache's pos_min and restores a window one cell short when a
-            # prompt ends one before the checkpoint (live-findings section 2).
-            pos_min = srv.ctx_tgt.seqs[slot.id].payload_pos_min()
+            # prompt ends one before the checkpoint (live-findings section 2). With an SWA
+            # draft, the latest start of the two payloads: each context's SWA cache places
+            # its cells by its own history (a draft re-decoded after a slot restore, where the
+            # target read its cells from the file, loses other cells to the other slots), so
+            # the draft's window can start after the target's, and a restore the target's
+            # start allows would leave the draft short (found by the campaign after M3).
+            pos_min = max(
+                ctx.seqs[slot.id].payload_pos_min()
+                for ctx in srv.contexts()
+                if ctx.name == "tgt" or ctx.kind == MemoryKind.SWA
+            )
         error = create_checkpoint(srv, slot, n_cur, pos_min, pos_max)
     if new:
         batch.append((slot.id, new))

@@ -65,6 +65,8 @@ class Variant:
     # A checkpoint records the first position its payload holds (for iSWA the last n_swa
     # cells), not the SWA cache's pos_min ([TAG_CHECKPOINTS_FIX_POS_MIN], server-context.cpp
     # 2337-2341): the restore test then rejects a checkpoint whose window is one cell short.
+    # With an SWA draft, the later of the two payloads' first positions (each context's SWA
+    # cache places its cells by its own history).
     record_payload_pos_min: bool = False
     # Restore only a checkpoint of the shared prefix (n_tokens <= n_prefix): the C++ can
     # restore the one at n_prefix + 1 and erase it right away as invalidated (PERF-2).
