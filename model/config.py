@@ -39,6 +39,8 @@ MAX_SLOTS = 1024
 MAX_TOKEN_BYTES = 2**30
 MAX_STATE_BYTES = 2**40  # a recurrent state, or a speculative stash: 1 TiB
 MAX_RAM_BYTES = 2**62  # host_ram's default (no limit in practice); byte sums stay in an int64
+# The constant part of a state image (headers): 1 MiB is thousands of layers' headers.
+MAX_OVERHEAD_BYTES = 2**20
 
 UPPER: dict[str, tuple[int, str]] = {
     "n_slots": (MAX_SLOTS, "every operation visits every slot: the model's cost grows with it"),
@@ -60,6 +62,8 @@ UPPER: dict[str, tuple[int, str]] = {
     "cache_ram": (INT32_MAX * MIB, "--cache-ram is an int32_t count of MiB"),
     "host_ram": (MAX_RAM_BYTES, "byte sums must stay within an int64_t"),
     "n_vocab": (INT32_MAX, "llama_vocab_n_tokens is an int32_t"),
+    "state_overhead": (MAX_OVERHEAD_BYTES, "headers: a few dozen bytes per layer and stream"),
+    "ckpt_overhead": (MAX_OVERHEAD_BYTES, "headers: a few dozen bytes per layer and stream"),
 }
 
 
@@ -113,6 +117,17 @@ class Config:
     # (server_tokens::validate, server-common.cpp:755-789). None: ids are not checked against
     # a vocabulary (the model's own traces use any id); to_json leaves it out then.
     n_vocab: int | None = None
+    # The constant part of a target state the model's sizes leave out (bytes beyond
+    # STATE_HEADER + cells * cell_bytes + rs_bytes), as llama_state_seq_get_size_ext counts it
+    # for the prompt cache and checkpoints: the io magic and sequence id (8 bytes,
+    # llama-context.cpp:3191-3202) and each cache's headers and per-stream cell counts
+    # (llama-kv-cache.cpp:2074-2122). ``state_overhead`` for a full image, ``ckpt_overhead``
+    # for a partial one (PARTIAL_ONLY: a checkpoint; a plain KV cache writes its full image
+    # there). A non-empty state only (an empty one is never cached); slot files do not count
+    # them (``slot_files.save`` writes the image, not a sized blob). 0 (the default): every
+    # existing trace sizes as before; ``pcspec live`` sets them (``calibrate.Sizes.offsets``).
+    state_overhead: int = 0
+    ckpt_overhead: int = 0
 
     # -- derived -------------------------------------------------------------------------
 
@@ -208,6 +223,8 @@ class Config:
             "spec_bytes (speculative state) needs a draft context (has_draft)",
         )
         need(self.host_ram >= 1, f"host_ram must be positive (got {self.host_ram})")
+        for name in ("state_overhead", "ckpt_overhead"):
+            need(getattr(self, name) >= 0, f"{name} must be >= 0 (got {getattr(self, name)})")
         need(self.n_vocab is None or self.n_vocab >= 1, f"n_vocab must be at least 1 (got {self.n_vocab})")
         for name, (hi, why) in UPPER.items():
             value = getattr(self, name)
@@ -226,6 +243,9 @@ class Config:
         out = asdict(self)
         if self.n_vocab is None:
             del out["n_vocab"]  # configurations written before it existed stay as they were
+        for name in ("state_overhead", "ckpt_overhead"):
+            if out[name] == 0:
+                del out[name]  # (likewise)
         out["memory"] = str(self.memory)
         out["draft_memory"] = str(self.draft_memory)
         return out

@@ -41,16 +41,18 @@ class Context:
 
     @classmethod
     def target(cls, cfg: Config) -> Context:
-        return cls._create("tgt", cfg, cfg.memory, cfg.cell_bytes, cfg.rs_bytes)
+        return cls._create("tgt", cfg, cfg.memory, cfg.cell_bytes, cfg.rs_bytes,
+                           (cfg.state_overhead, cfg.ckpt_overhead))
 
     @classmethod
     def draft(cls, cfg: Config) -> Context:
         return cls._create("dft", cfg, cfg.draft_memory, cfg.draft_cell_bytes, cfg.draft_rs_bytes)
 
     @classmethod
-    def _create(cls, name: str, cfg: Config, kind: MemoryKind, cell_bytes: int, rs_bytes: int) -> Context:
+    def _create(cls, name: str, cfg: Config, kind: MemoryKind, cell_bytes: int, rs_bytes: int,
+                overhead: tuple[int, int] = (0, 0)) -> Context:
         n_swa = cfg.n_swa if kind == MemoryKind.SWA else 0
-        seqs = [SeqMemory(kind, n_swa, cfg.n_rs_seq, cell_bytes, rs_bytes) for _ in range(cfg.n_slots)]
+        seqs = [SeqMemory(kind, n_swa, cfg.n_rs_seq, cell_bytes, rs_bytes, *overhead) for _ in range(cfg.n_slots)]
         swa = None
         if kind == MemoryKind.SWA:
             swa = SwaCache.create(n_swa, cfg.swa_size, cfg.n_slots, cfg.kv_unified, cfg.n_ubatch)
@@ -121,7 +123,8 @@ class Context:
                 mem.part_lo = lo
 
     def get_size(self, seq: int, scope: int) -> int:
-        """llama-context.cpp: llama_state_seq_get_size_ext."""
+        """llama-context.cpp: llama_state_seq_get_size_ext (3191-3202; with the target's
+        ``Config.state_overhead`` / ``ckpt_overhead``: ``SeqMemory.state_size``)."""
         return self.seqs[seq].state_size(scope)
 
     def get_data(self, heap: Heap, seq: int, buf: Buffer, scope: int, site: str) -> int:

@@ -62,6 +62,10 @@ class SeqMemory:
     n_rs: int
     cell_bytes: int
     rs_bytes: int
+    # the constant bytes a real image has beyond the model's count (Config.state_overhead,
+    # Config.ckpt_overhead; a draft context's are 0)
+    state_overhead: int = 0
+    ckpt_overhead: int = 0
     attn: Tokens = ()
     part: Tokens = ()
     part_lo: int = 0
@@ -213,14 +217,22 @@ class SeqMemory:
     # -- state blobs (llama_state_seq_get_size_ext / get_data_ext / set_data_ext) -------
 
     def state_size(self, scope: int) -> int:
+        """``llama_state_seq_get_size_ext`` (llama-context.cpp:3191-3202): what the prompt
+        cache (server-context.cpp:263-264) and a checkpoint (common.cpp:2296, 2314) allocate.
+        ``STATE_HEADER`` + the cells' bytes (+ the recurrent state), + the image's constant
+        part the model otherwise leaves out (``state_overhead``, or ``ckpt_overhead`` for a
+        partial image: the io magic and sequence id this function writes first, 3194-3195,
+        and each cache's headers, e.g. one cell count per stream, llama-kv-cache.cpp:
+        2074-2122). An empty state is the header alone (nothing caches one)."""
         if self.n_tokens == 0:
             return STATE_HEADER
         rs = self.rs_bytes if self.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID) else 0
         swa = self.window_cells() * self.cell_bytes
         if scope == PARTIAL_ONLY and self.kind != MemoryKind.KV:
-            return STATE_HEADER + swa + rs
+            return STATE_HEADER + swa + rs + self.ckpt_overhead
+        # (a plain KV cache ignores the flag and writes its full image, llama-kv-cache.cpp:2070)
         attn = len(self.attn) * self.cell_bytes if self.has_attn else 0
-        return STATE_HEADER + attn + swa + rs
+        return STATE_HEADER + attn + swa + rs + self.state_overhead
 
     def image(self, scope: int) -> StateImage:
         """The identity ``get_data_ext`` writes. A partial image of a plain KV cache is the

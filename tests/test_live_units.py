@@ -270,33 +270,38 @@ def test_explainers_name_known_causes_and_consequences(tmp_path: Path) -> None:
     assert (explain(later, swa) or "").startswith("after transparency")
 
 
-def test_size_margin_explains_only_a_make_room_within_the_margin(tmp_path: Path) -> None:
-    """M8: an eviction the model lacks is explained when the model's cache came within its
-    entries' state-size offsets of the limit (swa: 112 a state, 48 a checkpoint), not further."""
+def test_model_config_gives_the_model_the_real_state_sizes() -> None:
+    """M8, fixed: ``model_config`` sets ``Config.state_overhead`` / ``ckpt_overhead`` from
+    ``Sizes.offsets`` (one stream with --kv-unified, else one per slot), so the model's state in
+    the prompt cache is what llama_state_seq_get_size_ext counts: the measured slot-file state
+    (calibrate.SIZES) + 8 bytes (io magic, sequence id) + 4 per extra stream per cache."""
     from pcspec.live import calibrate
-    from pcspec.live.analyze import Analysis, Finding
-    from pcspec.live.driver import Run
-    from pcspec.live.explain import size_margin
-    from pcspec.live.session import Outcome, Target
+    from pcspec.live.schedule import ServerFacts
+    from pcspec.model.context import Context
+    from pcspec.model.memory import FULL, PARTIAL_ONLY
 
-    def finding(server: list[str], model: list[str], inserts: list[tuple[int, int]]) -> Finding:
-        return Finding("model:cache_evicted", 0, "", {"difference": {"kind": "cache_evicted", "server": server,
-                                                                     "model": model}, "model_inserts": inserts})
-
-    out = Outcome(Target(tmp_path, tmp_path, "swa", Flags(n_slots=2, ctx_checkpoints=2)), [], Run(), Analysis(),
-                  b"", tmp_path)
-    room = "cache_evicted(why=make_room)"
-    # two streams: a state 120 + 8, a checkpoint 56 + 4 bytes larger on the server; 13 entries
-    # with 2 checkpoints each at most: 13 * 248 = 3224
     assert calibrate.SIZES["swa"].offsets(2) == (128, 60)
     assert calibrate.SIZES["kv"].offsets(1) == (56, 0) and calibrate.SIZES["hybrid"].offsets(1) == (72, 8)
-    assert (size_margin(finding([room], [], [(3223, 13)]), out) or "").startswith("M8")
-    assert size_margin(finding([room], [], [(3224, 13)]), out) is None
-    assert size_margin(finding([], ["cache_evicted(why=make_room, n_tokens=9)"], [(10, 13)]), out) is None
-    assert size_margin(finding(["cache_evicted(why=obsolete, n_tokens=5)"], [], [(10, 13)]), out) is None
-    ob = "cache_evicted(why=obsolete, n_tokens=5)"
-    assert (size_margin(finding([ob, room], [ob], [(10, 3)]), out) or "").startswith("M8")
-
+    assert calibrate.SIZES["recurrent"].offsets(3) == (8, 8)
+    for unified, streams in ((False, 2), (True, 1)):
+        flags = Flags(n_slots=2, kv_unified=unified, ctx_checkpoints=2)
+        cfg = calibrate.model_config("swa", flags, ServerFacts(2, 2048, 256))
+        assert (cfg.state_overhead, cfg.ckpt_overhead) == calibrate.SIZES["swa"].offsets(streams)
+        ctx = Context.target(cfg)
+        n = 100
+        ctx.decode([(0, tuple(range(1, n + 1)))])
+        extra = 4 * (streams - 1)
+        assert ctx.get_size(0, FULL) == 8 + 128 + 524 * n + 524 * 32 + 2 * extra
+        assert ctx.get_size(0, PARTIAL_ONLY) == 8 + 64 + 524 * 32 + extra
+        assert ctx.get_size(1, FULL) == 16  # an empty sequence: never cached
+    for kind in ("kv", "recurrent", "hybrid"):
+        cfg = calibrate.model_config(kind, Flags(), ServerFacts(1, 4096, None))
+        ctx = Context.target(cfg)
+        ctx.decode([(0, (1, 2, 3))])
+        sz = calibrate.SIZES[kind]
+        assert ctx.get_size(0, FULL) == 8 + sz.base + sz.rs + sz.per_cell * 3, kind
+        if kind != "kv":
+            assert ctx.get_size(0, PARTIAL_ONLY) == 8 + sz.ckpt_base + sz.rs, kind
 
 def test_silent_restore_explains_only_a_restore_without_a_state_line(tmp_path: Path) -> None:
     """L1's explainer now covers only what the log checker cannot learn: a restore that

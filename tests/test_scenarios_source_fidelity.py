@@ -14,7 +14,7 @@ from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.context import Context
 from pcspec.model.errors import PcspecError
-from pcspec.model.memory import PARTIAL_ONLY, SeqMemory, StateImage
+from pcspec.model.memory import FULL, PARTIAL_ONLY, SeqMemory, StateImage
 from pcspec.model.server import Server
 from pcspec.model.slot import SlotState
 from pcspec.model.slot_files import decode_content, encode_content
@@ -437,3 +437,82 @@ def test_a_state_read_places_the_cells_in_the_order_written() -> None:
     assert dst.seqs[0].pos_range() == (6, 9)
     back = decode_content(encode_content(img))  # a slot file keeps the order
     assert isinstance(back, StateImage) and back == img and back.swa_order == img.swa_order
+
+
+# -- M8: the constant part of a state in the prompt cache (llama-context.cpp:3191-3202) --------
+
+M8_TRACE = Path(__file__).parent / "data" / "live" / "found" / "m8-swa-size-margin.trace.jsonl"
+
+
+def _m8_saves(cfg: Config) -> list[tuple[str, int]]:
+    """The cache's insertions and evictions of the M8 trace, around the save that differed."""
+    tr = load(M8_TRACE)
+    srv = replay(replace(tr, config=cfg, variant=OCTOBER)).server
+    out: list[tuple[str, int]] = []
+    for e in srv.heap.events:
+        if isinstance(e, ev.EntryInsert):
+            out.append(("insert", e.limit - e.unique_after))
+        elif isinstance(e, ev.EntryEvict) and e.reason == "make_room":
+            out.append(("make_room", e.n_tokens))
+    return out
+
+
+def test_an_eviction_at_the_byte_limit_counts_the_states_headers() -> None:
+    """Live finding M8 (docs/LIVE.md): llama_state_seq_get_size_ext counts the io magic and the
+    sequence id (llama-context.cpp:3194-3195) and each cache's headers and per-stream cell
+    counts (llama-kv-cache.cpp:2074-2122), which the model's ``16 + cells * cell_bytes`` left
+    out. The model's trace of the shrunk workload (swa, -np 2, --cache-ram 2, --ctx-checkpoints
+    2) with the calibrated overheads (128 bytes a state, 60 a checkpoint: two streams) makes
+    room at the 18th insertion, evicting the 136-token entry as the server did; without them
+    that insertion left the cache 1576 bytes under the limit and the eviction came a save later."""
+    cfg = load(M8_TRACE).config
+    assert (cfg.state_overhead, cfg.ckpt_overhead) == (128, 60)
+    with_headers = _m8_saves(cfg)
+    inserts = [i for i, (what, _) in enumerate(with_headers) if what == "insert"]
+    at = inserts[17]
+    assert with_headers[at - 1] == ("make_room", 136)
+    without = _m8_saves(replace(cfg, state_overhead=0, ckpt_overhead=0))
+    inserts0 = [i for i, (what, _) in enumerate(without) if what == "insert"]
+    assert without[inserts0[17]] == ("insert", 1576) and without[inserts0[17] - 1][0] == "insert"
+    assert without[inserts0[18] - 1] == ("make_room", 136)
+
+
+def test_state_overheads_size_cache_and_checkpoint_states_only() -> None:
+    """The overheads are the target context's llama_state_seq_get_size_ext: a full image for the
+    prompt cache (server-context.cpp:263-264) and a partial one for a checkpoint (common.cpp:
+    2296); a plain KV cache ignores PARTIAL_ONLY (llama-kv-cache.cpp:2070), an empty sequence is
+    never cached, the draft context keeps its own sizes, and a slot file holds the image without
+    the io magic and sequence id (llama_state_seq_save_file, llama-context.cpp:3377-3395)."""
+    base = Config(n_slots=1, n_ctx_slot=256, n_batch=64, n_ubatch=16, n_swa=8, swa_cells=32, cell_bytes=10,
+                  has_draft=True, draft_memory=MemoryKind.KV, draft_cell_bytes=3)
+    cfg = replace(base, state_overhead=40, ckpt_overhead=7).validate()
+    for c, (full, part) in ((base, (0, 0)), (cfg, (40, 7))):
+        tgt, dft = Context.target(c), Context.draft(c)
+        assert tgt.get_size(0, FULL) == 16
+        tgt.decode([(0, tuple(range(1, 21)))])
+        dft.decode([(0, tuple(range(1, 21)))])
+        assert tgt.get_size(0, FULL) == 16 + 20 * 10 + 8 * 10 + full
+        assert tgt.get_size(0, PARTIAL_ONLY) == 16 + 8 * 10 + part
+        assert dft.get_size(0, FULL) == 16 + 20 * 3
+    kv = Context.target(replace(cfg, memory=MemoryKind.KV))
+    kv.decode([(0, (1, 2, 3))])
+    assert kv.get_size(0, PARTIAL_ONLY) == kv.get_size(0, FULL) == 16 + 30 + 40
+    # a slot file is the same with and without them (its state is the image, not a sized blob)
+    files = []
+    for c in (base, cfg):
+        srv = Server(replace(c, has_draft=False), OCTOBER)
+        srv.request(tuple(range(1, 30)), n_predict=1)
+        srv.run()
+        srv.slot_action("save", 0, "a.bin")
+        files.append(srv.files["a.bin"])
+    assert files[0] == files[1]
+
+
+def test_config_state_overheads_bounds_and_json() -> None:
+    assert "state_overhead" not in Config().to_json() and "ckpt_overhead" not in Config().to_json()
+    cfg = Config(state_overhead=128, ckpt_overhead=60)
+    assert Config.from_json(cfg.to_json()) == cfg
+    for key in ("state_overhead", "ckpt_overhead"):
+        for bad, why in ((-1, ">= 0"), (2**20 + 1, "at most"), ("8", "integer"), (True, "integer")):
+            with pytest.raises(PcspecError, match=why):
+                Config.from_json({key: bad})

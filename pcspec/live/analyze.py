@@ -175,8 +175,6 @@ def _judge_segment(a: Analysis, run: Run, obs_list: list[Observation], srv_recs:
     a.n_compared += 1
     for d in diff(srv_recs, pred.records, IGNORED):
         data: dict[str, Any] = {"difference": d.to_json()}
-        if d.kind == "cache_evicted":
-            data["model_inserts"] = pred.inserts  # how close the model's cache came to its limit
         a.findings.append(Finding(f"model:{d.kind}", first, d.show(), data))
     for o in obs_list:
         op = o.op

@@ -4,10 +4,10 @@ The model counts a sequence state as ``STATE_HEADER + cells * cell_bytes (+ wind
 cell_bytes for iSWA) (+ rs_bytes)`` (``pcspec.model.memory.SeqMemory.state_size``). The real
 sizes of the tiny models are linear in the cell count too; ``SIZES`` holds their measured
 slope per cell and the recurrent state's bytes (``measure_sizes`` re-measures them from slot
-files). What the model cannot express is the real constant part (per-layer headers): the
-model's states are smaller by a few dozen bytes (``Sizes.offsets``), so an eviction decided within
-that margin of the byte limit may differ (seen with ``--cache-ram 1`` and ``2``: M8 in
-docs/LIVE.md).
+files). The real constant part (the io magic and sequence id, per-cache headers, a cell count
+per stream) is the model's ``Config.state_overhead`` / ``ckpt_overhead``, set from
+``Sizes.offsets`` so that the model's sizes in the prompt cache are the server's (without them an
+eviction decided within that margin of the byte limit differed: M8 in docs/LIVE.md).
 """
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ class Sizes:
 # 64 + 524 * 32; recurrent 19524 whatever n; hybrid 19588 + 524 n, a checkpoint 19524. (524 = 2
 # attention layers x (128 K + 128 V bytes) + 12 bytes of cell metadata; 64 per attention cache =
 # u32 stream count, u32 cell count, u32 v_trans, u32 layer count, 2 layers x 2 x (i32 type, u64
-# row size).) The model's header is 16 bytes: in the cache its states are smaller by
-# ``Sizes.offsets`` (one stream: kv 56, swa 120 and a checkpoint 56, recurrent 8, hybrid 72).
+# row size).) The model's header is 16 bytes: in the cache the real states are larger by
+# ``Sizes.offsets`` (one stream: kv 56, swa 120 and a checkpoint 56, recurrent 8, hybrid 72),
+# which ``model_config`` gives the model as ``Config.state_overhead`` / ``ckpt_overhead``.
 SIZES: dict[str, Sizes] = {
     "kv": Sizes(per_cell=524, base=64, caches=1),
     "swa": Sizes(per_cell=524, base=128, ckpt_base=64, caches=2),
@@ -73,6 +74,8 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
     sz = sizes or SIZES[kind]
     memory = KIND_MEMORY[kind]
     cache_ram = flags.cache_ram_mib * MIB if flags.cache_ram_mib > 0 else flags.cache_ram_mib
+    # one stream for all slots with --kv-unified, else one per slot (llama-kv-cache.cpp:85)
+    state_overhead, ckpt_overhead = sz.offsets(1 if flags.kv_unified else facts.n_slots)
     return Config(
         n_slots=facts.n_slots,
         n_ctx_slot=facts.n_ctx_slot,
@@ -91,6 +94,9 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
         slot_prompt_similarity=flags.slot_prompt_similarity,
         # a restored token list is checked against the tiny models' vocabulary (M6)
         n_vocab=N_VOCAB,
+        # the real states' constant part, so the cache's sizes are the server's (M8)
+        state_overhead=state_overhead,
+        ckpt_overhead=ckpt_overhead,
     ).validate()
 
 

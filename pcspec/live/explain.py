@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pcspec.live import calibrate
 from pcspec.live.analyze import Finding
 from pcspec.live.session import Outcome
 
@@ -69,35 +68,6 @@ def observation(f: Finding, out: Outcome) -> str | None:
     return None
 
 
-def size_margin(f: Finding, out: Outcome) -> str | None:
-    """M8 (model): the model's states are smaller than the real ones by a constant each (the
-    headers the model does not count: ``calibrate.Sizes.offsets``), so a cache that close to
-    its byte limit makes room on the server and not in the model. Explains make_room evictions
-    the model lacks (and nothing else different) when one of the operation's insertions left
-    the model's cache less than that margin under the limit: its entries times a full state's
-    offset and ``--ctx-checkpoints`` checkpoints' offsets."""
-    if f.cls != "model:cache_evicted":
-        return None
-    d = f.data.get("difference", {})
-    srv = [_WHY.findall(x) for x in d.get("server", [])]
-    extra = [w for ws in srv for w in ws]
-    for ws in (_WHY.findall(x) for x in d.get("model", [])):
-        if not ws or ws[0] not in extra:
-            return None
-        extra.remove(ws[0])
-    if not extra or any(w != "make_room" for w in extra):
-        return None
-    flags = out.target.flags
-    state, ckpt = calibrate.SIZES[out.target.kind].offsets(1 if flags.kv_unified else flags.n_slots)
-    per_entry = state + flags.ctx_checkpoints * ckpt
-    if any(slack < n * per_entry for slack, n in f.data.get("model_inserts", [])):
-        return "M8 (model): an eviction within the model's state-size margin of the byte limit"
-    return None
-
-
-_WHY = re.compile(r"why=(\w+)")
-
-
 def silent_restore(f: Finding, out: Outcome) -> str | None:
     """L1 (log checker): a successful slot-file restore can leave no line in the log (an empty
     file, a recurrent memory: state_read_meta prints only for a non-empty attention cache). The
@@ -117,7 +87,7 @@ def silent_restore(f: Finding, out: Outcome) -> str | None:
 
 
 EXPLAINERS: tuple[Explainer, ...] = (
-    observation, pinned_busy, swa_off_by_one, size_margin, silent_restore,
+    observation, pinned_busy, swa_off_by_one, silent_restore,
 )
 
 

@@ -39,8 +39,6 @@ class Prediction:
     crash: str = ""
     stalled: bool = False  # the task can never finish (the model's livelock)
     slot_file: SlotFile | None = None
-    # each cache insertion: (bytes left under the limit after it, entries in the cache then)
-    inserts: list[tuple[int, int]] = field(default_factory=list)
 
 
 def model_records(events: Iterable[ev.Event], pinned: Container[int] = frozenset()) -> list[Logged]:
@@ -214,31 +212,15 @@ class Predictor:
         self.run()
         out: list[Prediction] = []
         bounds = [marks.get(s, len(self.srv.heap.events)) for s in range(len(segments))]
-        inserts = self._inserts()
         for n, group in enumerate(segments):
             lo = bounds[n]
             hi = min([b for b in bounds[n + 1:] if b >= lo] or [len(self.srv.heap.events)])
             events = self.srv.heap.events[lo:hi]
             pred = Prediction(group[0], model_records(events, self.pinned))
-            pred.inserts = [inserts[i] for i in range(lo, hi) if i in inserts]
             pred.stalled = any(isinstance(e, ev.Stall) for e in events)
             if any(isinstance(e, ev.Crash) for e in events) and self.srv.crash is not None:
                 pred.crash = f"{self.srv.crash.where}: {self.srv.crash.message}"
             out.append(pred)
-        return out
-
-    def _inserts(self) -> dict[int, tuple[int, int]]:
-        """Event index of each cache insertion -> (limit - bytes after it, entries after it)."""
-        out: dict[int, tuple[int, int]] = {}
-        n = 0
-        for i, e in enumerate(self.srv.heap.events):
-            if isinstance(e, ev.Restart):
-                n = 0
-            elif isinstance(e, ev.EntryInsert):
-                n += 1
-                out[i] = (e.limit - e.unique_after, n)
-            elif isinstance(e, ev.EntryEvict):
-                n -= 1
         return out
 
 
