@@ -60,7 +60,7 @@ class Context:
 
     # -- memory operations --------------------------------------------------------------------
 
-    def decode(self, batch: Sequence[tuple[int, Tokens]]) -> None:
+    def decode(self, batch: Sequence[tuple[int, Tokens]], starts: Sequence[int] | None = None) -> None:
         """``llama_decode`` of one batch: each sequence's new tokens, in batch order (the server
         puts the sampled tokens of generating slots first, then the prompt tokens slot by slot:
         server-context.cpp:3077-3080, 3092-3616). Each sequence's memory takes its tokens; the
@@ -69,7 +69,13 @@ class Context:
             for seq, new in batch:
                 self.seqs[seq].decode(new)
             return
-        tokens = [(seq, self.seqs[seq].n_tokens + i) for seq, new in batch for i in range(len(new))]
+        # The positions are the batch's (``starts``: the slot's, as the server fills the batch,
+        # server-context.cpp:3077-3080, 3456), which are the memory's own next positions unless
+        # the memory already disagrees with the slot (a draft left behind by a restore): the
+        # cells then go where the server puts them, not where the model's tokens would.
+        if starts is None:
+            starts = [self.seqs[seq].n_tokens for seq, _ in batch]
+        tokens = [(seq, p0 + i) for (seq, new), p0 in zip(batch, starts, strict=True) for i in range(len(new))]
         for seq, new in batch:
             self.seqs[seq].decode(new)
         if tokens:

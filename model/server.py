@@ -449,8 +449,12 @@ class Server:
                 prompt_start(self, slot)
             if slot.state == SlotState.PROCESSING_PROMPT:
                 room -= prompt_batch(self, slot, room, batch)
+        # each sequence's first position in the batch: a generating slot's next one, a
+        # prompt's first new one (prompt_batch has put its tokens into the slot already)
+        starts = [s.prompt.n_tokens for s in generating]
+        starts += [self.slots[seq].prompt.n_tokens - len(new) for seq, new in batch[len(generating) :]]
         for ctx in self.contexts():
-            ctx.decode(batch)
+            ctx.decode(batch, starts)
         # After the decode, in slot order (server-context.cpp:3800-3870): a slot whose prompt
         # ended in this batch samples its first token, a generating slot its next; either may
         # be released. The order of the releases sets t_last_used (the next LRU pick) and which

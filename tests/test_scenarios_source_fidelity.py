@@ -516,3 +516,16 @@ def test_config_state_overheads_bounds_and_json() -> None:
         for bad, why in ((-1, ">= 0"), (2**20 + 1, "at most"), ("8", "integer"), (True, "integer")):
             with pytest.raises(PcspecError, match=why):
                 Config.from_json({key: bad})
+
+
+def test_a_draft_left_behind_takes_its_cells_at_the_batch_positions() -> None:
+    """Found by the 20-seed time-to-first benchmark after M3: on pr30137 a slot restore clears
+    the draft and a checkpoint restore puts back only its window, so the draft memory no longer
+    agrees with the slot (STATE-1, as expected of the C++ designs). The SWA cache then placed
+    the batch at the memory's own next positions, re-using positions it still held, until
+    find_slot found no cell. The server's batch carries the slot's positions; with them the
+    run goes on (and reports STATE-1, with the C++ designs' other hazards of that trace)."""
+    path = Path(__file__).parent / "data" / "model" / "swa-draft-batch-positions.jsonl"
+    trace = parse(path.read_text(encoding="utf-8"), str(path))
+    assert trace.variant.name == "pr30137"
+    assert "STATE-1" in {v.property for v in replay(trace).violations}
