@@ -79,8 +79,17 @@ def test_pinned_busy_slot_livelock(models: Path, tmp_path: Path) -> None:
     cache update on that slot; the entry loaded is longer than the running task's prompt, and
     the server loops forever without answering (the fuzzer's concurrent pinned pair, written
     out: kv model, -b 16 so the first prompt is still processing when the second arrives)."""
-    _out, found = _replay("f1-pinned-busy-livelock.jsonl", models, tmp_path, timeout=8)
-    assert any(cls == "no-answer" and why is not None and why.startswith("F1") for cls, why in found), found
+    # The interleaving is the server's: if the first prompt has finished before the pinned
+    # request arrives (a loaded machine can delay the second request), nothing goes wrong
+    # that time. Up to three runs; a server without the bug never shows it.
+    tries: list[Found] = []
+    for i in range(3):
+        (tmp_path / f"try{i}").mkdir()
+        _out, found = _replay("f1-pinned-busy-livelock.jsonl", models, tmp_path / f"try{i}", timeout=8)
+        tries.append(found)
+        if any(cls == "no-answer" and why is not None and why.startswith("F1") for cls, why in found):
+            return
+    raise AssertionError(f"F1 not shown in {len(tries)} runs: {tries}")
 
 
 def test_silent_restore_is_seen_by_the_log_checker(models: Path, tmp_path: Path) -> None:
