@@ -241,7 +241,9 @@ def main(argv: list[str]) -> int:
         prog="python -m pcspec.specgen",
         description="Rewrite the generated blocks of docs/SPEC.md (or FILE) from the code.",
     )
-    ap.add_argument("file", nargs="?", type=Path, default=SPEC, help=f"the spec to update (default: {SPEC})")
+    # the checkout's docs/SPEC.md; an installed pcspec has none beside it: the current folder's
+    default = SPEC if SPEC.exists() else Path("docs") / "SPEC.md"
+    ap.add_argument("file", nargs="?", type=Path, default=default, help=f"the spec to update (default: {default})")
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if the file is not current")
     args = ap.parse_args(argv)
     path: Path = args.file
