@@ -15,6 +15,7 @@ from pcspec.live.predict import model_records
 from pcspec.logcheck import parse_text
 from pcspec.logcheck.logged import logged as log_records
 from pcspec.model import events as ev
+from pcspec.model import logged as lg
 from pcspec.model.config import Config
 from pcspec.model.heap import Heap
 from pcspec.model.server import Server
@@ -29,7 +30,7 @@ def _erase(**extra: object) -> ev.CkptErase:
 def test_one_class_per_kind_each_naming_its_place() -> None:
     kinds = [t.kind for t in ev.EVENT_TYPES]
     assert len(set(kinds)) == len(kinds) and set(ev.BY_KIND) == set(kinds)
-    for t in (*ev.EVENT_TYPES, *ev.LOGGED_TYPES):
+    for t in (*ev.EVENT_TYPES, *lg.LOGGED_TYPES):
         params = t.__dataclass_params__  # type: ignore[attr-defined]
         assert params.frozen and "__slots__" in t.__dict__, t
         doc = t.__doc__ or ""
@@ -79,18 +80,18 @@ def test_operations_and_restarts_keep_their_arguments_as_fields() -> None:
 
 def test_logged_records_of_model_events() -> None:
     evict = ev.EntryEvict(entry=1, reason="loaded", n_tokens=0, loaded_tokens=30)
-    assert evict.logged() == ev.CacheLoaded(30)
-    assert ev.EntryEvict(entry=1, reason="make_room", n_tokens=9, unique_total=1, limit=1).logged() == ev.CacheEvicted(
+    assert evict.logged() == lg.CacheLoaded(30)
+    assert ev.EntryEvict(entry=1, reason="make_room", n_tokens=9, unique_total=1, limit=1).logged() == lg.CacheEvicted(
         "make_room", 9
     )
     assert ev.EntryEvict(entry=1, reason="pop_back", n_tokens=9).logged() is None
-    assert _erase().logged() == ev.CkptErased(0, "invalidated", 8)
+    assert _erase().logged() == lg.CkptErased(0, "invalidated", 8)
     assert ev.Free(buf=1, size=2).logged() is None
     sel = ev.Select(task=3, slot=0, how="lcp", update_cache=False, judge_load=False, prompt=(1,), slot_tokens=(1,),
                     entries=())
     # a pinned task is logged "by id" even where the similarity scan confirmed the slot
-    assert model_records([sel]) == [ev.Selected(0, "lcp")]
-    assert model_records([sel], {3}) == [ev.Selected(0, "id")]
+    assert model_records([sel]) == [lg.Selected(0, "lcp")]
+    assert model_records([sel], {3}) == [lg.Selected(0, "id")]
     no_slot = dataclasses.replace(sel, slot=None, how="none")
     assert model_records([no_slot]) == []
 
@@ -105,6 +106,6 @@ def test_the_log_gives_the_same_classes() -> None:
         "0.00.536.866 I slot      release: id  0 | task 0 | stop processing: n_tokens = 14, truncated = 0\n"
     )
     recs = list(log_records(parse_text(text).events))
-    assert recs == [ev.Selected(0, "lru"), ev.CacheSaved(12), ev.CkptCreated(0, 10, 0, 9), ev.Released(0, 14)]
-    model = [ev.Selected(0, "lru"), ev.CacheSaved(12), ev.CkptCreated(0, 10, None, 9), ev.Released(0, 14)]
+    assert recs == [lg.Selected(0, "lru"), lg.CacheSaved(12), lg.CkptCreated(0, 10, 0, 9), lg.Released(0, 14)]
+    model = [lg.Selected(0, "lru"), lg.CacheSaved(12), lg.CkptCreated(0, 10, None, 9), lg.Released(0, 14)]
     assert all(a.matches(b) for a, b in zip(recs, model, strict=True))

@@ -21,8 +21,8 @@ from pcspec.live.transparency import compare
 from pcspec.logcheck import read_log
 from pcspec.logcheck.logged import logged
 from pcspec.model.config import Config, MemoryKind
-from pcspec.model.events import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Selected
 from pcspec.model.events import logged as model_logged
+from pcspec.model.logged import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Selected
 from pcspec.model.server import Server
 from pcspec.model.variants import get_variant
 

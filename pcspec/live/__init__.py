@@ -5,7 +5,7 @@ Data flow: ``fuzz`` makes operations (``ops``); ``driver`` sends them to a ``pro
 ``client`` and records replies and log ranges; ``analyze`` judges a run: ``transparency``
 (against a reference server), ``predict`` (the model following the log's ``schedule``, under
 the ``october`` rule set of model/variants.py), ``compare`` over the shared records of
-``pcspec.model.events`` (the model's ``Event.logged``, the log's ``pcspec.logcheck.logged``),
+``pcspec.model.logged`` (the model's ``Event.logged``, the log's ``pcspec.logcheck.logged``),
 ``waste`` and the log checker; ``explain`` names known causes; ``session``
 is one run, ``shrink`` re-runs to minimise, ``campaign`` loops over runs, ``report`` writes
 the files. ``build`` and ``models`` make the server binary and the GGUF files.

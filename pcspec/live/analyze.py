@@ -34,7 +34,7 @@ from pcspec.live.waste import WasteWatch
 from pcspec.logcheck import check_events, parse_bytes
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.logged import logged
-from pcspec.model.events import Logged, Served, SlotFile
+from pcspec.model.logged import Logged, Served, SlotFile
 from pcspec.model.processing import VOCAB_GEN
 
 SERVER_BUGS = ("crash", "no-answer", "transparency")

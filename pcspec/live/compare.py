@@ -1,6 +1,6 @@
 """Diff what the server did with what the model predicts, for one operation.
 
-Both sides are streams of the same records (``pcspec.model.events.Logged``): the model's
+Both sides are streams of the same records (``pcspec.model.logged``): the model's
 events give theirs (``Event.logged``), the log checker's line events theirs
 (``pcspec.logcheck.logged``). Records of each kind are compared in order (the order within a
 kind is the server's order of calls, which the model follows); a field ``None`` on either side
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pcspec.model.events import LOGGED_TYPES, Logged
+from pcspec.model.logged import LOGGED_TYPES, Logged
 
 SHOWN = 8  # records per side in a one-line report
 

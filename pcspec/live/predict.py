@@ -22,7 +22,7 @@ from pcspec.live.schedule import Schedule
 from pcspec.live.slotfiles import FileView, read_view
 from pcspec.model import events as ev
 from pcspec.model.config import Config
-from pcspec.model.events import Logged, Selected, Served, SlotFile
+from pcspec.model.logged import Logged, Selected, Served, SlotFile
 from pcspec.model.server import Server
 from pcspec.model.slot import TaskType
 from pcspec.model.variants import Variant

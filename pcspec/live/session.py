@@ -22,7 +22,7 @@ from pcspec.live.schedule import read_facts
 from pcspec.live.transparency import Reference
 from pcspec.logcheck import parse_bytes
 from pcspec.logcheck.logged import logged
-from pcspec.model.events import CkptCreated
+from pcspec.model.logged import CkptCreated
 
 
 @dataclass(frozen=True)

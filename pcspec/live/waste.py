@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from pcspec.live.driver import Observation
 from pcspec.model.cache import lcp
-from pcspec.model.events import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Logged, PromptCleared
+from pcspec.model.logged import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Logged, PromptCleared
 
 
 @dataclass

@@ -15,7 +15,7 @@ Modules, in data-flow order:
   ids in ``rules``;
 * ``stats``    counters and the unique-accounting estimate; ``report`` JSON and text;
   ``trace``    the events as a JSON-lines trace;
-* ``logged``   the events as the records of ``pcspec.model.events.Logged``, the vocabulary the
+* ``logged``   the events as the records of ``pcspec.model.logged``, the vocabulary the
   model's events share (what ``pcspec live`` compares).
 
 ``check_log`` reads the file twice, side by side (the first pass at most one server run ahead),

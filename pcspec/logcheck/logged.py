@@ -1,4 +1,4 @@
-"""The log's typed line events as the shared vocabulary's records (``pcspec.model.events``).
+"""The log's typed line events as the shared vocabulary's records (``pcspec.model.logged``).
 
 The model's events give their records through ``Event.logged()``; this is the log checker's
 side of the same boundary: the lines a server logs of those happenings, read as the same
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from pcspec.logcheck import events as ev
-from pcspec.model.events import (
+from pcspec.model.logged import (
     CacheEvicted,
     CacheLoaded,
     CacheLoadFailed,
