@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from pcspec.model import events as ev
 from pcspec.model.events import Event, stamp
@@ -46,7 +47,8 @@ class Buffer:
     role: str  # main | drft | ckpt_tgt | ckpt_dft | ckpt_spec | file
     zeroed: bool
     filled: int = 0
-    content: object = None  # what the fill wrote; meaningful only when filled == size
+    content: Any = None  # what the fill wrote; meaningful only when filled == size (Any: see
+    # benchmarks/compiled_speed.py, mypyc cannot compile a dataclass field annotated ``object``)
     refs: int = 0
     freed: bool = False
     version: int = 0  # bumped by every write: fingerprints compare versions, not contents
@@ -71,7 +73,7 @@ class Faults:
     ``llama_state_seq_get_data_ext`` of ``prompt_save`` on the target context.
     """
 
-    SITES: tuple[str, ...] = (
+    SITES: ClassVar[tuple[str, ...]] = (
         "save.alloc.main",  # server_prompt_cache::alloc: state_data_tgt.resize
         "save.alloc.drft",  # server_prompt_cache::alloc: state_data_dft.resize
         "save.alloc.entry",  # server_prompt_cache::alloc: states.push_back (clone + copies)

@@ -102,9 +102,9 @@ def validate(op: object) -> dict[str, Any]:
         _int(op, "id_slot", -1, lo=-1)
         if not isinstance(op.get("cache_prompt", True), bool):
             raise PcspecError("field 'cache_prompt' must be true or false")
-        t = op.get("type", "completion")
-        if t not in {x.value for x in TaskType}:
-            raise PcspecError(f"field 'type' must be one of {', '.join(x.value for x in TaskType)} (got {t!r})")
+        kind = op.get("type", "completion")
+        if kind not in {x.value for x in TaskType}:
+            raise PcspecError(f"field 'type' must be one of {', '.join(x.value for x in TaskType)} (got {kind!r})")
     elif name == "run":
         if _int(op, "max_steps", 10_000, lo=1) > MAX_RUN_STEPS:
             raise PcspecError(f"field 'max_steps' must be at most {MAX_RUN_STEPS} (got {op['max_steps']})")
