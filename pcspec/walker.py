@@ -41,7 +41,7 @@ from pcspec.properties.base import Property, Violation
 from pcspec.properties.catalogue import CATALOGUE, get_property
 from pcspec.properties.machine import CacheMachine, Found, machine_for
 from pcspec.trace import Trace
-from pcspec.walker_rules import Rule, RuleTable, WalkerError, below, rule_table
+from pcspec.walker_rules import Rule, RuleTable, below, rule_table
 
 # Example seeds of walk seed s: s * STRIDE + i. Far above any example budget, so the walks of
 # two seeds never share an example.
@@ -55,15 +55,6 @@ STEPS = 60
 # Swarm: the chance that a rule is enabled in an example, and that an argument is fixed.
 ENABLE = 0.5
 FIX = 0.25
-# ... except for the workflow rules that run a long stretch of the server each: their chance of
-# being enabled. Measured per rule over walker hunts (docs/PERFORMANCE.md, stop 10), a plain
-# rule costs 0.01 to 0.17 ms; ``alternate`` (up to seven requests, each run to its end) costs
-# about 1 ms and ``generate_to_limit`` (a reply to the end of the context) about 0.7 ms:
-# enabled in half of the examples, they took 58% of a hunt's time while making up a tenth of
-# its rules, and most violations need neither. Enabled in a fifth of the examples, they still
-# come up in hundreds of examples of a default budget (the violations that need them are
-# found in every seed, docs/PERFORMANCE.md), and the others are found sooner.
-COSTLY = {"alternate": 0.2, "generate_to_limit": 0.2}
 
 
 def _fixed(value: Any) -> Callable[[random.Random], Any]:
@@ -133,9 +124,6 @@ class Walker:
 
         self.cls: type[CacheMachine] = type(base.__name__, (base,), {"do": do})
         self.table: RuleTable = rule_table(self.cls)
-        unknown = set(COSTLY) - {r.name for r in self.table.rules}
-        if unknown:  # a rule renamed in the machine: the walker must not silently forget it
-            raise WalkerError(f"walker.COSTLY names rules the machine does not have: {sorted(unknown)}")
 
     def example(self, seed: int, steps: int = STEPS) -> Example:
         """Run the example of this example seed. A target's violation ends it (``Found.last``)."""
@@ -174,7 +162,7 @@ class Walker:
         # rule's draws do not depend on its neighbours'.
         out = []
         for r in self.table.rules:
-            on = rng.random() < COSTLY.get(r.name, ENABLE)
+            on = rng.random() < ENABLE
             args = tuple((name, _fixed(d(rng)) if rng.random() < FIX else d) for name, d in r.arguments)
             if on:
                 out.append(Rule(r.name, r.function, r.preconditions, args))  # (``replace``, without its cost)
@@ -241,4 +229,4 @@ def hunt(
     return Walker(variant, [get_property(pid)], [pid]).walk(seed, examples, steps, seconds)
 
 
-__all__ = ["COSTLY", "STEPS", "STRIDE", "Example", "Find", "Walk", "Walker", "example_seed", "hunt"]
+__all__ = ["STEPS", "STRIDE", "Example", "Find", "Walk", "Walker", "example_seed", "hunt"]
