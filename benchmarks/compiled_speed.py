@@ -64,6 +64,7 @@ print(json.dumps({
 
 def compile_copy(dest: Path) -> None:
     shutil.copytree(ROOT / "pcspec", dest / "pcspec", symlinks=False, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", dest)  # mypy's settings (stub-less libraries), which mypyc reads
     model = dest / "pcspec" / "model"
     files = sorted(str(p.relative_to(dest)) for p in model.glob("*.py") if p.name not in INTERPRETED_ONLY)
     t0 = time.perf_counter()
@@ -77,8 +78,14 @@ def compile_copy(dest: Path) -> None:
 
 def measure(path: Path, what: str, examples: int) -> dict[str, object]:
     env = dict(os.environ, PYTHONPATH=str(path), PYTHONHASHSEED="0")
+    # cwd: ``python -c`` puts the current folder first on sys.path, before PYTHONPATH
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, what, str(examples)], env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", CHILD, what, str(examples)],
+        cwd=path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         sys.exit(f"the {what} walk failed on {path}:\n{done.stderr[-4000:]}")

@@ -121,6 +121,10 @@ class Heap:
     op: int = 0
     _next_id: int = 1
     _live_bytes: int = 0
+    # Called with every event as it is emitted, after it is recorded (``pcspec.conform.lower``
+    # watches a run this way). A hook rather than a list subclass with its own ``append``: the
+    # model compiled with mypyc (benchmarks/compiled_speed.py) appends to a list directly.
+    tap: Callable[[Event], None] | None = None
 
     def __post_init__(self) -> None:
         self.faults.on_hit = lambda site: self.emit(ev.FaultHit(site=site))
@@ -129,6 +133,8 @@ class Heap:
         """Record ``e`` as an event of the current operation (``pcspec.model.events``)."""
         stamp(e, self.op)
         self.events.append(e)
+        if self.tap is not None:
+            self.tap(e)
 
     def new_id(self) -> int:
         i = self._next_id

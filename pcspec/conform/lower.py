@@ -1,7 +1,7 @@
 """Lowering: a model trace becomes core operations, each with the observation a port must make.
 
-The model runs the trace as usual. A tap on its event list (an instance attribute of the
-``Heap``, replaced for this run only) sees every event as it is emitted, ``fault_hit`` included; an
+The model runs the trace as usual. A tap on its heap (``Heap.tap``, set for this run only)
+sees every event as it is emitted, ``fault_hit`` included; an
 event that ends a core function (``save_end``, ``cache_state``, ``prompt_start``,
 ``ckpt_create``, ...) turns into one core operation, with its inputs read from the event, the
 model's memory and the task, and its observation read from the model's state at that moment.
@@ -70,16 +70,6 @@ def project(e: Event) -> dict[str, Any] | None:
 _ALLOC_SITE = {"main": "save.alloc.main", "drft": "save.alloc.drft", "entry": "save.alloc.entry"}
 
 
-class _TapEvents(list[Event]):
-    def __init__(self, items: list[Event], on_event: Callable[[Event], None]) -> None:
-        super().__init__(items)
-        self.on_event = on_event
-
-    def append(self, e: Event) -> None:
-        super().append(e)
-        self.on_event(e)
-
-
 @dataclass
 class _Lazy:
     op: dict[str, Any]
@@ -92,7 +82,7 @@ class Lowerer:
         self.out = Lowered(trace.variant.name, port_config(trace.config))
         self.tags = self.out.tags
         heap = self.srv.heap
-        heap.events = _TapEvents(list(heap.events), self._on_event)
+        heap.tap = self._on_event
         self.shadow = observe(self.srv, self.tags)
         self.evbuf: list[dict[str, Any]] = []
         self.faults: list[str] = []
