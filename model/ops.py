@@ -83,6 +83,9 @@ def _str(op: dict[str, Any], key: str) -> str:
     return v
 
 
+TASK_TYPES = tuple(x.value for x in TaskType)
+
+
 def validate(op: object) -> dict[str, Any]:
     """Check an operation's shape; returns it (as a dict) or raises ``PcspecError``."""
     if not isinstance(op, dict):
@@ -103,8 +106,8 @@ def validate(op: object) -> dict[str, Any]:
         if not isinstance(op.get("cache_prompt", True), bool):
             raise PcspecError("field 'cache_prompt' must be true or false")
         kind = op.get("type", "completion")
-        if kind not in {x.value for x in TaskType}:
-            raise PcspecError(f"field 'type' must be one of {', '.join(x.value for x in TaskType)} (got {kind!r})")
+        if kind not in TASK_TYPES:
+            raise PcspecError(f"field 'type' must be one of {', '.join(TASK_TYPES)} (got {kind!r})")
     elif name == "run":
         if _int(op, "max_steps", 10_000, lo=1) > MAX_RUN_STEPS:
             raise PcspecError(f"field 'max_steps' must be at most {MAX_RUN_STEPS} (got {op['max_steps']})")

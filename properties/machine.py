@@ -152,12 +152,15 @@ class CacheMachine(RuleBasedStateMachine):
         finally:
             # Decision coverage (properties/coverage.py), also reported to Hypothesis so that
             # ``pytest --hypothesis-show-statistics`` shows what a user's run reached.
-            reached: Counter[str] = Counter()
-            coverage.count(self.srv.heap.events[start:], reached)
-            type(self).found.coverage.update(reached)
-            if currently_in_test_context():  # (the seeded walker calls these rules outside Hypothesis)
+            new = self.srv.heap.events[start:]
+            if currently_in_test_context():
+                reached: Counter[str] = Counter()
+                coverage.count(new, reached)
+                type(self).found.coverage.update(reached)
                 for name in reached:
                     event(name)
+            else:  # the seeded walker calls these rules outside Hypothesis: count in place
+                coverage.count(new, type(self).found.coverage)
 
     def _apply(self, op: dict[str, Any]) -> None:
         assert self.srv is not None

@@ -51,24 +51,26 @@ class Judge:
             # The operation changed nothing (an idle step, an armed fault): the state is the
             # one already judged, and there are no new events to judge.
             return []
-        events = Events(new)
-        kinds = events.by_kind
+        kinds = {e.kind for e in new}
         crashed = "crash" in kinds
         if srv.crash is not None and not crashed:
             return []  # the process died earlier: nothing more happens
         out: list[Violation] = []
         op = srv.heap.op
-        if kinds.keys() <= DECODE_STEP_KINDS:
+        if kinds <= DECODE_STEP_KINDS:
             plan = self._decode_plan
         elif self._watched.isdisjoint(kinds):
             plan = self._state_plan
         else:
             plan = self._plan
+        events: Events | None = None  # indexed once, and only if a check runs (a hunt judges one)
         for pid, check, after_crash, needs in plan:
             if crashed and not after_crash:
                 continue
             if needs is not None and needs.isdisjoint(kinds):
                 continue  # an event check without its events finds nothing (base.on_events)
+            if events is None:
+                events = Events(new)
             for msg in check(srv, events):
                 out.append(Violation(pid, op, msg))
         return out
