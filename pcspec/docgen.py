@@ -10,6 +10,19 @@ import sys
 from pcspec.model.variants import DESIGNS, MUTANTS
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE, REASONS
+from pcspec.properties.routes import routes
+
+
+def _routes(design: str, pid: str) -> list[str]:
+    """The cell's routes (properties/routes.py), the name verify prints beside a counterexample,
+    and what in a trace tells each apart."""
+    rs = routes(design, pid)
+    out = []
+    for r in rs:
+        ways = " or ".join(" + ".join(f"`{i}`" for i in sorted(w)) or "no fault, no file" for w in r.ways)
+        text = "the reason above" if r.why is None else r.why
+        out.append(f"  - route `{r.name}` ({ways}): {text}")
+    return out
 
 
 def render() -> str:
@@ -38,6 +51,7 @@ def render() -> str:
             reason = REASONS.get(d, {}).get(p.id)
             if reason:
                 lines.append(f"- violated by `{d}`: {reason}")
+            lines += _routes(d, p.id)
         caught = [m for m, t in MUTANT_TARGETS.items() if p.id in t]
         if caught:
             lines.append("- catches " + ", ".join(f"`{m}` ({MUTANTS[m].summary})" for m in caught))

@@ -26,6 +26,7 @@ from pcspec.proofs.suite import run_suite
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
+from pcspec.properties.routes import route_of, routes
 from pcspec.replay import replay
 from pcspec.shrink import shrink
 from pcspec.trace import pytest_snippet
@@ -43,6 +44,10 @@ class Cell:
     length: int | None = None
     message: str | None = None
     replayed: bool | None = None
+    # The route the counterexample of a C++ design's cell takes (properties/routes.py):
+    # its name, "" when it takes none of the cell's listed routes; None where there are no
+    # routes (fixed, a mutant, a cell that holds).
+    route: str | None = None
 
     @builtins.property  # (the field `property` shadows the builtin in this class body)
     def ok(self) -> bool:
@@ -66,6 +71,7 @@ class Cell:
             "length": self.length,
             "message": self.message,
             "replayed": self.replayed,
+            "route": self.route,
             "ok": self.ok,
         }
 
@@ -149,6 +155,14 @@ def _save(hit: Hit, out: Path | None) -> tuple[str | None, bool, int]:
     return str(path), reproduced, len(hit.trace.ops)
 
 
+def _route(design: str, pid: str, hit: Hit) -> str | None:
+    """The listed route the (shrunk) counterexample takes: its name, "" if none of the cell's."""
+    if not routes(design, pid):
+        return None
+    r = route_of(design, pid, hit.trace.ops)
+    return "" if r is None else r.name
+
+
 def _hunt(v: Variant, pid: str, budget: Budget) -> tuple[Run, Hit | None]:
     """The walker, then Hypothesis (pcspec/hunts.py): deterministic, both budgets are counts."""
     return first_hunt(
@@ -186,7 +200,10 @@ def fuzz_variant(
                     coverage.update(hrun.coverage)
             if hit is not None:
                 path, ok, n = _save(hit, out)
-                cells.append(Cell(v.name, pid, exp, "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok))
+                route = _route(v.name, pid, hit)
+                cells.append(
+                    Cell(v.name, pid, exp, "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok, route)
+                )
                 continue
             complete = hrun.complete and run.complete
             cells.append(

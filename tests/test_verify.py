@@ -22,6 +22,7 @@ from pcspec.model.variants import DESIGNS
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS, UNREACHABLE
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
+from pcspec.properties.routes import ROUTES
 
 
 def pcspec_command() -> list[str]:
@@ -157,3 +158,15 @@ def test_every_property_can_fail(verified: tuple[dict[str, Any], Path]) -> None:
     """A check that cannot fail is a defect: each property is violated by some design or mutant."""
     violated = {c["property"] for c in verified[0]["fuzz"] if c["verdict"] == "violated"}
     assert [p.id for p in CATALOGUE if p.id not in violated] == []
+
+
+def test_every_counterexample_takes_a_listed_route(verified: tuple[dict[str, Any], Path]) -> None:
+    """Each counterexample the README's run prints for a C++ design comes about in a way
+    properties/routes.py explains (docs/PROPERTIES.md): the printed trace and the written
+    reason tell the same story."""
+    rows = [c for c in verified[0]["fuzz"] if c["verdict"] == "violated" and c["variant"] in ROUTES]
+    assert rows
+    unexplained = [(c["variant"], c["property"], c["trace"]) for c in rows if not c["route"]]
+    assert unexplained == [], "counterexamples on routes properties/routes.py does not list"
+    others = [c for c in verified[0]["fuzz"] if c["variant"] not in ROUTES]
+    assert all(c["route"] is None for c in others)

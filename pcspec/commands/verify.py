@@ -73,7 +73,7 @@ def print_matrix(m: Matrix) -> None:
     for c in m.cells:
         if c.verdict == "violated":
             status = "" if c.ok else "  <-- MISMATCH"
-            print(f"  {c.variant:<26s} {c.property:<10s} {c.length} ops  {c.trace}{status}")
+            print(f"  {c.variant:<26s} {c.property:<10s} {c.length} ops  {c.trace}{_route(c)}{status}")
     if m.mutants:
         print()
         print("mutants:")
@@ -97,6 +97,15 @@ def print_matrix(m: Matrix) -> None:
         )
         for c in m.unknown:
             print(f"  {c.variant} {c.property}: unknown after {c.steps} steps")
+
+
+def _route(c: Cell) -> str:
+    """How the counterexample comes about (properties/routes.py, docs/PROPERTIES.md)."""
+    if c.route is None:
+        return ""
+    if c.route:
+        return f"  [{c.route}]"
+    return "  [a route not in properties/routes.py: read the trace, then list it there]"
 
 
 def print_coverage(m: Matrix) -> None:

@@ -1,0 +1,279 @@
+"""How each expected violation of a C++ design comes about: its *routes*.
+
+A cell of the oracle (a design that violates a property) can often be reached in more than one
+way. CKPT-1 on ``master`` is reached by an entry emptied by a failed draft load and loaded
+again (the reason in ``oracle.REASONS``), but also by the empty checkpoint a ``bad_alloc``
+leaves, and by a slot file whose tokens marker was changed. ``pcspec verify`` prints one
+counterexample per cell, the shortest its hunt found, and that one can take any route. A
+verdict whose printed trace shows one story while the documentation tells another is a claim
+nobody can check, so each cell lists every route its hunts have been seen to take, each with
+what tells it apart in a trace and why it violates the property, with the C++ lines.
+
+What tells routes apart is a trace's *ingredients* (``ingredients``): the fault sites it injects,
+the slot-file fields it corrupts, and whether it restores a slot file. A route names the exact
+ingredient sets it is taken with (``ways``). A restart is not an ingredient: it changes the
+configuration a route runs under, not the route. ``route_of`` names the route of a trace, or
+None: a route nobody has explained. ``pcspec verify`` prints the route beside each
+counterexample; a test fails when a counterexample of the default run takes no listed route,
+and each listed route has a trace of its own in ``tests/data/routes/`` that must take it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pcspec.properties.oracle import ORACLE, REASONS
+
+Ways = tuple[frozenset[str], ...]
+
+_INDEX = re.compile(r" \d+ ")  # "ckpt 3 data_tgt length" -> "ckpt data_tgt length"
+
+
+def ingredients(ops: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The fault sites a trace injects, the slot-file fields it corrupts (``corrupt <field>``,
+    ``corrupt truncate``, ``corrupt splice``) and ``slot restore`` if it restores a file."""
+    out: set[str] = set()
+    for op in ops:
+        kind = op.get("op")
+        if kind == "inject":
+            out.add(str(op["site"]))
+        elif kind == "corrupt_file":
+            if "field" in op:
+                out.add("corrupt " + _INDEX.sub(" ", str(op["field"])))
+            else:
+                out.add("corrupt truncate" if "truncate" in op else "corrupt splice")
+        elif kind == "slot_restore":
+            out.add("slot restore")
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    ways: Ways  # the exact ingredient sets a trace of this route has
+    why: str | None = None  # None: the cell's reason in oracle.REASONS
+
+    def taken_by(self, found: frozenset[str]) -> bool:
+        return found in self.ways
+
+
+def _ways(*sets: Iterable[str]) -> Ways:
+    return tuple(frozenset(s) for s in sets)
+
+
+def _each(*sites: str) -> Ways:
+    """One way per site: any one of them alone."""
+    return tuple(frozenset([s]) for s in sites)
+
+
+NONE: Ways = (frozenset(),)
+FILE = "slot restore"
+MARKER = _ways(["corrupt tokens marker", FILE])
+
+# -- the routes shared by several cells ----------------------------------------------------------
+
+_MARKER_WHY = (
+    "a slot file whose tokens marker was changed (any value but -1) is read as a plain token list"
+    " (server_tokens::deserialize, server-common.cpp:595-597) and installed as the slot's tokens"
+    " (server-context.cpp:2610-2624): the slot bookkeeps the packed words, four more than, and"
+    " other than, the tokens whose state the file restored"
+)
+
+
+def _marker(then: str) -> Route:
+    return Route("tokens-marker", MARKER, f"{_MARKER_WHY}; {then}")
+
+
+_EMPTY_CKPT_WHY = (
+    "a bad_alloc while creating a checkpoint leaves it appended with an empty payload"
+    " (server-context.cpp:2333, caught per slot 2700-2710); restoring it at the next prompt is a"
+    " no-op (load_tgt returns on empty data, common.cpp:2332-2334), so the memory is not rolled back"
+)
+
+
+def _empty_ckpt(then: str) -> Route:
+    return Route("empty-checkpoint", _each("ckpt.alloc"), f"{_EMPTY_CKPT_WHY}; {then}")
+
+
+_EMPTIED_ENTRY_WHY = (
+    "load clears an entry's main state before the draft load (server-task.cpp:1832-1856): a failed"
+    " draft load leaves the entry emptied in the cache, and a later load of it succeeds (0 == 0)"
+    " and installs its tokens over unrelated memory"
+)
+
+
+def _emptied_entry(then: str) -> Route:
+    return Route("emptied-entry", _each("load.write.dft"), f"{_EMPTIED_ENTRY_WHY}; {then}")
+
+
+SWA_OFF_BY_ONE = Route(
+    "swa-off-by-one",
+    NONE,
+    "live-findings section 2, measured on a real server: the checkpoint test compares the"
+    " recorded pos_min with a threshold taken before the restore lowers pos_next"
+    " (server-context.cpp:3278, 3339-3342, 3355-3356); the checkpoint restored lacks the SWA cell"
+    " the first re-processed token attends to, and the decode computes a wrong state",
+)
+SLOT_RESTORE = Route(
+    "slot-restore",
+    _ways([FILE]),
+    "a slot restore loads the file's state into the target context only"
+    " (server-context.cpp:2600-2603): the draft context keeps what it held; and a state of no"
+    " cells clears nothing (state_read continues past a cell count of 0,"
+    " llama-kv-cache.cpp:2176-2185), so a file saved from an empty slot leaves the old cells"
+    " under an empty token list",
+)
+SHORT_CKPT_READ = Route(
+    "short-checkpoint-read",
+    _each("ckpt.read.tgt", "ckpt.read.dft", "state.write.short"),
+    "a checkpoint's get_data_ext comes up short: checkpoint size mismatch (common.cpp:2300-2302, 2318-2320)",
+)
+CKPT_LOAD_FAILS = Route(
+    "checkpoint-load-fails",
+    _each("ckpt.write.tgt", "ckpt.write.dft"),
+    "a checkpoint whose load fails at a prompt start aborts: failed to restore context checkpoint"
+    " (seed 001, server-context.cpp; October: checkpoint size mismatch, common.cpp:2336-2338)",
+)
+ESCAPED_BAD_ALLOC = Route(
+    "escaped-bad-alloc",
+    _each("save.alloc.entry"),
+    "states.push_back is outside the try of server_prompt_cache::alloc: the bad_alloc escapes and"
+    " terminates the server",
+)
+SHORT_SAVE = _each("save.read.tgt", "save.read.dft", "state.write.short")
+FAILED_SAVE_ALLOC = _each("save.alloc.main", "save.alloc.drft")
+
+
+def _main(name: str, ways: Ways) -> Route:
+    return Route(name, ways)
+
+
+def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
+    ckpt1_then = (
+        "the next checkpoint takes n_tokens from the tokens and pos_min/pos_max from that memory"
+        " (update_pos, server-context.cpp:2337-2340)"
+    )
+    ckpt2_then = "the checkpoints taken or restored then are the state of no prefix of the slot's tokens"
+    state1_then = "the memory is the state of other tokens than the slot bookkeeps"
+    marker_abort = _marker(
+        "from a file saved from an empty slot that is four tokens over an empty sequence, and a prompt"
+        " sharing the first aborts: pos_min == -1, but n_past > 0 (server-context.cpp:3281-3284)"
+    )
+    empty_ckpt_abort = _empty_ckpt(
+        "on a recurrent memory the seq_rm back to n_past then fails and aborts (common.cpp:1536-1539)"
+    )
+    PER_HOLDER = {
+        "ACC-1": (_main("per-holder", _ways([], ["load.write.tgt"])),),
+        "ACC-3": (_main("per-holder", NONE),),
+    }
+    common: dict[str, tuple[Route, ...]] = {
+        "IMM-2": (_main("emptied-entry", _each("load.write.dft")),),
+        "RB-3": (_main("escaped-bad-alloc", _each("save.alloc.entry")),),
+        "PROGRESS-1": (_main("busy-pinned-load", NONE),),
+        "PERF-2": (_main("supersede", NONE),),
+        "REUSE-1": (_main("live-memory-test", NONE),),
+        "REUSE-2": (_main("nan-f-keep", NONE),),
+        "PERF-1": (_main("deep-copy", NONE),),
+        "RESTORE-1": (_main("empty-checkpoint", _each("ckpt.alloc")),),
+        "FILE-1": (_main("empty-checkpoint", _ways(["ckpt.alloc", FILE])),),
+    }
+    master = {
+        **common,
+        "RB-1": (_main("short-save", SHORT_SAVE),),
+        "RB-2": (_main("failed-save", FAILED_SAVE_ALLOC),),
+        "LIVE-1": (_main("save-bad-alloc", FAILED_SAVE_ALLOC),),
+        "CKPT-1": (
+            _main("emptied-entry", _each("load.write.dft")),
+            _empty_ckpt(ckpt1_then),
+            _marker(ckpt1_then),
+        ),
+        "CKPT-2": (
+            _main("empty-checkpoint", _each("ckpt.alloc")),
+            _emptied_entry(ckpt2_then),
+            _marker(ckpt2_then),
+        ),
+        "STATE-1": (
+            _main("emptied-entry", _each("load.write.dft")),
+            _empty_ckpt("the decode after it continues from memory of another prefix: " + state1_then),
+            _marker(state1_then),
+            SLOT_RESTORE,
+            SWA_OFF_BY_ONE,
+        ),
+        "NOABORT-1": (
+            _main("short-checkpoint-read", SHORT_CKPT_READ.ways),
+            ESCAPED_BAD_ALLOC,
+            CKPT_LOAD_FAILS,
+            empty_ckpt_abort,
+            marker_abort,
+        ),
+    }
+    pr30137 = {
+        **{k: master[k] for k in ("IMM-2", "RB-3", "PROGRESS-1", "PERF-2", "REUSE-1", "REUSE-2", "LIVE-1")},
+        **PER_HOLDER,
+        "RB-2": (_main("pop-after-room", SHORT_SAVE + FAILED_SAVE_ALLOC),),
+        "CKPT-1": (_main("emptied-entry", _each("load.write.dft")), _marker(ckpt1_then)),
+        "CKPT-2": (
+            _main(
+                "appendix-length",
+                _ways(*([f"corrupt ckpt {b} length", FILE] for b in ("data_tgt", "data_dft", "data_spec"))),
+            ),
+            _emptied_entry(ckpt2_then),
+            _marker(ckpt2_then),
+        ),
+        "STATE-1": (
+            _main("emptied-entry", _each("load.write.dft")),
+            _marker(state1_then),
+            SLOT_RESTORE,
+            SWA_OFF_BY_ONE,
+        ),
+        "NOABORT-1": tuple(r for r in master["NOABORT-1"] if r.name != "empty-checkpoint"),
+    }
+    pr27451 = {
+        **{k: v for k, v in common.items() if k != "RB-3"},
+        **PER_HOLDER,
+        "RB-1": master["RB-1"],
+        "RB-2": (_main("failed-save", FAILED_SAVE_ALLOC + _each("save.alloc.entry")),),
+        "LIVE-1": (_main("save-bad-alloc", FAILED_SAVE_ALLOC + _each("save.alloc.entry")),),
+        "CKPT-1": master["CKPT-1"],
+        "CKPT-2": master["CKPT-2"],
+        "STATE-1": (
+            _main("emptied-entry", _each("load.write.dft") + SHORT_SAVE),
+            *master["STATE-1"][1:],
+        ),
+        "NOABORT-1": tuple(r for r in master["NOABORT-1"] if r.name != "escaped-bad-alloc"),
+    }
+    return {"master": master, "pr30137": pr30137, "pr27451": pr27451}
+
+
+ROUTES: dict[str, dict[str, tuple[Route, ...]]] = _rows()
+
+
+def routes(design: str, pid: str) -> tuple[Route, ...]:
+    """The routes of one cell (none for a cell that holds, or for a design not in the table)."""
+    return ROUTES.get(design, {}).get(pid, ())
+
+
+def why(design: str, pid: str, route: Route) -> str:
+    return route.why if route.why is not None else REASONS[design][pid]
+
+
+def route_of(design: str, pid: str, ops: Sequence[Mapping[str, Any]]) -> Route | None:
+    """The listed route a counterexample of this cell takes, or None (unexplained)."""
+    found = ingredients(ops)
+    return next((r for r in routes(design, pid) if r.taken_by(found)), None)
+
+
+def unlisted() -> list[tuple[str, str]]:
+    """Violated cells of the C++ designs that list no route (must be none)."""
+    return [(d, p) for d in ROUTES for p, e in ORACLE[d].items() if e == "x" and not routes(d, p)]
+
+
+def misplaced() -> list[tuple[str, str]]:
+    """Cells that list routes but are not expected violated (must be none)."""
+    return [(d, p) for d, row in ROUTES.items() for p in row if ORACLE[d].get(p) != "x"]
+
+
+__all__ = ["ROUTES", "Route", "ingredients", "misplaced", "route_of", "routes", "unlisted", "why"]
