@@ -84,3 +84,13 @@ def test_ingredients() -> None:
         "corrupt splice",
         "slot restore",
     }
+
+
+def test_replay_names_the_route(capsys: pytest.CaptureFixture[str]) -> None:
+    from pcspec.cli import main
+
+    path = DATA / "pr30137__STATE-1__swa-off-by-one.jsonl"
+    assert main(["replay", str(path)]) == 0
+    assert "route of STATE-1 on pr30137: swa-off-by-one" in capsys.readouterr().out
+    assert main(["replay", "--json", str(path)]) == 0
+    assert '"routes": {"STATE-1": "swa-off-by-one"}' in capsys.readouterr().out.splitlines()[-1]

@@ -15,6 +15,7 @@ from typing import Any
 from pcspec.errors import PcspecError
 from pcspec.outdir import check_output_file, write_output
 from pcspec.properties.catalogue import CATALOGUE, get_property
+from pcspec.properties.routes import route_of, routes
 from pcspec.replay import ReplayResult, Step, replay
 from pcspec.trace import Trace, file_lines, first_object, from_header
 from pcspec.user_variant import add_variant_options, chosen_variant
@@ -87,6 +88,18 @@ def _show_step(step: Step, as_json: bool) -> None:
         print(f"      VIOLATED {v.property} (op {v.op}): {v.message}")
 
 
+def _routes(trace: Trace) -> dict[str, str]:
+    """The route (properties/routes.py) of each expected violation of a C++ design's trace:
+    its name, or "" when the trace takes none of the cell's listed routes."""
+    out = {}
+    for e in trace.expect:
+        pid = str(e.get("property"))
+        if routes(trace.variant.name, pid):
+            r = route_of(trace.variant.name, pid, trace.ops)
+            out[pid] = "" if r is None else r.name
+    return out
+
+
 def summary(trace: Trace, result: ReplayResult, ok: bool) -> dict[str, Any]:
     """The ``--json`` run's last object."""
     srv = result.server
@@ -98,6 +111,7 @@ def summary(trace: Trace, result: ReplayResult, ok: bool) -> dict[str, Any]:
         "violated": sorted({v.property for v in result.violations}),
         "expected": trace.expect,
         "expected_reproduced": ok if trace.expect else None,
+        "routes": _routes(trace),
         "crashed": srv.crash.where if srv.crash else None,
         "accounted_bytes": srv.accounted_bytes,
         "unique_bytes": srv.unique_bytes,
@@ -139,4 +153,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if trace.expect:
             print("expected violations " + ("reproduced" if ok else "NOT reproduced"))
+        for pid, name in _routes(trace).items():
+            how = name or "none of those listed in properties/routes.py"
+            print(f"route of {pid} on {trace.variant.name}: {how} (docs/PROPERTIES.md explains each)")
     return 0 if ok else 1
