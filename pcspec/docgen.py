@@ -19,7 +19,10 @@ def _routes(design: str, pid: str) -> list[str]:
     rs = routes(design, pid)
     out = []
     for r in rs:
-        ways = " or ".join(" + ".join(f"`{i}`" for i in sorted(w)) or "no fault, no file" for w in r.ways)
+        if r.policy:
+            ways = "a rule of the design: no fault or file needed"
+        else:
+            ways = " or ".join(" + ".join(f"`{i}`" for i in sorted(w)) or "no fault, no file" for w in r.ways)
         text = "the reason above" if r.why is None else r.why
         out.append(f"  - route `{r.name}` ({ways}): {text}")
     return out
@@ -36,6 +39,11 @@ def render() -> str:
         "Verdicts: `x` the design is expected to violate the property (pcspec verify must find",
         "a counterexample), `.` expected to hold (no violation may be found), `?` no expectation",
         "(the extended catalogue: `fixed` must hold it; elsewhere the verdict is recorded).",
+        "",
+        "Under each design's reason, its *routes* (`properties/routes.py`): the ways its",
+        "counterexamples have been seen to come about. Each gives the name `pcspec verify` prints",
+        "beside a counterexample, the ingredients a trace of it holds (fault sites injected, slot-file",
+        "fields corrupted, a slot restore; one of the listed sets), and why it violates the property.",
         "",
         "| ID | family | statement | " + " | ".join(designs) + " |",
         "|---|---|---|" + "---|" * len(designs),

@@ -32,8 +32,8 @@ def test_route_names_are_unique_within_a_cell() -> None:
 
 
 def test_ways_tell_the_routes_of_a_cell_apart() -> None:
-    # route_of takes the first route a trace's ingredients match: two routes of one cell
-    # sharing a way would make the second unreachable.
+    # route_of takes the most specific way a trace holds, the first listed on a tie: two
+    # routes of one cell sharing a way would make the second unreachable.
     for d, row in ROUTES.items():
         for p, rs in row.items():
             seen: dict[frozenset[str], str] = {}
@@ -60,12 +60,29 @@ def test_route_is_shown_by_its_trace(design: str, pid: str, name: str) -> None:
 
 
 def test_a_trace_with_other_ingredients_takes_no_listed_route() -> None:
-    # The check can fail: the same counterexample with a fault no route of the cell uses is
-    # unexplained.
-    trace = load(DATA / "master__PERF-1__deep-copy.jsonl")
-    assert route_of("master", "PERF-1", trace.ops) is not None
-    assert route_of("master", "PERF-1", [*trace.ops, {"op": "inject", "site": "ckpt.alloc"}]) is None
-    assert route_of("fixed", "PERF-1", trace.ops) is None and routes("fixed", "PERF-1") == ()
+    # The check can fail: a counterexample holding none of a cell's ways is unexplained.
+    plain = load(DATA / "master__PERF-1__deep-copy.jsonl").ops  # (no ingredients at all)
+    assert route_of("master", "CKPT-1", plain) is None
+    # A route of no ingredients is taken only without any ...
+    swa = load(DATA / "pr30137__STATE-1__swa-off-by-one.jsonl").ops
+    assert route_of("pr30137", "STATE-1", [*swa, {"op": "inject", "site": "ckpt.write.tgt"}]) is None
+    # ... unless it is a rule of the design, which a fault can only accompany.
+    assert route_of("master", "PERF-1", [*plain, {"op": "inject", "site": "ckpt.alloc"}]) is not None
+    assert route_of("fixed", "PERF-1", plain) is None and routes("fixed", "PERF-1") == ()
+
+
+def test_the_most_specific_way_wins() -> None:
+    # Both the bad_alloc's empty checkpoint and a changed tokens marker: the marker's way (two
+    # ingredients) is the more specific; an extra ingredient the way does not name is allowed.
+    ops = [
+        {"op": "inject", "site": "ckpt.alloc"},
+        {"op": "corrupt_file", "filename": "c.bin", "field": "tokens marker", "value": 0},
+        {"op": "slot_restore", "id_slot": 0, "filename": "c.bin"},
+    ]
+    route = route_of("master", "CKPT-1", ops)
+    assert route is not None and route.name == "tokens-marker"
+    route = route_of("master", "CKPT-1", [*ops[:1], {"op": "inject", "site": "save.read.tgt"}])
+    assert route is not None and route.name == "empty-checkpoint"
 
 
 def test_ingredients() -> None:
