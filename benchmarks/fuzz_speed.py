@@ -7,6 +7,8 @@
      same argument strategies, same settings): what Hypothesis alone costs;
    * Hypothesis, judged: the machine, every property judged after every model operation;
    * walker, judged: ``pcspec.walker`` on the same machine class, same properties judged;
+   * walker, model only: the walker with no property judged: the model's own cost, which
+     bounds the judged walker from above;
    * walker, bare: the walker's generation alone (rules drawn, bodies not run).
    Target (issue 12): walker judged >= 3 x Hypothesis bare, in rules per second.
 2. Time to first violation for every expected violation of the oracle and every mutant
@@ -99,9 +101,10 @@ def hypothesis_rate(examples: int, bare: bool, seed: int) -> tuple[float, float]
     return counter[0] / dt, base.found.steps / dt
 
 
-def walker_rate(examples: int, bare: bool, seed: int) -> tuple[float, float]:
-    """(rules/s, judged operations/s) of the walker on ``fixed``."""
-    w = Walker(ALL["fixed"])
+def walker_rate(examples: int, bare: bool, seed: int, judged: bool = True) -> tuple[float, float]:
+    """(rules/s, operations/s) of the walker on ``fixed`` (``judged``: every property after every
+    operation; otherwise none, the model alone)."""
+    w = Walker(ALL["fixed"]) if judged else Walker(ALL["fixed"], [])
     if bare:  # generation only: draw every rule and its arguments, run nothing
         nothing = [Rule(r.name, lambda *_a, **_k: None, (), r.arguments) for r in w.table.rules]
         init = [Rule(r.name, lambda *_a, **_k: None, (), r.arguments) for r in w.table.initializers]
@@ -113,15 +116,16 @@ def walker_rate(examples: int, bare: bool, seed: int) -> tuple[float, float]:
 
 
 def throughput(examples: int, reps: int) -> None:
-    names = ["Hypothesis, bare", "Hypothesis, judged", "walker, judged", "walker, bare"]
+    names = ["Hypothesis, bare", "Hypothesis, judged", "walker, judged", "walker, model only", "walker, bare"]
     runs: list[Callable[[int], tuple[float, float]]] = [
         lambda s: hypothesis_rate(examples, True, s),
         lambda s: hypothesis_rate(examples, False, s),
         lambda s: walker_rate(examples, False, s),
+        lambda s: walker_rate(examples, False, s, judged=False),
         lambda s: walker_rate(examples, True, s),
     ]
     rates: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
-    for rep in range(reps):  # interleaved, so a change in the machine's load hits all four
+    for rep in range(reps):  # interleaved, so a change in the machine's load hits every row
         for name, run in zip(names, runs, strict=True):
             rates[name].append(run(rep))
     print(f"throughput on fixed, {examples} examples each, {reps} interleaved repetitions (median):")
@@ -133,7 +137,9 @@ def throughput(examples: int, reps: int) -> None:
     print(
         f"  walker judged / Hypothesis judged: {wj[0] / hj[0]:.2f} (rules/s), {wj[1] / hj[1]:.2f} (judged ops/s)\n"
         f"  walker judged / Hypothesis bare:   {wj[0] / hb[0]:.2f} (rules/s)  [target >= 3]\n"
-        f"  walker bare / Hypothesis bare:     {med['walker, bare'][0] / hb[0]:.2f} (rules/s: generation alone)"
+        f"  walker bare / Hypothesis bare:     {med['walker, bare'][0] / hb[0]:.2f} (rules/s: generation alone)\n"
+        f"  walker model only / Hypothesis bare: {med['walker, model only'][0] / hb[0]:.2f} (rules/s: the ceiling of"
+        " walker judged / Hypothesis bare, the model's own cost with nothing judged)"
     )
 
 
