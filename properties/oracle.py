@@ -154,7 +154,7 @@ REASONS: dict[str, dict[str, str]] = {
         "RB-2": ("the same alloc order; bad_alloc shrinks the limit"),
         "ACC-1": ("per-holder accounting kept on purpose (seed 003, 'Cache accounting')"),
         "ACC-3": ("per-holder accounting evicts early (seed 003 says so)"),
-        "STATE-1": ("the emptied-entry load, and a partial entry loads as a cleared sequence"),
+        "STATE-1": ("unchanged from master: the emptied-entry load"),
         "NOABORT-1": ("checkpoint fill mismatch still aborts"),
         "PROGRESS-1": ("unchanged from master: the busy pinned slot's cache load"),
         "LIVE-1": ("the existing recovery path shrinks the limit"),

@@ -21,9 +21,10 @@ changes the configuration a route runs under, not the route.
 
 ``route_of`` names the route of a trace, or None: a route nobody has explained. The
 ingredients tell the listed routes of a cell apart; they do not prove a mechanism, which is
-why each listed route has a trace of its own in ``tests/data/routes/`` that must take it and
-violate the property. ``pcspec verify`` prints the route beside each counterexample, and a
-test fails when a counterexample of the default run takes no listed route.
+why each way of each listed route (a policy route: the route) has a trace of its own in
+``tests/data/routes/`` that must take it, by that way, and violate the property. ``pcspec
+verify`` prints the route beside each counterexample, and a test fails when a counterexample
+of the default run takes no listed route.
 """
 
 from __future__ import annotations
@@ -65,11 +66,11 @@ class Route:
     why: str | None = None  # None: the cell's reason in oracle.REASONS
     policy: bool = False  # a rule of the design: the ingredients of its traces are incidental
 
-    def match(self, found: frozenset[str]) -> int | None:
-        """How specifically a trace with these ingredients takes this route (the size of the
-        way it holds), or None if it does not."""
-        sizes = [len(w) for w in self.ways if w <= found and (w or self.policy or not found)]
-        return max(sizes, default=None)
+    def way_of(self, found: frozenset[str]) -> frozenset[str] | None:
+        """The way a trace with these ingredients takes this route (the largest it holds), or
+        None if it does not take it."""
+        held = [w for w in self.ways if w <= found and (w or self.policy or not found)]
+        return max(held, key=len, default=None)
 
 
 def _ways(*sets: Iterable[str]) -> Ways:
@@ -235,10 +236,9 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         "RB-2": (_main("pop-after-room", SHORT_SAVE + FAILED_SAVE_ALLOC),),
         "CKPT-1": (_main("emptied-entry", _each("load.write.dft")), _marker(ckpt1_then)),
         "CKPT-2": (
-            _main(
-                "appendix-length",
-                _ways(*([f"corrupt ckpt {b} length", FILE] for b in ("data_tgt", "data_dft", "data_spec"))),
-            ),
+            # (only the target payload's length: a changed draft or speculative length was not
+            # seen to parse into a wrong checkpoint, by the hunts or by trying each value)
+            _main("appendix-length", _ways(["corrupt ckpt data_tgt length", FILE])),
             _emptied_entry(ckpt2_then),
             _marker(ckpt2_then),
         ),
@@ -259,7 +259,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         "CKPT-1": master["CKPT-1"],
         "CKPT-2": master["CKPT-2"],
         "STATE-1": (
-            _main("emptied-entry", _each("load.write.dft") + SHORT_SAVE),
+            _main("emptied-entry", _each("load.write.dft")),
             *master["STATE-1"][1:],
         ),
         "NOABORT-1": tuple(r for r in master["NOABORT-1"] if r.name != "escaped-bad-alloc"),
@@ -284,10 +284,29 @@ def route_of(design: str, pid: str, ops: Sequence[Mapping[str, Any]]) -> Route |
     found = ingredients(ops)
     best: tuple[int, Route] | None = None
     for r in routes(design, pid):
-        m = r.match(found)
-        if m is not None and (best is None or m > best[0]):  # (a tie keeps the first listed)
-            best = (m, r)
+        way = r.way_of(found)
+        if way is not None and (best is None or len(way) > best[0]):  # (a tie keeps the first listed)
+            best = (len(way), r)
     return None if best is None else best[1]
+
+
+def evidence_name(design: str, pid: str, route: Route, way: frozenset[str] | None) -> str:
+    """The file stem, in ``tests/data/routes/``, of the trace that shows one way of a route
+    (``way`` None: a policy route, shown once)."""
+    tag = "any" if way is None else ("+".join(sorted(way)) or "none")
+    return f"{design}__{pid}__{route.name}__{tag.replace(' ', '-')}"
+
+
+def evidence() -> list[tuple[str, str, Route, frozenset[str] | None]]:
+    """Every (design, property, route, way) a trace must show: each way of each route, and a
+    policy route once."""
+    return [
+        (d, p, r, w)
+        for d, row in ROUTES.items()
+        for p, rs in row.items()
+        for r in rs
+        for w in ((None,) if r.policy else r.ways)
+    ]
 
 
 def unlisted() -> list[tuple[str, str]]:
@@ -300,4 +319,15 @@ def misplaced() -> list[tuple[str, str]]:
     return [(d, p) for d, row in ROUTES.items() for p in row if ORACLE[d].get(p) != "x"]
 
 
-__all__ = ["ROUTES", "Route", "ingredients", "misplaced", "route_of", "routes", "unlisted", "why"]
+__all__ = [
+    "ROUTES",
+    "Route",
+    "evidence",
+    "evidence_name",
+    "ingredients",
+    "misplaced",
+    "route_of",
+    "routes",
+    "unlisted",
+    "why",
+]

@@ -1,8 +1,8 @@
 """Every expected violation of a C++ design lists the routes its counterexamples take
 (properties/routes.py), and each listed route is shown by a trace of its own
-(tests/data/routes/<design>__<property>__<route>.jsonl) that violates the property and is
-classified as that route. Verify's default run is checked in test_verify.py: each of its
-counterexamples takes a listed route."""
+(tests/data/routes/<design>__<property>__<route>__<way>.jsonl, one per way it can be taken)
+that violates the property and is classified as that route, by that way. Verify's default
+run is checked in test_verify.py: each of its counterexamples takes a listed route."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from pcspec.properties.catalogue import get_property
-from pcspec.properties.routes import ROUTES, ingredients, misplaced, route_of, routes, unlisted
+from pcspec.properties.routes import ROUTES, evidence, evidence_name, ingredients, misplaced, route_of, routes, unlisted
 from pcspec.replay import replay
 from pcspec.trace import load
 
 DATA = Path(__file__).resolve().parent / "data" / "routes"
-LISTED = [(d, p, r.name) for d, row in ROUTES.items() for p, rs in row.items() for r in rs]
+EVIDENCE = [(evidence_name(d, p, r, w), d, p, r.name, w) for d, p, r, w in evidence()]
 
 
 def test_every_expected_violation_lists_its_routes() -> None:
@@ -43,28 +43,33 @@ def test_ways_tell_the_routes_of_a_cell_apart() -> None:
                     seen[w] = r.name
 
 
-def test_every_evidence_file_is_a_listed_route() -> None:
+def test_every_evidence_file_is_a_listed_way() -> None:
     files = {f.stem for f in DATA.glob("*.jsonl")}
-    expected = {f"{d}__{p}__{r}" for d, p, r in LISTED}
+    expected = {e[0] for e in EVIDENCE}
     assert files == expected, f"missing: {sorted(expected - files)}; stale: {sorted(files - expected)}"
 
 
-@pytest.mark.parametrize(("design", "pid", "name"), LISTED, ids=["/".join(x) for x in LISTED])
-def test_route_is_shown_by_its_trace(design: str, pid: str, name: str) -> None:
-    trace = load(DATA / f"{design}__{pid}__{name}.jsonl")
+@pytest.mark.parametrize(("stem", "design", "pid", "name", "way"), EVIDENCE, ids=[e[0] for e in EVIDENCE])
+def test_each_way_is_shown_by_its_trace(
+    stem: str, design: str, pid: str, name: str, way: frozenset[str] | None
+) -> None:
+    trace = load(DATA / f"{stem}.jsonl")
     assert trace.variant.name == design
     result = replay(trace, [get_property(pid)])
-    assert result.matches(trace.expect), f"{design} {pid}: the {name} trace no longer violates {pid}"
+    assert result.matches(trace.expect), f"{stem}: the trace no longer violates {pid}"
+    found = ingredients(trace.ops)
     route = route_of(design, pid, trace.ops)
-    assert route is not None and route.name == name, (sorted(ingredients(trace.ops)), route)
+    assert route is not None and route.name == name, (sorted(found), route)
+    if way is not None:
+        assert route.way_of(found) == way, (sorted(found), sorted(way))
 
 
 def test_a_trace_with_other_ingredients_takes_no_listed_route() -> None:
     # The check can fail: a counterexample holding none of a cell's ways is unexplained.
-    plain = load(DATA / "master__PERF-1__deep-copy.jsonl").ops  # (no ingredients at all)
+    plain = load(DATA / "master__PERF-1__deep-copy__any.jsonl").ops  # (no ingredients at all)
     assert route_of("master", "CKPT-1", plain) is None
     # A route of no ingredients is taken only without any ...
-    swa = load(DATA / "pr30137__STATE-1__swa-off-by-one.jsonl").ops
+    swa = load(DATA / "pr30137__STATE-1__swa-off-by-one__none.jsonl").ops
     assert route_of("pr30137", "STATE-1", [*swa, {"op": "inject", "site": "ckpt.write.tgt"}]) is None
     # ... unless it is a rule of the design, which a fault can only accompany.
     assert route_of("master", "PERF-1", [*plain, {"op": "inject", "site": "ckpt.alloc"}]) is not None
@@ -106,7 +111,7 @@ def test_ingredients() -> None:
 def test_replay_names_the_route(capsys: pytest.CaptureFixture[str]) -> None:
     from pcspec.cli import main
 
-    path = DATA / "pr30137__STATE-1__swa-off-by-one.jsonl"
+    path = DATA / "pr30137__STATE-1__swa-off-by-one__none.jsonl"
     assert main(["replay", str(path)]) == 0
     assert "route of STATE-1 on pr30137: swa-off-by-one" in capsys.readouterr().out
     assert main(["replay", "--json", str(path)]) == 0
