@@ -125,8 +125,9 @@ def _emptied_entry(then: str) -> Route:
 SWA_OFF_BY_ONE = Route(
     "swa-off-by-one",
     NONE,
-    "live-findings section 2, measured on a real server: the checkpoint test compares the"
-    " recorded pos_min with a threshold taken before the restore lowers pos_next"
+    "of the kind live-findings section 2 measured on a real server: the checkpoint test compares"
+    " the recorded pos_min with a threshold taken before the restore (and the decrement) lower"
+    " pos_next"
     " (server-context.cpp:3278, 3339-3342, 3355-3356); the checkpoint restored lacks the SWA cell"
     " the first re-processed token attends to, and the decode computes a wrong state",
 )
