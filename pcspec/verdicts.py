@@ -26,7 +26,7 @@ from pcspec.proofs.suite import run_suite
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
-from pcspec.properties.routes import route_of, routes
+from pcspec.properties.routes import route_name
 from pcspec.replay import replay
 from pcspec.shrink import shrink
 from pcspec.trace import pytest_snippet
@@ -155,14 +155,6 @@ def _save(hit: Hit, out: Path | None) -> tuple[str | None, bool, int]:
     return str(path), reproduced, len(hit.trace.ops)
 
 
-def _route(design: str, pid: str, hit: Hit) -> str | None:
-    """The listed route the (shrunk) counterexample takes: its name, "" if none of the cell's."""
-    if not routes(design, pid):
-        return None
-    r = route_of(design, pid, hit.trace.ops)
-    return "" if r is None else r.name
-
-
 def _hunt(v: Variant, pid: str, budget: Budget) -> tuple[Run, Hit | None]:
     """The walker, then Hypothesis (pcspec/hunts.py): deterministic, both budgets are counts."""
     return first_hunt(
@@ -200,7 +192,7 @@ def fuzz_variant(
                     coverage.update(hrun.coverage)
             if hit is not None:
                 path, ok, n = _save(hit, out)
-                route = _route(v.name, pid, hit)
+                route = route_name(v.name, pid, hit.trace.ops)  # (of the shrunk trace)
                 cells.append(
                     Cell(v.name, pid, exp, "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok, route)
                 )

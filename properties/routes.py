@@ -30,11 +30,11 @@ of the default run takes no listed route.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pcspec.properties.oracle import ORACLE, REASONS
+from pcspec.properties.oracle import ORACLE
 
 Ways = tuple[frozenset[str], ...]
 
@@ -63,7 +63,7 @@ def ingredients(ops: Iterable[Mapping[str, Any]]) -> frozenset[str]:
 class Route:
     name: str
     ways: Ways  # the ingredient sets that lead here; a trace holds one of them (or more)
-    why: str | None = None  # None: the cell's reason in oracle.REASONS
+    why: str | None = None  # None: the cell's reason in oracle.REASONS (docgen says so)
     policy: bool = False  # a rule of the design: the ingredients of its traces are incidental
 
     def way_of(self, found: frozenset[str]) -> frozenset[str] | None:
@@ -96,19 +96,11 @@ _MARKER_WHY = (
 )
 
 
-def _marker(then: str) -> Route:
-    return Route("tokens-marker", MARKER, f"{_MARKER_WHY}; {then}")
-
-
 _EMPTY_CKPT_WHY = (
     "a bad_alloc while creating a checkpoint leaves it appended with an empty payload"
     " (server-context.cpp:2333, caught per slot 2700-2710); restoring it at the next prompt is a"
     " no-op (load_tgt returns on empty data, common.cpp:2332-2334), so the memory is not rolled back"
 )
-
-
-def _empty_ckpt(then: str) -> Route:
-    return Route("empty-checkpoint", _each("ckpt.alloc"), f"{_EMPTY_CKPT_WHY}; {then}")
 
 
 _EMPTIED_ENTRY_WHY = (
@@ -118,8 +110,14 @@ _EMPTIED_ENTRY_WHY = (
 )
 
 
-def _emptied_entry(then: str) -> Route:
-    return Route("emptied-entry", _each("load.write.dft"), f"{_EMPTIED_ENTRY_WHY}; {then}")
+def _shared(name: str, ways: Ways, why: str) -> Callable[[str], Route]:
+    """A route several cells take: the same start, then what it does to each property."""
+    return lambda then: Route(name, ways, f"{why}; {then}")
+
+
+_marker = _shared("tokens-marker", MARKER, _MARKER_WHY)
+_empty_ckpt = _shared("empty-checkpoint", _each("ckpt.alloc"), _EMPTY_CKPT_WHY)
+_emptied_entry = _shared("emptied-entry", _each("load.write.dft"), _EMPTIED_ENTRY_WHY)
 
 
 SWA_OFF_BY_ONE = Route(
@@ -140,11 +138,7 @@ SLOT_RESTORE = Route(
     " llama-kv-cache.cpp:2176-2185), so a file saved from an empty slot leaves the old cells"
     " under an empty token list",
 )
-SHORT_CKPT_READ = Route(
-    "short-checkpoint-read",
-    _each("ckpt.read.tgt", "ckpt.read.dft", "state.write.short"),
-    "a checkpoint's get_data_ext comes up short: checkpoint size mismatch (common.cpp:2300-2302, 2318-2320)",
-)
+SHORT_CKPT_READ = _each("ckpt.read.tgt", "ckpt.read.dft", "state.write.short")  # (the reasons tell it)
 CKPT_LOAD_FAILS = Route(
     "checkpoint-load-fails",
     _each("ckpt.write.tgt", "ckpt.write.dft"),
@@ -223,7 +217,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
             SWA_OFF_BY_ONE,
         ),
         "NOABORT-1": (
-            _main("short-checkpoint-read", SHORT_CKPT_READ.ways),
+            _main("short-checkpoint-read", SHORT_CKPT_READ),
             ESCAPED_BAD_ALLOC,
             CKPT_LOAD_FAILS,
             empty_ckpt_abort,
@@ -276,10 +270,6 @@ def routes(design: str, pid: str) -> tuple[Route, ...]:
     return ROUTES.get(design, {}).get(pid, ())
 
 
-def why(design: str, pid: str, route: Route) -> str:
-    return route.why if route.why is not None else REASONS[design][pid]
-
-
 def route_of(design: str, pid: str, ops: Sequence[Mapping[str, Any]]) -> Route | None:
     """The listed route a counterexample of this cell takes, or None (unexplained)."""
     found = ingredients(ops)
@@ -289,6 +279,15 @@ def route_of(design: str, pid: str, ops: Sequence[Mapping[str, Any]]) -> Route |
         if way is not None and (best is None or len(way) > best[0]):  # (a tie keeps the first listed)
             best = (len(way), r)
     return None if best is None else best[1]
+
+
+def route_name(design: str, pid: str, ops: Sequence[Mapping[str, Any]]) -> str | None:
+    """What verify and replay report: the route's name, "" for a trace of a cell with routes
+    that takes none of them, None for a cell without routes (fixed, a mutant, one that holds)."""
+    if not routes(design, pid):
+        return None
+    r = route_of(design, pid, ops)
+    return "" if r is None else r.name
 
 
 def evidence_name(design: str, pid: str, route: Route, way: frozenset[str] | None) -> str:
@@ -327,8 +326,8 @@ __all__ = [
     "evidence_name",
     "ingredients",
     "misplaced",
+    "route_name",
     "route_of",
     "routes",
     "unlisted",
-    "why",
 ]

@@ -85,41 +85,25 @@ def test_judge_names_what_an_observation_breaks() -> None:
     assert {"REF-1", "ACC-1"} <= named
 
 
-@pytest.mark.parametrize(
-    ("script", "why"),
-    [
-        ("import sys; sys.exit(3)", "exited (code 3)"),
-        ("print('not json', flush=True)", "not JSON"),
-        ("print('{\"schema\": 2}', flush=True)", "schema 2"),
-        ("import time; print('{\"schema\": 1}', flush=True); time.sleep(30)", "no answer within"),
-    ],
-)
-def test_a_misbehaving_port_is_a_divergence(tmp_path: Path, script: str, why: str) -> None:
+MISBEHAVING = [
+    ("import sys; sys.exit(3)", "exited (code 3)"),
+    ("print('not json', flush=True)", "not JSON"),
+    ("print('{\"schema\": 2}', flush=True)", "schema 2"),
+    ("import time; print('{\"schema\": 1}', flush=True); time.sleep(30)", "no answer within"),
+]
+# ``gone``: the race of a loaded machine made certain, the port has answered and exited before
+# the kit writes the trace; its answer, not the closed pipe, is the diagnosis. (Not for the
+# stalled port: it does not exit.)
+CASES = [(s, w, False) for s, w in MISBEHAVING] + [(s, w, True) for s, w in MISBEHAVING[:3]]
+
+
+@pytest.mark.parametrize(("script", "why", "gone"), CASES)
+def test_a_misbehaving_port_is_a_divergence(tmp_path: Path, script: str, why: str, gone: bool) -> None:
     prog = tmp_path / "port.py"
     prog.write_text(script, encoding="utf-8")
     session = Session(f"{sys.executable} {prog}", timeout=2.0)
-    try:
-        d = session.run_one(CASE)
-    finally:
-        session.port.kill()
-    assert d is not None and d.index == -1 and d.error is not None and why in d.error
-
-
-@pytest.mark.parametrize(
-    ("script", "why"),
-    [
-        ("print('{\"schema\": 2}', flush=True)", "schema 2"),
-        ("print('not json', flush=True)", "not JSON"),
-        ("import sys; sys.exit(3)", "exited (code 3)"),
-    ],
-)
-def test_a_port_gone_before_the_kit_writes_is_judged_by_what_it_said(tmp_path: Path, script: str, why: str) -> None:
-    # The race of a loaded machine, made certain: the port has answered and exited before the
-    # kit writes the trace. Its answer, not the closed pipe, is the diagnosis.
-    prog = tmp_path / "port.py"
-    prog.write_text(script, encoding="utf-8")
-    session = Session(f"{sys.executable} {prog}", timeout=2.0)
-    session.port.proc.wait(timeout=30)
+    if gone:
+        session.port.proc.wait(timeout=30)
     try:
         d = session.run_one(CASE)
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 from pcspec.errors import PcspecError
 from pcspec.outdir import check_output_file, write_output
 from pcspec.properties.catalogue import CATALOGUE, get_property
-from pcspec.properties.routes import route_of, routes
+from pcspec.properties.routes import route_name
 from pcspec.replay import ReplayResult, Step, replay
 from pcspec.trace import Trace, file_lines, first_object, from_header
 from pcspec.user_variant import add_variant_options, chosen_variant
@@ -94,9 +94,9 @@ def _routes(trace: Trace) -> dict[str, str]:
     out = {}
     for e in trace.expect:
         pid = str(e.get("property"))
-        if routes(trace.variant.name, pid):
-            r = route_of(trace.variant.name, pid, trace.ops)
-            out[pid] = "" if r is None else r.name
+        name = route_name(trace.variant.name, pid, trace.ops)
+        if name is not None:
+            out[pid] = name
     return out
 
 
