@@ -23,7 +23,7 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.model.slotfile import (
     SLOT_CKPT_MAX_COUNT,
     FileCheckpoint,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from pcspec import __version__
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 
 # Sub-command modules, in the order ``pcspec --help`` lists them.
 COMMAND_MODULES = (

@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pcspec.errors import PcspecError
-from pcspec.model import ops
+from pcspec.core import ops
+from pcspec.core.errors import PcspecError
+from pcspec.core.trace import Trace
 from pcspec.model.config import Config
 from pcspec.model.server import Server
 from pcspec.model.variants import Variant
-from pcspec.replay import replay
-from pcspec.trace import Trace
+from pcspec.properties.judge import replay
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.model.variants import Variant
 
 OPTION = "--variant-module"

@@ -2,8 +2,9 @@
 mutant hunted by the properties meant to catch it.
 
 A cell's verdict comes from a survey of the variant (all properties judged, nothing fails)
-plus, for each property the survey saw violated or the oracle expects violated, a hunt (the
-seeded swarm walker, then Hypothesis: ``pcspec.hunts``) whose counterexample is shrunk. Every
+plus, for each property the survey saw violated or the oracle expects violated, a hunt
+(``pcspec.engines.search``; both are walks of the seeded walker) whose counterexample is
+shrunk. Every
 trace found is written as JSON lines and a pytest snippet, then replayed to confirm it
 reproduces. A cell matches the oracle when ``violated`` meets
 ``x`` or ``holds`` meets ``.``; ``unknown`` never matches.
@@ -18,18 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pcspec.fuzzing import Hit, Run, survey
-from pcspec.hunts import WALKER_EXAMPLES, first_hunt
+from pcspec.engines.search import HUNT_EXAMPLES, Hit, Run, hunt, survey
 from pcspec.model.variants import DESIGNS, MUTANTS, Variant
 from pcspec.proofs.run import Row, RunConfig
 from pcspec.proofs.suite import run_suite
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS
+from pcspec.properties.judge import replay, write_counterexample
+from pcspec.properties.judge import shrink_trace as shrink
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
 from pcspec.properties.routes import route_name
-from pcspec.replay import replay
-from pcspec.shrink import shrink
-from pcspec.trace import pytest_snippet
 
 
 @dataclass
@@ -129,15 +128,28 @@ class Matrix:
 
 @dataclass
 class Budget:
-    profile: str = "ci"
+    """What a verdict depends on: the seed and the example budgets (the walker's examples);
+    the seconds are safety caps only (a cut walk is ``unknown``)."""
+
     seed: int = 0
-    survey_examples: int | None = None
+    survey_examples: int = 600
     survey_seconds: float = 40.0
-    hunt_examples: int = 600
+    hunt_examples: int = HUNT_EXAMPLES
     hunt_seconds: float = 20.0
-    # Each hunt runs the seeded swarm walker for this many examples first, then Hypothesis
-    # for hunt_examples if the walker found nothing (pcspec/hunts.py; 0: Hypothesis only).
-    walker_examples: int = WALKER_EXAMPLES
+
+    @staticmethod
+    def of(profile: str, seed: int, survey_seconds: float, hunt_seconds: float) -> Budget:
+        survey, hunts = PROFILES[profile]
+        return Budget(seed, survey, survey_seconds, hunts, hunt_seconds)
+
+
+# The example budgets of ``--profile``: (survey examples, hunt examples). ``ci``, the default,
+# finds every expected violation and mutant target in every seed measured (docs/PERFORMANCE.md).
+PROFILES: dict[str, tuple[int, int]] = {
+    "ci": (600, HUNT_EXAMPLES),
+    "dev": (3000, 4 * HUNT_EXAMPLES),
+    "campaign": (20_000, 10 * HUNT_EXAMPLES),
+}
 
 
 def _save(hit: Hit, out: Path | None) -> tuple[str | None, bool, int]:
@@ -149,17 +161,12 @@ def _save(hit: Hit, out: Path | None) -> tuple[str | None, bool, int]:
     if out is None:
         return None, reproduced, len(hit.trace.ops)
     stem = f"{hit.trace.variant.name.replace(':', '-')}__{hit.property}"
-    path = out / f"{stem}.jsonl"
-    hit.trace.write(path)
-    (out / f"test_{stem.replace('-', '_')}.py").write_text(pytest_snippet(hit.trace, stem), encoding="utf-8")
+    path = write_counterexample(hit.trace, out, stem)
     return str(path), reproduced, len(hit.trace.ops)
 
 
 def _hunt(v: Variant, pid: str, budget: Budget) -> tuple[Run, Hit | None]:
-    """The walker, then Hypothesis (pcspec/hunts.py): deterministic, both budgets are counts."""
-    return first_hunt(
-        v, pid, budget.profile, budget.seed, budget.walker_examples, budget.hunt_examples, budget.hunt_seconds
-    )
+    return hunt(v, pid, budget.seed, budget.hunt_examples, budget.hunt_seconds)
 
 
 def fuzz_variant(
@@ -175,7 +182,7 @@ def fuzz_variant(
     expected_row = ORACLE.get(v.name, {})
     pids = list(properties) if properties else [p.id for p in CATALOGUE]
     progress(f"{v.name}: survey")
-    run, hits = survey(v, budget.profile, budget.seed, budget.survey_examples, budget.survey_seconds)
+    run, hits = survey(v, budget.seed, budget.survey_examples, budget.survey_seconds)
     if coverage is not None:
         coverage.update(run.coverage)
     cells: list[Cell] = []

@@ -29,12 +29,12 @@ from typing import Any
 
 import z3
 
+from pcspec.core.trace import Trace
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.variants import Variant
 from pcspec.proofs import cache_ops
 from pcspec.proofs.build import Build, Term
-from pcspec.trace import Trace
 
 MOVES = ("new", "extend", "fork", "back")
 NEW, EXTEND, FORK, BACK = range(4)
@@ -175,7 +175,7 @@ def config(plan: Plan) -> Config:
 
 
 def realize(plan: Plan, variant: Variant) -> Trace:
-    """The plan as a trace of ``pcspec.model.ops``. The prompts depend on where the slot's
+    """The plan as a trace of ``pcspec.core.ops``. The prompts depend on where the slot's
     oldest checkpoint is (a fork cuts there), so the trace is written while a model server
     runs it; the trace is then replayed from scratch by the caller, which judges it."""
     cfg = config(plan)

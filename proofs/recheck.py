@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 
 # Extended arrays (Z3 writes constant arrays), incremental mode (a lemma query's blocks sit
 # in push/pop), and the SAT solver's own decision heuristic: with the default

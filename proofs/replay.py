@@ -1,7 +1,7 @@
 """A counterexample, turned into a trace and replayed in the executable model.
 
 The search's model is read back as a canvas ``Plan``; ``canvas.realize`` writes it as a
-trace of ordinary operations; ``pcspec.replay.replay`` (the path ``pcspec replay`` takes)
+trace of ordinary operations; ``pcspec.properties.judge.replay`` (the path ``pcspec replay`` takes)
 runs it from scratch and judges the property. The counterexample counts as replayed only
 when the model reports the same property violated.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pcspec.core.trace import Trace
 from pcspec.model.variants import Variant
 from pcspec.proofs.canvas import Plan, realize
 from pcspec.properties.catalogue import get_property
-from pcspec.replay import replay
-from pcspec.trace import Trace
+from pcspec.properties.judge import replay
 
 
 @dataclass

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pcspec.core.trace import Trace
 from pcspec.proofs.cache_proofs import Bounds
 from pcspec.proofs.canvas import Plan
 from pcspec.proofs.pairs import COUNTEREXAMPLE, PROVED, UNKNOWN, Pair
 from pcspec.proofs.query import Query
 from pcspec.proofs.replay import replay_plan
 from pcspec.proofs.solver import Answer, Settings, solve_blocks
-from pcspec.trace import Trace, pytest_snippet
+from pcspec.properties.judge import write_counterexample
 
 
 @dataclass(frozen=True)
@@ -175,12 +176,7 @@ class Runner:
         row.detail = f"{plan.describe()}: {rep.message}"
         if self.out is not None:
             stem = f"proof__{pair.obligation.id.replace('/', '-')}__{pair.variant.name.replace(':', '-')}"
-            path = self.out / f"{stem}.jsonl"
-            rep.trace.write(path)
-            (self.out / f"test_{stem.replace('-', '_')}.py").write_text(
-                pytest_snippet(rep.trace, stem), encoding="utf-8"
-            )
-            row.trace_path = str(path)
+            row.trace_path = str(write_counterexample(rep.trace, self.out, stem))
 
 
 def _joined(name: str, blocks: list[str]) -> str:

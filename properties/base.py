@@ -95,16 +95,6 @@ class Property:
     extended: bool = False  # extended catalogue: no expectation preset except for `fixed`
 
 
-@dataclass(frozen=True)
-class Violation:
-    property: str
-    op: int
-    message: str
-
-    def to_json(self) -> dict[str, object]:
-        return {"property": self.property, "op": self.op, "message": self.message}
-
-
 class Events(list[Event]):
     """The events of one operation, indexed by kind once (every check asks for a kind), plus
     what several checks derive from the state after it (the holders, the checkpoints they

@@ -31,7 +31,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.events import Event

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pcspec import campaign
 from pcspec.cli import main
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
+from pcspec.engines import campaign
 
 MUTANT = "mutant:undercount"  # violates ACC-1, ACC-2 and LIMIT-1 within a few examples
 PROPS = ["ACC-1", "LIMIT-1", "REF-1"]

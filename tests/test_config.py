@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS

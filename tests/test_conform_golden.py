@@ -24,7 +24,7 @@ from pcspec.conform.lower import lower
 from pcspec.conform.scenarios import scenarios
 from pcspec.model.variants import get_variant
 from pcspec.properties.catalogue import CATALOGUE
-from pcspec.replay import replay
+from pcspec.properties.judge import replay
 
 SUITE = Path(__file__).resolve().parent / "data" / "conform"
 CASES = golden.load(SUITE)

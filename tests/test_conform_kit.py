@@ -15,8 +15,8 @@ from pcspec.conform.lower import lower
 from pcspec.conform.protocol import decode_state, encode_state
 from pcspec.conform.scenarios import BASE_CONFIG, chat
 from pcspec.conform.session import Session, sanitizer_findings
+from pcspec.core.trace import Trace
 from pcspec.model.variants import FIXED
-from pcspec.trace import Trace
 
 SUITE = Path(__file__).resolve().parent / "data" / "conform"
 CASE = next(c for c in golden.load(SUITE) if c.name == "base")

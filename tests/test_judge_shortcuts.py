@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
+from pcspec.core.results import Finding, violation
+from pcspec.engines.walker import Walker
 from pcspec.model import events
 from pcspec.model.cache import unique_bytes
 from pcspec.model.server import Server
 from pcspec.model.variants import ALL, Accounting
-from pcspec.properties import coverage, machine
-from pcspec.properties.base import DECODE_STEP_KINDS, Violation, event_kinds, held_checkpoints, reads_storage_only
-from pcspec.properties.runner import Judge
-from pcspec.walker import Walker
+from pcspec.properties import coverage, rules
+from pcspec.properties.base import DECODE_STEP_KINDS, event_kinds, held_checkpoints, reads_storage_only
+from pcspec.properties.judge import Judge
 
 EXAMPLES = 25  # per design: enough for violations of most properties on the designs and mutants
 
@@ -32,7 +33,7 @@ class CheckedJudge(Judge):
         super().__init__(*a, **kw)
         self.storage: dict[str, list[str]] = {}  # each storage check's last findings
 
-    def __call__(self) -> list[Violation]:
+    def __call__(self) -> list[Finding]:
         start = self.seen
         got = super().__call__()
         srv = self.srv
@@ -44,7 +45,7 @@ class CheckedJudge(Judge):
         if srv.crash is not None and not crashed:
             assert got == []
             return got
-        want: list[Violation] = []
+        want: list[Finding] = []
         kinds = {e.kind for e in new}
         decode_step = kinds <= DECODE_STEP_KINDS
         for p in self.props:
@@ -61,7 +62,7 @@ class CheckedJudge(Judge):
                     type(self).decode_skips += 1
                     continue
                 self.storage[p.id] = msgs
-            want += [Violation(p.id, srv.heap.op, m) for m in msgs]
+            want += [violation(p.id, srv.heap.op, m) for m in msgs]
         assert got == want
         _same_as_the_plain_definitions(srv)
         type(self).judgements += 1
@@ -93,7 +94,7 @@ def _same_as_the_plain_definitions(srv: Server) -> None:
 
 @pytest.mark.parametrize("variant", sorted(ALL))
 def test_the_judge_finds_what_each_check_finds(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(machine, "Judge", CheckedJudge)
+    monkeypatch.setattr(rules, "Judge", CheckedJudge)
     CheckedJudge.judgements = CheckedJudge.decode_skips = 0
     walk = Walker(ALL[variant]).walk(0, EXAMPLES)
     assert walk.examples == EXAMPLES

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pcspec.cli import main
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.logcheck import check_log, read_log
 
 LOGS = Path(__file__).resolve().parent / "data" / "real"

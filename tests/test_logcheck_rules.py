@@ -914,7 +914,7 @@ def test_every_rule_has_a_test() -> None:
 
 @pytest.mark.parametrize("opt", ["sweep=sometimes", "nonsense", "positions=both"])
 def test_bad_option(opt: str) -> None:
-    from pcspec.errors import PcspecError
+    from pcspec.core.errors import PcspecError
     from pcspec.logcheck import parse_options
 
     with pytest.raises(PcspecError):

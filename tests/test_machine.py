@@ -1,5 +1,5 @@
 """The Hypothesis machine as users bind it: `fixed` holds every property in the ci profile,
-and a variant of one's own with a seam broken is caught."""
+and a variant of one's own with a seam broken is caught; runs return what they found."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from pcspec.engines.hypothesis import PROFILES, machine_for
 from pcspec.model.variants import FIXED
 from pcspec.properties.catalogue import CATALOGUE
-from pcspec.properties.machine import PROFILES, machine_for
 
 TestFixedHoldsEverything = machine_for(FIXED, targets=[p.id for p in CATALOGUE]).TestCase
 TestFixedHoldsEverything.settings = PROFILES["ci"]
@@ -21,4 +21,22 @@ def test_user_variant_without_keep_restored_is_caught() -> None:
     machine = machine_for(mine, targets=["PERF-2"])
     with pytest.raises(AssertionError, match="PERF-2"):
         run_state_machine_as_test(machine, settings=PROFILES["ci"])  # type: ignore[no-untyped-call]
-    assert machine.found.last is not None and machine.found.last[0].property == "PERF-2"
+    assert machine.record.last is not None and machine.record.last[0].rule == "PERF-2"
+    assert machine.record.steps > 0 and machine.record.coverage
+
+
+def test_no_hypothesis_internals_anywhere() -> None:
+    """pcspec runs on Hypothesis's public API only (so it installs beside any Hypothesis of its
+    range): no module of the package names an internal module or attribute."""
+    import pathlib
+
+    import pcspec
+
+    root = pathlib.Path(pcspec.__file__).parent
+    bad = [
+        str(p)
+        for p in root.rglob("*.py")
+        if "hypothesis.internal" in p.read_text() or "strategies._internal" in p.read_text()
+        or "_hypothesis_internal" in p.read_text()
+    ]
+    assert not bad

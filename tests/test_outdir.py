@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pcspec.argtypes import count, seconds
-from pcspec.errors import PcspecError
-from pcspec.outdir import check_output_file, ensure_writable_dir, write_output
+from pcspec.core.errors import PcspecError
+from pcspec.core.outdir import check_output_file, ensure_writable_dir, write_output
 
 
 def test_a_missing_folder_is_created_with_its_parents(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_a_folder_that_refuses_files(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     def refuse(*_a: object, **_k: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("pcspec.outdir.tempfile.TemporaryFile", refuse)
+    monkeypatch.setattr("pcspec.core.outdir.tempfile.TemporaryFile", refuse)
     with pytest.raises(PcspecError, match=r"cannot write in this folder \(Permission denied\)"):
         ensure_writable_dir(tmp_path, "--out")
 

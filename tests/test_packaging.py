@@ -20,10 +20,16 @@ import setuptools
 
 import pcspec
 from pcspec.cli import main
+from pcspec.core.snippet import pytest_snippet as _bare_snippet
+from pcspec.core.trace import Trace
 from pcspec.model.config import Config
 from pcspec.model.variants import get_variant
-from pcspec.snippet import pytest_snippet
-from pcspec.trace import Trace
+from pcspec.properties.judge import where_shown
+
+
+def pytest_snippet(trace, name):  # type: ignore[no-untyped-def]
+    """The snippet as pcspec writes it: each expected violation noted where it shows."""
+    return _bare_snippet(trace, name, where_shown(trace) if trace.expect else {})
 
 ROOT = Path(__file__).resolve().parents[1]
 LINKS = ("model", "properties", "proofs")
@@ -107,7 +113,7 @@ def test_the_model_depends_on_nothing_of_pcspec_but_itself() -> None:
 
 
 def test_the_glue_error_is_the_model_error() -> None:
-    from pcspec.errors import PcspecError
+    from pcspec.core.errors import PcspecError
     from pcspec.model.errors import PcspecError as ModelError
 
     assert PcspecError is ModelError  # one except clause catches both

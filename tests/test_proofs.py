@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from pcspec.cli import main
+from pcspec.core.trace import load
 from pcspec.proofs.obligations import OBLIGATIONS
 from pcspec.proofs.pairs import COUNTEREXAMPLE, PROVED, paired
 from pcspec.proofs.recheck import available, recheck
 from pcspec.proofs.run import RunConfig
 from pcspec.proofs.suite import MANIFEST, Report, export, run_suite
-from pcspec.replay import replay
-from pcspec.trace import load
+from pcspec.properties.judge import replay
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 from conftest import PERF1_OPS, TRACE_HEADER, trace_text
 
 from pcspec.cli import main
-from pcspec.replay import replay
-from pcspec.trace import parse
+from pcspec.core.trace import parse
+from pcspec.properties.judge import replay
 
 
 def perf1_op() -> int:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from pcspec.core.trace import load
 from pcspec.properties.catalogue import get_property
+from pcspec.properties.judge import replay
 from pcspec.properties.routes import ROUTES, evidence, evidence_name, ingredients, misplaced, route_of, routes, unlisted
-from pcspec.replay import replay
-from pcspec.trace import load
 
 DATA = Path(__file__).resolve().parent / "data" / "routes"
 EVIDENCE = [(evidence_name(d, p, r, w), d, p, r.name, w) for d, p, r, w in evidence()]

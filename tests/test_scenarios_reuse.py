@@ -30,7 +30,7 @@ from pcspec.model.variants import ALL, DESIGNS
 from pcspec.properties.base import Events
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.checkpoints import ckpt3_creation_rules
-from pcspec.properties.runner import Judge
+from pcspec.properties.judge import Judge
 
 CPP = ("master", "pr30137", "pr27451")
 

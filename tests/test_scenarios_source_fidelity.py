@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pcspec.core.trace import load, parse
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.context import Context
@@ -22,8 +23,7 @@ from pcspec.model.slotfile import read_slot_file
 from pcspec.model.swa_ring import split_equal
 from pcspec.model.variants import DESIGNS, FIXED, MASTER, OCTOBER, PR27451, PR30137
 from pcspec.properties.catalogue import get_property
-from pcspec.replay import replay
-from pcspec.trace import load, parse
+from pcspec.properties.judge import replay
 
 
 def kinds(srv: Server, since: int = 0) -> list[str]:
@@ -310,7 +310,7 @@ def _m6(n_vocab: int | None) -> Server:
     marker (the words now read as a legacy list holding id 0x23c5d8dd), restore."""
     from dataclasses import replace as dc_replace
 
-    from pcspec.trace import load
+    from pcspec.core.trace import load
 
     tr = load(M6)
     srv = replay(dc_replace(tr, config=dc_replace(tr.config, n_vocab=n_vocab))).server

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pcspec.cli import main
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.model.slotfile import (
     SLOT_CKPT_MAX_COUNT,
     FileCheckpoint,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.model.slotfile import (
     MIN_STATE_BYTES,
     SLOT_CKPT_MAX_COUNT,

@@ -11,11 +11,16 @@ from typing import Any
 
 from conftest import PERF1_OPS, trace_text
 
+from pcspec.core.snippet import pytest_snippet as _bare_snippet
+from pcspec.core.trace import Trace, parse
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.variants import MASTER, Accounting, SaveProtocol
-from pcspec.replay import replay
-from pcspec.snippet import pytest_snippet
-from pcspec.trace import Trace, parse
+from pcspec.properties.judge import replay, where_shown
+
+
+def pytest_snippet(trace, name):  # type: ignore[no-untyped-def]
+    """The snippet as pcspec writes it: each expected violation noted where it shows."""
+    return _bare_snippet(trace, name, where_shown(trace) if trace.expect else {})
 
 
 def perf1_trace(variant: Any = None) -> Trace:

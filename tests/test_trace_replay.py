@@ -10,12 +10,12 @@ import pytest
 from conftest import PERF1_OPS, TRACE_HEADER, trace_text
 
 from pcspec.cli import main
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
+from pcspec.core.trace import Trace, parse
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.variants import DESIGNS
-from pcspec.replay import replay
-from pcspec.shrink import shrink
-from pcspec.trace import Trace, parse
+from pcspec.properties.judge import replay
+from pcspec.properties.judge import shrink_trace as shrink
 
 
 def test_replay_is_exact_and_deterministic() -> None:

@@ -1,5 +1,6 @@
-"""The seeded swarm walker: it walks the machine's own rules, over the same configuration
-space, deterministically from the seed, and its finds shrink and replay like the machine's."""
+"""The seeded swarm walker: it walks the rules both engines share, over the same configuration
+space as the Hypothesis engine, deterministically from the seed, and its finds shrink and
+replay; nothing of it depends on Hypothesis."""
 
 from __future__ import annotations
 
@@ -12,26 +13,24 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from pcspec import walker
-from pcspec.hunts import first_hunt, walker_hunt
+from pcspec.core.draw import Bool, Choice, Domain, Int, Lists
+from pcspec.engines import walker
+from pcspec.engines.hypothesis import machine_for, strategy
+from pcspec.engines.search import hunt
 from pcspec.model.config import Config
 from pcspec.model.variants import ALL, FIXED
 from pcspec.properties.catalogue import get_property
-from pcspec.properties.machine import configs, machine_for
-from pcspec.replay import replay
-from pcspec.shrink import shrink
-from pcspec.walker_rules import drawer, rule_table
+from pcspec.properties.judge import replay, shrink_trace
+from pcspec.properties.rules import RULES, SETUP, configs
 
 
-def test_the_walker_walks_every_rule_of_the_machine() -> None:
-    cls = machine_for(FIXED)
-    state = cls.setup_state()  # type: ignore[no-untyped-call]
-    table = rule_table(cls)
-    assert sorted(r.name for r in table.rules) == sorted(r.function.__name__ for r in state.rules)
-    assert [r.name for r in table.initializers] == [r.function.__name__ for r in state.initializers]
-    by_function = {x.function: x for x in state.rules}
-    for r in table.rules:  # the argument names the rule takes, in its decorator's order
-        assert [name for name, _ in r.arguments] == list(by_function[r.function].arguments)
+def test_both_engines_run_the_same_rules() -> None:
+    """The Hypothesis machine has one rule per rule of properties/rules.py, with the same
+    argument names in the same order, and the same initializer."""
+    state = machine_for(FIXED).setup_state()  # type: ignore[no-untyped-call]
+    hyp = {r.function.__name__: list(r.arguments) for r in state.rules}
+    assert hyp == {r.name: [n for n, _ in r.arguments] for r in RULES}
+    assert [list(r.arguments) for r in state.initializers] == [[n for n, _ in SETUP]]
 
 
 def _field_values(cfgs: list[Config]) -> dict[str, set[Any]]:
@@ -42,51 +41,46 @@ def _field_values(cfgs: list[Config]) -> dict[str, set[Any]]:
     return out
 
 
-def test_configurations_come_from_the_machines_space() -> None:
-    """configs() is run by the walker itself: every field takes the values Hypothesis draws."""
+def test_configurations_are_the_same_space_in_both_engines() -> None:
+    """configs() drawn by Hypothesis (through the public st.composite) and by the walker's
+    PRNG: every field takes the same values."""
     seen: list[Config] = []
+    (cfg_domain,) = [d for n, d in SETUP if n == "cfg"]
 
     @settings(max_examples=300, derandomize=True, database=None)
-    @given(configs())
+    @given(strategy(cfg_domain))
     def collect(cfg: Config) -> None:
         seen.append(cfg)
 
     collect()
-    draw = drawer(configs())
     rng = random.Random(0)
-    mine = [draw(rng) for _ in range(600)]
+    mine = [configs(walker.RandomDraw(rng)) for _ in range(600)]
     assert _field_values(mine) == _field_values(seen)
 
 
-def _allowed(strategy: Any, value: Any) -> bool:
-    """Whether ``value`` is one the strategy can produce (the kinds the machine uses)."""
-    s = strategy
-    while hasattr(s, "wrapped_strategy"):
-        s = s.wrapped_strategy
-    name = type(s).__name__
-    if name == "IntegersStrategy":
-        return isinstance(value, int) and s.start <= value <= s.end
-    if name == "SampledFromStrategy":
-        return value in s.elements
-    if name == "BooleansStrategy":
+def _allowed(domain: Domain, value: Any) -> bool:
+    if isinstance(domain, Int):
+        return isinstance(value, int) and domain.lo <= value <= domain.hi
+    if isinstance(domain, Choice):
+        return value in domain.options
+    if isinstance(domain, Bool):
         return isinstance(value, bool)
-    if name.endswith("ListStrategy"):
-        unique = "Unique" in name
+    if isinstance(domain, Lists):
         return (
-            s.min_size <= len(value) <= s.max_size
-            and all(_allowed(s.element_strategy, x) for x in value)
-            and (not unique or len(set(value)) == len(value))
+            domain.min_size <= len(value) <= domain.max_size
+            and all(x in domain.options for x in value)
+            and (not domain.unique or len(set(value)) == len(value))
         )
-    raise AssertionError(f"no check for {name}")
+    raise AssertionError(f"no check for {domain!r}")
 
 
-def test_argument_draws_stay_in_their_strategies() -> None:
+def test_argument_draws_stay_in_their_domains() -> None:
     rng = random.Random(1)
-    for r in machine_for(FIXED).setup_state().rules:  # type: ignore[no-untyped-call]
-        for name, strategy in r.arguments.items():
-            d = drawer(strategy)
+    for r in RULES:
+        for name, domain in r.arguments:
+            d = walker.drawer(domain)
             values = [d(rng) for _ in range(200)]
-            assert all(_allowed(strategy, v) for v in values), (r.function.__name__, name)
+            assert all(_allowed(domain, v) for v in values), (r.name, name)
 
 
 def _digest(w: walker.Walker, seeds: range) -> list[str]:
@@ -99,9 +93,13 @@ def test_same_seed_same_trace() -> None:
     assert _digest(w, range(5)) != _digest(w, range(5, 10))
 
 
-def test_same_trace_under_another_hash_seed() -> None:
+def test_same_trace_under_another_hash_seed_and_without_hypothesis() -> None:
+    """A walk is the same in another process, under another string hash, and with Hypothesis
+    unimportable: the verdicts of ``pcspec verify`` cannot depend on the Hypothesis a user
+    has installed."""
     code = (
-        "import json; from pcspec import walker; from pcspec.model.variants import ALL;"
+        "import sys; sys.modules['hypothesis'] = None;"
+        "import json; from pcspec.engines import walker; from pcspec.model.variants import ALL;"
         "w = walker.Walker(ALL['master']);"
         "print(json.dumps([w.example(s).ops for s in range(4)], sort_keys=True))"
     )
@@ -129,10 +127,20 @@ def test_a_hunt_finds_shrinks_and_replays() -> None:
     v = ALL["mutant:undercount"]
     w = walker.hunt(v, "ACC-1", seed=0, examples=200)
     assert w.hit is not None and w.complete
-    trace = shrink(w.hit.trace(v), "ACC-1")
+    trace = shrink_trace(w.hit.trace(v), "ACC-1")
     assert len(trace.ops) <= 8
     assert replay(trace, [get_property("ACC-1")]).matches(trace.expect)
     assert trace.seed == w.hit.example_seed
+
+
+def test_a_hunts_trace_ends_at_its_targets_violation() -> None:
+    """A target's violation ends the example where it shows: the last operation of the find
+    is the one whose model operation broke the target (no exception needed to stop it)."""
+    v = ALL["mutant:undercount"]
+    w = walker.hunt(v, "ACC-1", seed=0, examples=200)
+    assert w.hit is not None
+    steps = replay(w.hit.trace(v), [get_property("ACC-1")]).steps
+    assert steps[-1].violations and not any(s.violations for s in steps[:-1])
 
 
 def test_a_time_cap_leaves_the_walk_incomplete() -> None:
@@ -140,21 +148,11 @@ def test_a_time_cap_leaves_the_walk_incomplete() -> None:
     assert not w.complete and w.examples < 10_000 and not w.first
 
 
-def test_verify_hunts_with_the_walker_first_then_hypothesis() -> None:
-    v = ALL["mutant:undercount"]
-    run, hit = first_hunt(v, "ACC-1", "ci", 0, 200, 100, 60.0)
-    assert hit is not None and run.complete
-    assert hit.trace.seed is not None and hit.trace.seed >= 0  # an example seed of walk seed 0
-    # no walker budget: the Hypothesis hunt alone, as before the walker
-    _run, hit2 = first_hunt(v, "ACC-1", "ci", 0, 0, 100, 60.0)
-    assert hit2 is not None and hit2.trace.seed == 0
-
-
 def test_a_verify_hunt_keeps_the_shortest_of_its_finds() -> None:
     """Seed 0's first UNINIT-1 find on noinit-unchecked needs a dozen server steps at the
     right moments (15 operations once shrunk); the next finds show it in four."""
     v = ALL["mutant:noinit-unchecked"]
-    run, hit = walker_hunt(v, "UNINIT-1", 0, 4000, 120.0)
+    run, hit = hunt(v, "UNINIT-1", 0, 4000, 120.0)
     assert hit is not None and hit.shrunk and run.complete
     assert len(hit.trace.ops) <= 6
     assert replay(hit.trace).matches(hit.trace.expect)

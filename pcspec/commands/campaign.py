@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pcspec import campaign
 from pcspec.argtypes import seconds
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
+from pcspec.core.outdir import ensure_writable_dir
+from pcspec.engines import campaign
+from pcspec.engines.walker import STEPS
 from pcspec.model.variants import get_variant
-from pcspec.outdir import ensure_writable_dir
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
-from pcspec.walker import STEPS
 
 
 def seed_range(text: str) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.logcheck import TraceWriter, check_log, parse_options
 from pcspec.logcheck.options import CHOICES
 from pcspec.logcheck.report import render_plain, render_rich, rules_help, to_json

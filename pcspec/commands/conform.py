@@ -18,9 +18,9 @@ from pcspec.argtypes import count, seconds
 from pcspec.conform import golden
 from pcspec.conform.report import as_json, cut, text
 from pcspec.conform.run import conform
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
+from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import get_variant
-from pcspec.outdir import ensure_writable_dir
 from pcspec.progress import plain_lines
 
 

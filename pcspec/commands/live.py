@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.live import build as live_build
 from pcspec.live.models import KINDS, ensure_model
 

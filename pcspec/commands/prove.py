@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from pcspec.argtypes import count
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
+from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import get_variant
-from pcspec.outdir import ensure_writable_dir
 from pcspec.proofs.cache_proofs import Bounds
 from pcspec.proofs.obligations import BY_ID, OBLIGATIONS
 from pcspec.proofs.recheck import Recheck, recheck

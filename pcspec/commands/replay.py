@@ -12,12 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pcspec.errors import PcspecError
-from pcspec.outdir import check_output_file, write_output
-from pcspec.properties.catalogue import CATALOGUE, get_property
+from pcspec.core.errors import PcspecError
+from pcspec.core.loop import ReplayResult, Step
+from pcspec.core.outdir import check_output_file, write_output
+from pcspec.core.trace import Trace, file_lines, first_object, from_header
+from pcspec.properties.catalogue import BY_ID, CATALOGUE, get_property
+from pcspec.properties.judge import replay
 from pcspec.properties.routes import route_name
-from pcspec.replay import ReplayResult, Step, replay
-from pcspec.trace import Trace, file_lines, first_object, from_header
 from pcspec.user_variant import add_variant_options, chosen_variant
 
 LOG_EVENTS_KIND = "pcspec-log-events"  # pcspec.logcheck.trace.KIND (imported only when needed)
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         if variant is not None or args.property or args.dot is not None:
             raise PcspecError("a check-log event trace takes no --variant, --property or --dot option", where)
         return replay_log_events(args.trace, args.json)
-    trace = from_header(n0, head, lines, where, variant)
+    trace = from_header(n0, head, lines, where, variant, BY_ID)
 
     result = replay(trace, props, lambda step: _show_step(step, args.json))
     ok = result.matches(trace.expect)

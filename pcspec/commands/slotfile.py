@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pcspec.argtypes import count
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
+from pcspec.core.outdir import check_output_file, write_output
+from pcspec.core.trace import load
 from pcspec.model.config import Config
 from pcspec.model.slotfile import (
     HEADER_BYTES,
@@ -26,9 +28,8 @@ from pcspec.model.slotfile import (
     read_slot_file,
 )
 from pcspec.model.variants import Variant, get_variant
-from pcspec.outdir import check_output_file, write_output
+from pcspec.properties.catalogue import BY_ID
 from pcspec.slotfile_writer import Written, from_tokens, from_trace
-from pcspec.trace import load
 from pcspec.user_variant import add_variant_options, chosen_variant
 
 JSON_SCHEMA = 1
@@ -107,7 +108,7 @@ def _write(args: argparse.Namespace) -> int:
     if args.trace is not None:
         if args.config is not None:
             raise PcspecError("--config goes with --tokens; a trace has its own configuration", "--config")
-        written = from_trace(load(args.trace, chosen), args.slot, args.saved, args.out.name)
+        written = from_trace(load(args.trace, chosen, BY_ID), args.slot, args.saved, args.out.name)
     else:
         if args.saved is not None:
             raise PcspecError("--saved goes with --trace", "--saved")

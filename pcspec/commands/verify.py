@@ -11,19 +11,23 @@ from typing import Any
 
 from pcspec.argtypes import seconds
 from pcspec.commands.prove import add_prove_args, config_of, print_row
+from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import ALL, get_variant
-from pcspec.outdir import ensure_writable_dir
 from pcspec.progress import verify_progress
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS, UNREACHABLE, missing, never_reached
-from pcspec.properties.machine import PROFILES
-from pcspec.verdicts import Budget, Cell, Matrix, verify
+from pcspec.verdicts import PROFILES, Budget, Cell, Matrix, verify
 
 SYMBOL = {"violated": "x", "holds": ".", "unknown": "?"}
 
 
 def add_budget_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", choices=sorted(PROFILES), default="ci", help="Hypothesis settings profile (default ci)")
+    p.add_argument(
+        "--profile",
+        choices=list(PROFILES),
+        default="ci",
+        help="example budgets: ci (600 survey, 4000 per hunt; the default), dev, campaign",
+    )
     p.add_argument("--seed", type=int, default=0, help="the run's seed: same seed, same result (default 0)")
     # The budgets that decide a verdict are example counts (the profile's); the seconds are
     # safety caps, far above what a run needs on a loaded 2-core machine (a hunt takes at
@@ -35,11 +39,7 @@ def add_budget_args(p: argparse.ArgumentParser) -> None:
 
 
 def budget_of(args: argparse.Namespace) -> Budget:
-    # The ci profile's example counts are for the test suite's own machine runs; a verify
-    # survey needs more examples to meet the rare combinations (see docs/PERFORMANCE.md).
-    examples = PROFILES[args.profile].max_examples
-    survey = 600 if args.profile == "ci" else examples
-    return Budget(args.profile, args.seed, survey, args.survey_seconds, max(1500, examples), args.hunt_seconds)
+    return Budget.of(args.profile, args.seed, args.survey_seconds, args.hunt_seconds)
 
 
 def register(sub: Any) -> None:

@@ -25,10 +25,10 @@ from pcspec.conform.canon import Canon
 from pcspec.conform.lower import Lowered, lower
 from pcspec.conform.protocol import KIND, SCHEMA, begin_line
 from pcspec.conform.tags import Tags
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
+from pcspec.core.trace import Trace, config_diff
 from pcspec.model.config import Config
 from pcspec.model.variants import get_variant
-from pcspec.trace import Trace, config_diff
 
 
 @dataclass

@@ -24,13 +24,13 @@ from typing import Any
 from pcspec.conform.observe import ROLE, observe
 from pcspec.conform.protocol import BY_NAME, EVENT_KINDS, EVICT_NUMBERS, port_config
 from pcspec.conform.tags import Tags
+from pcspec.core import ops as model_ops
+from pcspec.core.trace import Trace
 from pcspec.model import events as ev
-from pcspec.model import ops as model_ops
 from pcspec.model.cache import CacheEntry, lcp
 from pcspec.model.events import Event
 from pcspec.model.memory import FULL, PARTIAL_ONLY
 from pcspec.model.server import Server
-from pcspec.trace import Trace
 
 
 class LoweringError(Exception):

@@ -19,7 +19,7 @@ from collections import deque
 from typing import IO, Any
 
 from pcspec.conform.protocol import SCHEMA
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 
 OBS_KEYS = ("events", "slots", "ckpts", "entries", "accounted", "unique", "limit")
 

@@ -1,6 +1,6 @@
 """The hand-written model traces of the golden suite: every core operation, every fault site.
 
-Each scenario is a model trace (``pcspec.model.ops``) with a name and a purpose. ``BASE`` is
+Each scenario is a model trace (``pcspec.core.ops``) with a name and a purpose. ``BASE`` is
 a chat on one slot with a draft context: two conversations alternate, so every request saves
 one and loads the other, and a diverging prompt restores a checkpoint. Variations of it reach
 the other operations (a context shift, sleep and wake, slot files, a restart, two slots with
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pcspec.conform.lower import Lowered, lower
+from pcspec.core.trace import Trace
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.heap import Faults
 from pcspec.model.processing import sample_token
 from pcspec.model.variants import FIXED
-from pcspec.trace import Trace
 
 Ops = list[dict[str, Any]]
 SYSTEM = list(range(1, 9))

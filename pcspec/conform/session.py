@@ -19,7 +19,7 @@ from pcspec.conform.canon import Canon, differences
 from pcspec.conform.case import Case
 from pcspec.conform.judge import Finding, Judge
 from pcspec.conform.port import Port, PortError
-from pcspec.shrink import shrink_ops
+from pcspec.core.shrink import shrink_list, simpler_op
 
 
 @dataclass
@@ -203,7 +203,7 @@ def shrink(session: Session, div: Divergence, max_runs: int = 400) -> Divergence
         return found is not None
 
     # The shared loop of pcspec/shrink.py: the same candidates as a property's shrinking.
-    ops = shrink_ops(list(source.ops), diverges)
+    ops = shrink_list(list(source.ops), diverges, simpler_op)
     out = best[0]
     # The last divergent run is the shortest: re-run it so that the report matches the trace.
     final = Case.from_trace(div.case.name, replace(source, ops=ops), div.case.purpose, div.case.shows)

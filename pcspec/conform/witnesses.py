@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pcspec.conform.scenarios import Scenario
+from pcspec.core.trace import config_diff, load
 from pcspec.model.config import Config
-from pcspec.trace import config_diff, load
 
 DATA = r"""
 {"config":{"cache_idle_slots":false,"cache_ram":200,"cell_bytes":8,"checkpoint_min_step":8,"draft_ce

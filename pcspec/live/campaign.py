@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pcspec.core.trace import Trace
 from pcspec.live import calibrate
 from pcspec.live.analyze import Finding
 from pcspec.live.client import Client
@@ -27,7 +28,6 @@ from pcspec.live.report import write_finding
 from pcspec.live.session import Outcome, Target, execute
 from pcspec.live.shrink import literal_ok, same_class, shrink
 from pcspec.live.transparency import TOLERANCE, TOLERANCES, Reference
-from pcspec.trace import Trace
 
 
 def draw_flags(rng: random.Random, kind: str) -> Flags:

@@ -168,7 +168,7 @@ def read_file(path: Path) -> FileView | str:
 
 
 def corrupt(path: Path, op: LiveOp) -> None:
-    """The fault model's hand on the disk (``pcspec.model.ops`` ``corrupt_file``)."""
+    """The fault model's hand on the disk (``pcspec.core.ops`` ``corrupt_file``)."""
     try:
         raw = bytearray(path.read_bytes())
     except OSError:

@@ -18,7 +18,7 @@ class _Lazy:
             try:
                 self._module = importlib.import_module(self._name)
             except ModuleNotFoundError:
-                from pcspec.errors import PcspecError
+                from pcspec.core.errors import PcspecError
 
                 raise PcspecError(
                     f"pcspec live needs {self._name}: install the live extra (pip install '.[live]')"

@@ -1,6 +1,6 @@
 """The live operation vocabulary: what a fuzzed workload sends to a server, as JSON.
 
-A live operation maps to HTTP and to the model's operations (``pcspec.model.ops``). Prompts are
+A live operation maps to HTTP and to the model's operations (``pcspec.core.ops``). Prompts are
 built from *segments* so that a workload means the same thing on the server and in the model,
 whose generated tokens differ (the server's come from random weights; the model's are >= 1000):
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 
 Segment = tuple[str, Any]
 

@@ -36,7 +36,7 @@ def workload_lines(kind: str, flags: Flags, seed: int | None, ops: list[LiveOp])
 
 
 def read_workload(path: Path) -> tuple[str, Flags, int | None, list[LiveOp]]:
-    from pcspec.errors import PcspecError
+    from pcspec.core.errors import PcspecError
 
     try:
         lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]

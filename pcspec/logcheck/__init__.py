@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.logcheck.checker import CheckResult, LogChecker, check_events
 from pcspec.logcheck.options import Options, Rules, parse_options
 from pcspec.logcheck.reader import LogRead, ReadInfo, parse_bytes, parse_text, read_log, stream_events

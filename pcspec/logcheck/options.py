@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.scan import RunSummary
 

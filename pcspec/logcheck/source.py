@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 
 BLOCK = 64 << 10  # bytes read at a time (larger blocks cost RSS, not speed)
 MAX_LINE = 8 << 20  # a line longer than this is cut ...

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 from pcspec.logcheck import events as ev
 
 SCHEMA = 1

@@ -4,22 +4,23 @@ Like Hypothesis printing a failing stateful run as a script, the file spells the
 the variant (a built-in by name, a variant of one's own as the seams it changes), the
 configuration (the fields that differ from the defaults), and the operations as a list of
 steps, one per line, numbered as the trace and the violation messages number them. The test
-replays them through ``pcspec.replay.replay``, the code every other replay goes through, and
-fails while the violation reproduces.
+replays them through ``pcspec.properties.judge.replay`` (the one loop of ``pcspec.core.loop``,
+which every other replay goes through), and fails while the violation reproduces. Where each
+expected violation shows is the caller's to say (``shown``: the judge replays the trace for it,
+``pcspec.properties.judge.where_shown``); this module only writes text.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pcspec.core.trace import Trace
 from pcspec.model.config import Config
 from pcspec.model.variants import ALL, Variant
-
-if TYPE_CHECKING:
-    from pcspec.trace import Trace
 
 WIDTH = 100  # a step longer than this is wrapped
 MIN_RUN = 4  # consecutive tokens written as a range from this many on
@@ -76,22 +77,6 @@ def _step(i: int, op: dict[str, Any], note: str) -> str:
     return "\n".join([f"    {{{head}, \"tokens\": [  {comment}", *("        " + b for b in body), "    ]},"])
 
 
-def _where_shown(trace: Trace) -> dict[int, str]:
-    """Step index -> the expected violations that first show during that step. (``op`` in a
-    violation counts model operations, and a ``run`` step is one per server step, so the
-    step is found by replaying.)"""
-    from pcspec.replay import replay  # here: pcspec.replay imports pcspec.trace, which imports this
-
-    wanted = {(e["property"], e.get("op")) for e in trace.expect}
-    notes: dict[int, list[str]] = {}
-    for step in replay(trace).steps:
-        for v in step.violations:
-            if (v.property, v.op) in wanted or (v.property, None) in wanted:
-                wanted -= {(v.property, v.op), (v.property, None)}
-                notes.setdefault(step.index, []).append(f"{v.property} shows here")
-    return {i: ", ".join(ns) for i, ns in notes.items()}
-
-
 def _variant(v: Variant, imports: set[str]) -> str:
     if ALL.get(v.name) == v:
         return f'get_variant("{v.name}")'
@@ -113,14 +98,15 @@ def _config(cfg: Config, imports: set[str]) -> str:
     return "Config(\n" + "".join(f"    {name}={_value(getattr(cfg, name), imports)},\n" for name in diff) + ")"
 
 
-def pytest_snippet(trace: Trace, name: str) -> str:
-    """The trace as a runnable pytest file that fails while the violation reproduces."""
+def pytest_snippet(trace: Trace, name: str, shown: Mapping[int, str] | None = None) -> str:
+    """The trace as a runnable pytest file that fails while the violation reproduces;
+    ``shown``: step index -> a note on the step where an expected violation first shows."""
     ident = "".join(c if c.isalnum() else "_" for c in name)
     imports: set[str] = set()
     variant = _variant(trace.variant, imports)
     config = _config(trace.config, imports)
     seen = ", ".join(sorted({e["property"] for e in trace.expect})) or "no violation"
-    notes = _where_shown(trace) if trace.expect else {}
+    notes = dict(shown or {})
     enums = sorted(imports - {"replace"})
     from_config = ", ".join(["Config", *[e for e in enums if e == "MemoryKind"]])
     from_variants = ", ".join([*[e for e in enums if e != "MemoryKind"], "get_variant"])  # classes first
@@ -133,13 +119,13 @@ def pytest_snippet(trace: Trace, name: str) -> str:
         f'"""Counterexample found by pcspec: {trace.variant.name} shows {seen}.\n\n'
         "The steps are the operations of the trace\n\n"
         f"    {name}.jsonl\n\n"
-        "one per line (the vocabulary is pcspec/model/ops.py), numbered from 0 as `pcspec replay`\n"
+        "one per line (the vocabulary is pcspec/core/ops.py), numbered from 0 as `pcspec replay`\n"
         "numbers them. Edit them (drop a step, change a token or a configuration field) and run\n"
         'pytest on this file: the test fails while the violation reproduces.\n"""\n\n'
         + ("from dataclasses import replace\n\n" if "replace" in imports else "")
         + f"from pcspec.model.config import {from_config}\n"
         + f"from pcspec.model.variants import {from_variants}\n"
-        + "from pcspec.replay import replay\nfrom pcspec.trace import Trace\n\n"
+        + "from pcspec.core.trace import Trace\nfrom pcspec.properties.judge import replay\n\n"
         + f"VARIANT = {variant}\n"
         + f"CONFIG = {config}\n"
         + "STEPS = [\n"

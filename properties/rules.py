@@ -1,4 +1,9 @@
-"""The Hypothesis state machine that drives any variant of the model.
+"""The fuzzing rules, written once: what a client, the disk and the fault model do to a server.
+
+Both engines run these rules (``pcspec.engines.walker``, the seeded swarm walker that
+``pcspec verify`` uses; ``pcspec.engines.hypothesis``, a Hypothesis state machine for pytest):
+an engine picks a rule whose preconditions hold, draws its arguments from their domains
+(``pcspec.core.draw``) and calls it on a ``Fuzz``, the generator's state of one example.
 
 Initial configurations are small enough to hit every limit (a byte limit of a few entries,
 two to four checkpoints, a min step of a few tokens, one to three slots, each memory kind,
@@ -6,81 +11,74 @@ with and without a draft). Requests are chat-like (user-message spans) or raw; p
 new, exact resends, extensions that include the previous reply (as chat clients send them),
 or divergences; some are pinned. Faults hit every site of ``Faults.SITES``.
 
-Every rule is recorded as a trace operation (``pcspec.model.ops``) and applied through the
-same code as ``pcspec replay``; the properties are judged after every model operation. A
-violation of a *target* property fails the example, so Hypothesis shrinks it to a short
-trace; other violations are only recorded (``found``), so one run can survey a variant.
-
-Binding to your own variant::
-
-    from pcspec.properties.machine import machine_for
-    from pcspec.model.variants import FIXED
-    import dataclasses
-    MyVariant = dataclasses.replace(FIXED, name="mine", keep_restored=False)
-    TestMine = machine_for(MyVariant, targets=["PERF-2"]).TestCase   # a unittest class for pytest
+Every rule is recorded as a trace operation (``pcspec.core.ops``) and applied through the
+core's loop, the properties judged after every model operation (``Fuzz.do``). A run returns
+what it found: ``Fuzz.first`` (the first violation of each property, with the trace up to it)
+and ``Fuzz.hit`` (a *target*'s violation, which ends the example: nothing more is applied, so
+the trace ends where the target was violated).
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from hypothesis import HealthCheck, Phase, currently_in_test_context, event, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
-
-from pcspec.model import ops
+from pcspec.core import loop
+from pcspec.core.draw import Bool, Choice, Composite, Domain, Draw, Int, Lists
+from pcspec.core.errors import PcspecError
+from pcspec.core.results import Finding
 from pcspec.model.config import Config, MemoryKind
-from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Faults
 from pcspec.model.processing import sample_token
 from pcspec.model.server import Server
 from pcspec.model.slotfile import field_map, read_slot_file
 from pcspec.model.variants import Variant
 from pcspec.properties import coverage
-from pcspec.properties.base import Property, Violation
+from pcspec.properties.base import Property
 from pcspec.properties.catalogue import CATALOGUE
-from pcspec.properties.runner import Judge
+from pcspec.properties.judge import Judge
 
 SYSTEM = tuple(range(1, 9))  # a system prompt every conversation shares
-FILES = ["a.bin", "b.bin", "c.bin"]
-FAULT = st.sampled_from([-1, -1, -1, 0, 1, 2])  # no fault, or one of the example's fault sites
+FILES = ("a.bin", "b.bin", "c.bin")
+FAULT = Choice([-1, -1, -1, 0, 1, 2])  # no fault, or one of the example's fault sites
 N_CONVS = 3
+CONV = Int(0, N_CONVS - 1)
+PIN = Int(-1, 2)
 
 
-@st.composite
-def configs(draw: st.DrawFn) -> Config:
+def configs(d: Draw) -> Config:
     """Configurations small enough that every limit is reached within a few requests."""
-    memory = draw(st.sampled_from(list(MemoryKind)))
-    n_slots = draw(st.integers(1, 3))
-    has_draft = draw(st.booleans())
+    memory = d.choice(list(MemoryKind))
+    n_slots = d.integer(1, 3)
+    has_draft = d.boolean()
     cell, rs = 8, 64
-    cache_ram = draw(st.sampled_from([-1, 200, 400, 700, 1200, 2500]))
+    cache_ram = d.choice([-1, 200, 400, 700, 1200, 2500])
     return Config(
         n_slots=n_slots,
-        n_ctx_slot=draw(st.sampled_from([64, 96, 128])),
-        n_batch=draw(st.sampled_from([8, 16])),
-        n_ubatch=draw(st.sampled_from([2, 4])),
-        kv_unified=draw(st.booleans()),
+        n_ctx_slot=d.choice([64, 96, 128]),
+        n_batch=d.choice([8, 16]),
+        n_ubatch=d.choice([2, 4]),
+        kv_unified=d.boolean(),
         memory=memory,
         n_swa=4,
         swa_cells=8,
-        n_rs_seq=draw(st.sampled_from([0, 0, 2])),
+        n_rs_seq=d.choice([0, 0, 2]),
         cell_bytes=cell,
         rs_bytes=rs,
         has_draft=has_draft,
-        draft_memory=draw(st.sampled_from([MemoryKind.KV, memory])) if has_draft else MemoryKind.KV,
+        draft_memory=d.choice([MemoryKind.KV, memory]) if has_draft else MemoryKind.KV,
         draft_cell_bytes=4,
         draft_rs_bytes=32,
-        spec_bytes=draw(st.sampled_from([0, 8])) if has_draft else 0,
-        n_ctx_checkpoints=draw(st.integers(2, 4)),
-        checkpoint_min_step=draw(st.sampled_from([2, 4, 8])),
+        spec_bytes=d.choice([0, 8]) if has_draft else 0,
+        n_ctx_checkpoints=d.integer(2, 4),
+        checkpoint_min_step=d.choice([2, 4, 8]),
         cache_ram=cache_ram,
-        cache_idle_slots=draw(st.booleans()),
-        slot_prompt_similarity=draw(st.sampled_from([0.1, 0.1, 0.0])),
-        ctx_shift=draw(st.booleans()),
+        cache_idle_slots=d.boolean(),
+        slot_prompt_similarity=d.choice([0.1, 0.1, 0.0]),
+        ctx_shift=d.boolean(),
     )
 
 
@@ -102,37 +100,90 @@ class Conversation:
     turn: int = 0
 
 
-@dataclass
-class Found:
-    """First violation of each property seen in a run (not necessarily shrunk)."""
+# -- the rule declarations -------------------------------------------------------------------------
 
-    first: dict[str, tuple[Violation, list[dict[str, Any]], Config]] = field(default_factory=dict)
-    steps: int = 0
-    # The last failing example of a target property: after shrinking, the minimal one.
-    last: tuple[Violation, list[dict[str, Any]], Config] | None = None
-    # How often each decision of properties/coverage.py was reached.
-    coverage: Counter[str] = field(default_factory=Counter)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CacheMachine(RuleBasedStateMachine):
-    """Drives ``Server(config, variant)``; bound to a variant by ``machine_for``."""
+@dataclass(frozen=True)
+class Rule:
+    """One rule: its body (a method of ``Fuzz``), its preconditions and its argument domains
+    in the order they are drawn."""
 
-    variant: ClassVar[Variant]
-    targets: ClassVar[frozenset[str]] = frozenset()
-    props: ClassVar[tuple[Property, ...]] = CATALOGUE
-    found: ClassVar[Found]
-    n_predict: ClassVar[int] = 3
+    name: str
+    body: Callable[..., None]
+    preconditions: tuple[Callable[[Fuzz], bool], ...]
+    arguments: tuple[tuple[str, Domain], ...]
 
-    def __init__(self) -> None:
-        super().__init__()
+
+def rule(**arguments: Domain) -> Callable[[F], F]:
+    """Declares a method of ``Fuzz`` a rule with these argument domains (drawn in this order)."""
+
+    def mark(f: F) -> F:
+        f._pcspec_rule = tuple(arguments.items())  # type: ignore[attr-defined]
+        return f
+
+    return mark
+
+
+def precondition(pred: Callable[[Fuzz], bool]) -> Callable[[F], F]:
+    """The rule is drawn only while ``pred`` holds (applied above ``rule``)."""
+
+    def mark(f: F) -> F:
+        f._pcspec_pre = (*getattr(f, "_pcspec_pre", ()), pred)  # type: ignore[attr-defined]
+        return f
+
+    return mark
+
+
+def _has_conversation(f: Fuzz) -> bool:
+    return any(c.tokens for c in f.convs)
+
+
+def _has_files(f: Fuzz) -> bool:
+    return bool(f.files)
+
+
+def _holds_checkpoints(f: Fuzz) -> bool:
+    return f.srv is not None and any(s.prompt.checkpoints for s in f.srv.slots)
+
+
+class Fuzz:
+    """One example: the server under test, the judge, and what a client remembers (its
+    conversations and the files it saved). Built by an engine, then ``setup``, then rules."""
+
+    def __init__(
+        self,
+        variant: Variant,
+        props: Sequence[Property] = CATALOGUE,
+        targets: Iterable[str] = (),
+        deadline: float = float("inf"),
+        n_predict: int = 3,
+    ) -> None:
+        self.variant = variant
+        self.props = tuple(props)
+        self.targets = frozenset(targets)
+        self.deadline = deadline  # time.monotonic() after which no operation is applied
+        self.n_predict = n_predict
         self.srv: Server | None = None
         self.trace: list[dict[str, Any]] = []
         self.convs = [Conversation() for _ in range(N_CONVS)]
         self.files: set[str] = set()
+        # What the example found (the engines read these; nothing is raised):
+        self.first: dict[str, tuple[Finding, list[dict[str, Any]], Config]] = {}
+        self.hit: tuple[Finding, list[dict[str, Any]], Config] | None = None
+        self.out_of_time = False
+        self.judged = 0  # model operations judged
+        self.coverage: Counter[str] = Counter()  # decisions reached (properties/coverage.py)
+        self.reached: Counter[str] = Counter()  # ... by the last operation (Hypothesis reports them)
+
+    @property
+    def stopped(self) -> bool:
+        """A target was violated or the time cap passed: later operations are not applied."""
+        return self.hit is not None or self.out_of_time
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    @initialize(cfg=configs(), sites=st.lists(st.sampled_from(Faults.SITES), min_size=1, max_size=3, unique=True))
     def setup(self, cfg: Config, sites: list[str]) -> None:
         # Swarm testing: each example injects faults at a few sites only, so the rare
         # combinations (a draft load failing after a save, an allocation failing inside
@@ -144,35 +195,30 @@ class CacheMachine(RuleBasedStateMachine):
         self.judge = Judge(self.srv, self.props)
 
     def do(self, op: dict[str, Any]) -> None:
+        """Record ``op``, apply it and judge after every model operation it performs."""
+        if self.stopped:
+            return
+        if time.monotonic() > self.deadline:
+            # The cap is checked between operations, so a cut never changes what one did.
+            self.out_of_time = True
+            return
         assert self.srv is not None
         self.trace.append(op)
         start = len(self.srv.heap.events)
-        try:
-            self._apply(op)
-        finally:
-            # Decision coverage (properties/coverage.py), also reported to Hypothesis so that
-            # ``pytest --hypothesis-show-statistics`` shows what a user's run reached.
-            new = self.srv.heap.events[start:]
-            if currently_in_test_context():
-                reached: Counter[str] = Counter()
-                coverage.count(new, reached)
-                type(self).found.coverage.update(reached)
-                for name in reached:
-                    event(name)
-            else:  # the seeded walker calls these rules outside Hypothesis: count in place
-                coverage.count(new, type(self).found.coverage)
+        loop.apply(self.srv, op, self._judged, stop=lambda: self.hit is not None)
+        self.reached = Counter()
+        coverage.count(self.srv.heap.events[start:], self.reached)
+        self.coverage.update(self.reached)
 
-    def _apply(self, op: dict[str, Any]) -> None:
-        assert self.srv is not None
-        for _ in ops.apply(self.srv, op):
-            type(self).found.steps += 1
-            for v in self.judge():
-                first = type(self).found.first
-                if v.property not in first:
-                    first[v.property] = (v, list(self.trace), self.cfg0)
-                if v.property in self.targets:
-                    type(self).found.last = (v, list(self.trace), self.cfg0)
-                    raise AssertionError(f"{v.property} violated at op {v.op}: {v.message}")
+    def _judged(self) -> list[Finding]:
+        self.judged += 1
+        found = self.judge()
+        for v in found:
+            if v.rule not in self.first:
+                self.first[v.rule] = (v, list(self.trace), self.cfg0)
+            if v.rule in self.targets and self.hit is None:
+                self.hit = (v, list(self.trace), self.cfg0)
+        return found
 
     def _user_msg(self, k: int, turn: int, n: int) -> tuple[int, ...]:
         return tuple(100 + (k * 37 + turn * 11 + i * 3) % 800 for i in range(n))
@@ -193,14 +239,14 @@ class CacheMachine(RuleBasedStateMachine):
 
     # -- requests ------------------------------------------------------------------------------
 
-    @rule(k=st.integers(0, N_CONVS - 1), n=st.integers(4, 30), pin=st.integers(-1, 2), chat=st.booleans(), fault=FAULT)
+    @rule(k=CONV, n=Int(4, 30), pin=PIN, chat=Bool(), fault=FAULT)
     def new_prompt(self, k: int, n: int, pin: int, chat: bool, fault: int) -> None:
         body = self._user_msg(k, self.convs[k].turn, n)
         tokens = SYSTEM + body if chat else body
         self._send(k, tokens, (len(SYSTEM),) if chat else (), pin, fault)
 
-    @precondition(lambda self: any(c.tokens for c in self.convs))
-    @rule(k=st.integers(0, N_CONVS - 1), n=st.integers(2, 20), pin=st.integers(-1, 2), fault=FAULT)
+    @precondition(_has_conversation)
+    @rule(k=CONV, n=Int(2, 20), pin=PIN, fault=FAULT)
     def extend(self, k: int, n: int, pin: int, fault: int) -> None:
         c = self.convs[k]
         if not c.tokens:
@@ -210,17 +256,15 @@ class CacheMachine(RuleBasedStateMachine):
             return  # the client would start over; new_prompt covers that
         self._send(k, prev + self._user_msg(k, c.turn, n), (*c.spans, len(prev)), pin, fault)
 
-    @precondition(lambda self: any(c.tokens for c in self.convs))
-    @rule(k=st.integers(0, N_CONVS - 1), pin=st.integers(-1, 2), fault=FAULT)
+    @precondition(_has_conversation)
+    @rule(k=CONV, pin=PIN, fault=FAULT)
     def resend(self, k: int, pin: int, fault: int) -> None:
         c = self.convs[k]
         if c.tokens:
             self._send(k, c.tokens, c.spans, pin, fault)
 
-    @precondition(lambda self: any(c.tokens for c in self.convs))
-    @rule(
-        k=st.integers(0, N_CONVS - 1), cut=st.integers(1, 60), n=st.integers(1, 12), pin=st.integers(-1, 2), fault=FAULT
-    )
+    @precondition(_has_conversation)
+    @rule(k=CONV, cut=Int(1, 60), n=Int(1, 12), pin=PIN, fault=FAULT)
     def diverge(self, k: int, cut: int, n: int, pin: int, fault: int) -> None:
         c = self.convs[k]
         if not c.tokens:
@@ -229,8 +273,8 @@ class CacheMachine(RuleBasedStateMachine):
         tokens = c.tokens[:cut] + self._user_msg(k + 5, c.turn, n)
         self._send(k, tokens, (*tuple(s for s in c.spans if s < cut), cut), pin, fault)
 
-    @precondition(lambda self: any(c.tokens for c in self.convs))
-    @rule(k=st.integers(0, N_CONVS - 1), pin=st.integers(-1, 2))
+    @precondition(_has_conversation)
+    @rule(k=CONV, pin=PIN)
     def generate_to_limit(self, k: int, pin: int) -> None:
         """A conversation resent with a reply long enough to reach the end of the slot's
         context: the context shift (or, where the memory cannot shift, the truncation)."""
@@ -243,17 +287,18 @@ class CacheMachine(RuleBasedStateMachine):
         self.do(op)
         self.run()
 
-    @rule(k=st.integers(0, N_CONVS - 1), over=st.integers(0, 3))
+    @rule(k=CONV, over=Int(0, 3))
     def overlong(self, k: int, over: int) -> None:
         """A prompt of n_ctx tokens or more: the server answers with an error."""
         self._send(k, self._user_msg(k, self.convs[k].turn, self.cfg.n_ctx_slot + over), (), -1)
 
-    @precondition(lambda self: self.srv is not None and any(s.prompt.checkpoints for s in self.srv.slots))
-    @rule(pick=st.integers(0, 63), plus=st.sampled_from([0, 0, 1, -1]), pin=st.booleans(), fault=FAULT)
+    @precondition(_holds_checkpoints)
+    @rule(pick=Int(0, 63), plus=Choice([0, 0, 1, -1]), pin=Bool(), fault=FAULT)
     def end_on_checkpoint(self, pick: int, plus: int, pin: bool, fault: int) -> None:
         """A prompt that ends exactly on a checkpoint a slot holds (or one token either side):
         the cases where the restore arithmetic, the prompt-logits rule and the invalidation
-        meet (live-findings sections 2 and 4)."""
+        meet (docs/FINDINGS.md, the SWA off-by-one and the recurrent prompt that ends on a
+        checkpoint)."""
         assert self.srv is not None
         held = [(s, c) for s in self.srv.slots for c in s.prompt.checkpoints]
         slot, ck = held[pick % len(held)]
@@ -264,17 +309,17 @@ class CacheMachine(RuleBasedStateMachine):
     # -- workflows (several operations that users run together) ---------------------------------
 
     @rule(
-        ks=st.lists(st.integers(0, N_CONVS - 1), min_size=2, max_size=4),
-        n=st.integers(2, 12),
+        ks=Lists(tuple(range(N_CONVS)), 2, 4),
+        n=Int(2, 12),
         fault=FAULT,
-        load_fault=st.sampled_from(["", "", "load.write.dft", "load.write.tgt"]),
-        twice=st.booleans(),
+        load_fault=Choice(["", "", "load.write.dft", "load.write.tgt"]),
+        twice=Bool(),
     )
     def alternate(self, ks: list[int], n: int, fault: int, load_fault: str, twice: bool) -> None:
-        """Conversations taking turns (seed 000's "two conversations alternating on one
-        slot": every request saves one and loads another), then the first one again with
-        a fault armed before the request that loads it: one of the example's sites, or
-        ``load_fault``, a failure of that very load (outside the swarm's sites, because a
+        """Conversations taking turns (two conversations alternating on one slot, as the
+        #30137 thread measured: every request saves one and loads another), then the first one
+        again with a fault armed before the request that loads it: one of the example's sites,
+        or ``load_fault``, a failure of that very load (outside the swarm's sites, because a
         failed load is what this workflow is for); ``twice``: one more round, so that what
         the failed load left in the cache is loaded again."""
         rounds = [*ks, ks[0]] + ([ks[1], ks[0]] if twice else [])
@@ -289,21 +334,21 @@ class CacheMachine(RuleBasedStateMachine):
             self.run()
 
     @rule(
-        k=st.integers(0, N_CONVS - 1),
-        cut=st.integers(1, 60),
-        n=st.integers(2, 12),
-        n_steps=st.integers(0, 3),
-        other=st.integers(0, N_CONVS - 1),
-        again=st.booleans(),
-        load_fault=st.sampled_from(["", "", "load.write.tgt"]),
+        k=CONV,
+        cut=Int(1, 60),
+        n=Int(2, 12),
+        n_steps=Int(0, 3),
+        other=CONV,
+        again=Bool(),
+        load_fault=Choice(["", "", "load.write.tgt"]),
     )
     def pin_busy(self, k: int, cut: int, n: int, n_steps: int, other: int, again: bool, load_fault: str) -> None:
         """A request, a few server steps, then another request pinned to the slot that is
         still processing the first (clients pin by conversation, whatever the slot does).
         ``again``: the pinned request resends an earlier conversation as it was, so that the
         cache holds an entry for it (a long one loaded into the busy slot is the livelock of
-        live-findings section 1); ``load_fault``: that load fails, and the C++ clears the
-        busy slot's prompt."""
+        finding F1, docs/FINDINGS.md); ``load_fault``: that load fails, and the C++ clears
+        the busy slot's prompt."""
         if self.convs[k].tokens:
             self.diverge(k, cut, n, -1, -1)
         else:
@@ -322,12 +367,12 @@ class CacheMachine(RuleBasedStateMachine):
             self.new_prompt(other, n, busy[0], True, -1)
 
     @rule(
-        src=st.integers(0, 2),
-        dst=st.integers(0, 2),
-        pick=st.integers(0, 63),
-        how=st.sampled_from(["none", "huge", "huge", "plus1", "minus1", "zero", "truncate"]),
-        restore_fault=st.sampled_from(["", "", "ckpt.write.dft", "file.write.tgt"]),
-        then=st.sampled_from(["", "prefix", "prefix_fault"]),
+        src=Int(0, 2),
+        dst=Int(0, 2),
+        pick=Int(0, 63),
+        how=Choice(["none", "huge", "huge", "plus1", "minus1", "zero", "truncate"]),
+        restore_fault=Choice(["", "", "ckpt.write.dft", "file.write.tgt"]),
+        then=Choice(["", "prefix", "prefix_fault"]),
     )
     def file_round_trip(self, src: int, dst: int, pick: int, how: str, restore_fault: str, then: str) -> None:
         """Save a slot, maybe damage the file on disk, restore it (into any slot), maybe with
@@ -351,7 +396,7 @@ class CacheMachine(RuleBasedStateMachine):
 
     # -- the server's own progress -------------------------------------------------------------
 
-    @rule(n=st.integers(1, 4))
+    @rule(n=Int(1, 4))
     def steps(self, n: int) -> None:
         for _ in range(n):
             self.do({"op": "step"})
@@ -362,27 +407,27 @@ class CacheMachine(RuleBasedStateMachine):
 
     # -- faults and actions --------------------------------------------------------------------
 
-    @rule(pick=st.integers(0, 2))
+    @rule(pick=Int(0, 2))
     def inject(self, pick: int) -> None:
         self.do({"op": "inject", "site": self.sites[pick % len(self.sites)]})
 
-    @rule(slot=st.integers(0, 2), name=st.sampled_from(FILES))
+    @rule(slot=Int(0, 2), name=Choice(FILES))
     def slot_save(self, slot: int, name: str) -> None:
         if slot < self.cfg.n_slots:
             self.files.add(name)
             self.do({"op": "slot_save", "id_slot": slot, "filename": name})
 
-    @precondition(lambda self: bool(self.files))
-    @rule(slot=st.integers(0, 2), name=st.sampled_from(FILES))
+    @precondition(_has_files)
+    @rule(slot=Int(0, 2), name=Choice(FILES))
     def slot_restore(self, slot: int, name: str) -> None:
         if slot < self.cfg.n_slots and name in self.files:
             self.do({"op": "slot_restore", "id_slot": slot, "filename": name})
 
-    @precondition(lambda self: bool(self.files))
+    @precondition(_has_files)
     @rule(
-        name=st.sampled_from(FILES),
-        pick=st.integers(0, 63),
-        how=st.sampled_from(["huge", "huge", "plus1", "minus1", "zero", "truncate", "append", "splice"]),
+        name=Choice(FILES),
+        pick=Int(0, 63),
+        how=Choice(["huge", "huge", "plus1", "minus1", "zero", "truncate", "append", "splice"]),
     )
     def corrupt(self, name: str, pick: int, how: str) -> None:
         """A corruption the format can detect: a length, count, magic or version field set to a
@@ -431,7 +476,7 @@ class CacheMachine(RuleBasedStateMachine):
         # into a corruption of a payload).
         self.do({"op": "corrupt_file", "filename": name, "field": fname, "value": new})
 
-    @rule(slot=st.integers(0, 2))
+    @rule(slot=Int(0, 2))
     def slot_erase(self, slot: int) -> None:
         if slot < self.cfg.n_slots:
             self.do({"op": "slot_erase", "id_slot": slot})
@@ -440,8 +485,8 @@ class CacheMachine(RuleBasedStateMachine):
     def sleep_wake(self) -> None:
         self.do({"op": "sleep_wake"})
 
-    @precondition(lambda self: bool(self.files))
-    @rule(n_ckpt=st.integers(0, 4), n_slots=st.integers(1, 3), slot=st.integers(0, 2), name=st.sampled_from(FILES))
+    @precondition(_has_files)
+    @rule(n_ckpt=Int(0, 4), n_slots=Int(1, 3), slot=Int(0, 2), name=Choice(FILES))
     def restart_and_restore(self, n_ckpt: int, n_slots: int, slot: int, name: str) -> None:
         """Files outlive the process: restart the server with other flags (fewer checkpoints
         allowed, another slot count), then restore a file saved before into it."""
@@ -451,49 +496,24 @@ class CacheMachine(RuleBasedStateMachine):
         self.slot_restore(slot, name)
 
 
-def machine_for(
-    variant: Variant, targets: Iterable[str] = (), props: Sequence[Property] = CATALOGUE
-) -> type[CacheMachine]:
-    """A fresh machine class bound to ``variant``; violations of ``targets`` fail examples."""
-    name = "Machine_" + "".join(ch if ch.isalnum() else "_" for ch in variant.name)
-    cls = type(
-        name,
-        (CacheMachine,),
-        {"variant": variant, "targets": frozenset(targets), "props": tuple(props), "found": Found()},
-    )
-    return cls
+# The example's start: a configuration and the fault sites of its swarm.
+SETUP: tuple[tuple[str, Domain], ...] = (
+    ("cfg", Composite(configs)),
+    ("sites", Lists(Faults.SITES, 1, 3, unique=True)),
+)
 
 
-# No "explain" phase: it re-runs the shrunk example hundreds of times to annotate the report,
-# which costs more than finding and shrinking together, and our report is the trace itself.
-_PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
+def _rules() -> tuple[Rule, ...]:
+    out = []
+    for attr in dir(Fuzz):  # (sorted: the order every engine lists and draws them in)
+        f = getattr(Fuzz, attr)
+        args = getattr(f, "_pcspec_rule", None)
+        if args is not None:
+            out.append(Rule(attr, f, tuple(getattr(f, "_pcspec_pre", ())), args))
+    return tuple(out)
 
-PROFILES = {
-    # Deterministic, bounded: what the test suite runs.
-    "ci": settings(
-        max_examples=60,
-        stateful_step_count=25,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        print_blob=False,
-        phases=_PHASES,
-    ),
-    "dev": settings(
-        max_examples=300,
-        stateful_step_count=40,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=_PHASES,
-    ),
-    "campaign": settings(
-        max_examples=5000,
-        stateful_step_count=60,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=_PHASES,
-    ),
-}
+
+# Every rule, by name.
+RULES: tuple[Rule, ...] = _rules()
+
+__all__ = ["FILES", "RULES", "SETUP", "SYSTEM", "Conversation", "Fuzz", "Rule", "configs", "reply"]

@@ -1,6 +1,6 @@
 """Long walker campaigns: seed ranges split over worker processes, results merged.
 
-A campaign walks the example seeds ``A..B-1`` of one variant (``pcspec.walker``: example seed
+A campaign walks the example seeds ``A..B-1`` of one variant (``pcspec.engines.walker``: example seed
 ``s`` is one configuration, one swarm, one walk), judging the chosen properties after every
 model operation, nothing failing (a survey). The range is cut into one contiguous block per
 worker; a worker walks its block in order and stops between two examples once the time cap
@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
+from pcspec.core.trace import Trace, parse
+from pcspec.engines.walker import STEPS, Walker
 from pcspec.model.variants import get_variant
 from pcspec.properties.catalogue import CATALOGUE, get_property
-from pcspec.shrink import shrink
-from pcspec.snippet import pytest_snippet
-from pcspec.trace import Trace, parse
-from pcspec.walker import STEPS, Walker
+from pcspec.properties.judge import shrink_trace as shrink
+from pcspec.properties.judge import write_counterexample
 
 SCHEMA = 1
 KIND = "pcspec-campaign"
@@ -142,10 +142,10 @@ def walk_block(spec: Spec, start: int, stop: int, deadline: float) -> Part:
     # Wall-clock deadline: workers on other machines or processes share it; checked between
     # examples only, so a covered example is always a whole one.
     while seed < stop and time.time() < deadline:
-        found = walker.example(seed, spec.steps).found
+        fuzz = walker.example(seed, spec.steps).fuzz
         part.examples += 1
-        part.steps += found.steps
-        for pid, (v, ops, cfg) in found.first.items():
+        part.steps += fuzz.judged
+        for pid, (v, ops, cfg) in fuzz.first.items():
             if part.wants(pid, len(ops), seed, spec.keep):
                 expect = [{"property": pid, "op": v.op, "message": v.message}]
                 text = Trace(variant, cfg, list(ops), seed, expect).dumps()
@@ -257,9 +257,7 @@ def write(out: Path, spec: Spec, requested: tuple[int, int], part: Part, results
         row: dict[str, Any] = {"property": r.property, "verdict": r.verdict}
         if r.trace is not None:
             stem = f"{spec.variant.replace(':', '-')}__{r.property}"
-            path = out / f"{stem}.jsonl"
-            r.trace.write(path)
-            (out / f"test_{stem.replace('-', '_')}.py").write_text(pytest_snippet(r.trace, stem), encoding="utf-8")
+            path = write_counterexample(r.trace, out, stem)
             row |= {"seed": r.seed, "length": len(r.trace.ops), "trace": str(path), "message": r.message}
         rows.append(row)
     record["results"] = rows

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pcspec.errors import PcspecError
+from pcspec.core.errors import PcspecError
 
 
 def _reason(exc: OSError) -> str:

@@ -10,7 +10,7 @@ Line 1 is the header::
 ID with the operation index where it shows (``op``; without it, any operation) and a message
 for people. ``pcspec replay`` exits 0 when every expected violation is present among what it
 observes (other violations may show too), or, without ``expect``, when it observes none.
-Every further line is one operation of ``pcspec.model.ops``.
+Every further line is one operation of ``pcspec.core.ops``.
 
 Files are read as a stream: the header is checked before any further line is read, and each
 operation as its line comes, so a file that is not a trace (or breaks at line 2) is refused
@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Generator
+from collections.abc import Collection, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pcspec.errors import PcspecError
-from pcspec.model import ops
+from pcspec.core import ops
+from pcspec.core.errors import PcspecError
 from pcspec.model.config import Config
 from pcspec.model.variants import Variant, get_variant
-from pcspec.properties.catalogue import get_property
-from pcspec.snippet import pytest_snippet
 
 SCHEMA = 1
 KIND = "pcspec-trace"
@@ -41,7 +39,7 @@ MAX_HEADER_BYTES = 1 << 20
 
 Lines = Generator[tuple[int, str], None, None]  # (line number, text), blank lines left out
 
-__all__ = ["KIND", "SCHEMA", "Trace", "config_diff", "load", "parse", "pytest_snippet", "read"]
+__all__ = ["KIND", "SCHEMA", "Trace", "config_diff", "load", "parse", "read"]
 
 
 @dataclass
@@ -148,22 +146,31 @@ def _variant(name: object, override: str | Variant | None) -> Variant:
         raise PcspecError(f"{exc.why} (a variant of your own: give --variant-module MODULE:NAME)") from None
 
 
-def _expect(raw: object) -> list[dict[str, Any]]:
-    """The header's ``expect``: every entry a known property, ``op`` an operation index."""
+def _expect(raw: object, known: Collection[str] | None) -> list[dict[str, Any]]:
+    """The header's ``expect``: every entry a property ID (one of ``known`` when given: the
+    catalogue's, which this layer does not import), ``op`` an operation index."""
     if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
         raise PcspecError('"expect" must be a list of {"property": ..., "op": ...}')
     for e in raw:
-        try:
-            get_property(str(e.get("property")))
-        except PcspecError as exc:  # names the valid IDs
-            raise PcspecError(f'"expect": {exc.why}') from None
+        pid = e.get("property")
+        if not isinstance(pid, str) or not pid:
+            raise PcspecError(f'"expect": "property" must be a property ID, got {pid!r}')
+        if known is not None and pid not in known:
+            raise PcspecError(f'"expect": unknown property {pid!r}; valid properties: {", ".join(known)}')
         op = e.get("op")
         if op is not None and (isinstance(op, bool) or not isinstance(op, int) or op < 0):
             raise PcspecError(f'"expect": "op" must be an operation index (0 or more), got {op!r}')
     return raw
 
 
-def from_header(n0: int, head: Any, lines: Lines, where: str, variant: str | Variant | None = None) -> Trace:
+def from_header(
+    n0: int,
+    head: Any,
+    lines: Lines,
+    where: str,
+    variant: str | Variant | None = None,
+    known: Collection[str] | None = None,
+) -> Trace:
     """The trace whose header (line ``n0``) is ``head``; its operations are read from ``lines``."""
     if not isinstance(head, dict) or head.get("kind") != KIND:
         raise PcspecError(
@@ -175,7 +182,7 @@ def from_header(n0: int, head: Any, lines: Lines, where: str, variant: str | Var
         )
     try:
         v = _variant(head.get("variant"), variant)
-        expect = _expect(head.get("expect", []))
+        expect = _expect(head.get("expect", []), known)
     except PcspecError as exc:
         raise PcspecError(f"line {n0}: {exc.why}", where) from None
     cfg = Config.from_json(head.get("config", {}), f"{where}: line {n0}")
@@ -190,15 +197,20 @@ def from_header(n0: int, head: Any, lines: Lines, where: str, variant: str | Var
     return Trace(v, cfg, out, seed if isinstance(seed, int) and not isinstance(seed, bool) else None, expect)
 
 
-def read(lines: Lines, where: str, variant: str | Variant | None = None) -> Trace:
-    return from_header(*first_object(lines, where), lines, where, variant)
+def read(
+    lines: Lines, where: str, variant: str | Variant | None = None, known: Collection[str] | None = None
+) -> Trace:
+    return from_header(*first_object(lines, where), lines, where, variant, known)
 
 
-def parse(text: str, where: str = "<trace>", variant: str | Variant | None = None) -> Trace:
-    """Parse a trace; every problem names the line and the reason."""
-    return read(text_lines(text), where, variant)
+def parse(
+    text: str, where: str = "<trace>", variant: str | Variant | None = None, known: Collection[str] | None = None
+) -> Trace:
+    """Parse a trace; every problem names the line and the reason. ``known``: the property IDs
+    an ``expect`` may name (``pcspec.properties.catalogue.IDS``; None: any ID)."""
+    return read(text_lines(text), where, variant, known)
 
 
-def load(path: Path, variant: str | Variant | None = None) -> Trace:
+def load(path: Path, variant: str | Variant | None = None, known: Collection[str] | None = None) -> Trace:
     """Read a trace file as a stream (see the module docstring)."""
-    return read(file_lines(path), str(path), variant)
+    return read(file_lines(path), str(path), variant, known)

@@ -1,0 +1,94 @@
+"""The one loop from operations to judged states.
+
+Fuzzing (both engines), ``pcspec replay``, the shrinker, the proofs' counterexample replay,
+port conformance and the tests all go through ``apply``: one operation of the vocabulary
+(``pcspec.core.ops``) applied to a ``Server``, the judge asked after every model operation it
+performs (a ``run`` is many). ``replay`` does it for a whole trace.
+
+The judge is anything callable with no argument that returns the findings of the state and
+events since its previous call (``pcspec.properties.judge.Judge`` is the catalogue's); the
+loop knows nothing of properties, so it sits below them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pcspec.core import ops
+from pcspec.core.results import Finding
+from pcspec.core.trace import Trace
+from pcspec.model.events import Event
+from pcspec.model.server import Server
+
+
+class Judging(Protocol):
+    def __call__(self) -> list[Finding]: ...
+
+
+def apply(
+    srv: Server, op: dict[str, Any], judge: Judging, stop: Callable[[], bool] | None = None
+) -> list[Finding]:
+    """Apply one operation; the findings of every model operation it performed, in order.
+    ``stop``: asked after each judgement; True ends the operation there (a ``run`` takes no
+    further step), as a hunt ends where its target is violated."""
+    found: list[Finding] = []
+    for _ in ops.apply(srv, op):
+        found.extend(judge())
+        if stop is not None and stop():
+            break
+    return found
+
+
+@dataclass
+class Step:
+    index: int  # the trace line's operation index (0-based)
+    op: dict[str, Any]
+    events: list[Event]
+    violations: list[Finding]
+
+
+@dataclass
+class ReplayResult:
+    server: Server
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def violations(self) -> list[Finding]:
+        return [v for s in self.steps for v in s.violations]
+
+    def matches(self, expect: list[dict[str, Any]]) -> bool:
+        """Without ``expect``: no violation. With it: every expected violation is present
+        (its property at its ``op``, or at any operation when ``op`` is absent); violations
+        beyond the expected ones do not matter."""
+        if not expect:
+            return not self.violations
+        seen = {(v.rule, v.at) for v in self.violations} | {(v.rule, None) for v in self.violations}
+        return all((e["property"], e.get("op")) in seen for e in expect)
+
+
+def replay(
+    trace: Trace,
+    judge_for: Callable[[Server], Judging],
+    on_step: Callable[[Step], None] | None = None,
+) -> ReplayResult:
+    """Run ``trace`` on a fresh ``Server``, judged by ``judge_for(server)``."""
+    srv = Server(trace.config, trace.variant)
+    judge = judge_for(srv)
+    result = ReplayResult(srv)
+    for i, op in enumerate(trace.ops):
+        start = len(srv.heap.events)
+        found = apply(srv, op, judge)
+        step = Step(i, op, srv.heap.events[start:], found)
+        result.steps.append(step)
+        if on_step is not None:
+            on_step(step)
+    return result
+
+
+def first(found: Iterable[Finding], rule: str) -> Finding | None:
+    return next((f for f in found if f.rule == rule), None)
+
+
+__all__ = ["Judging", "ReplayResult", "Step", "apply", "first", "replay"]

@@ -1,0 +1,204 @@
+"""The fuzzing rules as a Hypothesis state machine, through Hypothesis's public API only.
+
+``machine_for(variant)`` builds a ``RuleBasedStateMachine`` whose rules are the rules of
+``pcspec.properties.rules``: one ``@rule`` per rule, each argument's domain turned into the
+public strategy that draws the same values (``strategy``), each precondition a
+``@precondition``. A rule's body runs on the example's ``Fuzz``; when a *target* property is
+violated the rule fails the example (``AssertionError``, which is how a Hypothesis test fails),
+so Hypothesis shrinks it; other violations are only recorded in the run's ``Record``, so one
+run can survey a variant. The decisions each operation reached are reported with
+``hypothesis.event`` (``pytest --hypothesis-show-statistics`` shows them).
+
+Binding to your own variant::
+
+    from pcspec.engines.hypothesis import machine_for
+    from pcspec.model.variants import FIXED
+    import dataclasses
+    MyVariant = dataclasses.replace(FIXED, name="mine", keep_restored=False)
+    TestMine = machine_for(MyVariant, targets=["PERF-2"]).TestCase   # a unittest class for pytest
+
+``pcspec verify`` does not use this engine (its verdicts come from the walker's own PRNG, the
+same on every Hypothesis version); the pytest plugin and a user's own tests do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from hypothesis import HealthCheck, Phase, event, settings, stateful
+from hypothesis import strategies as st
+
+from pcspec.core.draw import Bool, Choice, Composite, Domain, Int, Lists
+from pcspec.core.results import Finding
+from pcspec.model.config import Config
+from pcspec.model.variants import Variant
+from pcspec.properties.base import Property
+from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.rules import RULES, SETUP, Fuzz, Rule
+
+T = TypeVar("T")
+# (``rule(**strategies)`` with the strategies in a dict: mypy cannot tell the dict's keys from
+# the decorators' ``target``/``targets`` keywords, so the decorators are called untyped)
+_rule: Any = stateful.rule
+_initialize: Any = stateful.initialize
+_precondition: Any = stateful.precondition
+
+
+class DrawnBy:
+    """The draw interface over a Hypothesis ``draw`` function (inside ``st.composite``)."""
+
+    def __init__(self, draw: st.DrawFn) -> None:
+        self._draw = draw
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self._draw(st.integers(lo, hi))
+
+    def choice(self, options: Sequence[T]) -> T:
+        return self._draw(st.sampled_from(options))
+
+    def boolean(self) -> bool:
+        return self._draw(st.booleans())
+
+    def sample(self, options: Sequence[T], min_size: int, max_size: int, unique: bool) -> list[T]:
+        return self._draw(st.lists(st.sampled_from(options), min_size=min_size, max_size=max_size, unique=unique))
+
+
+def strategy(domain: Domain) -> st.SearchStrategy[Any]:
+    """The public strategy drawing ``domain``'s values."""
+    if isinstance(domain, Int):
+        return st.integers(domain.lo, domain.hi)
+    if isinstance(domain, Choice):
+        return st.sampled_from(domain.options)
+    if isinstance(domain, Bool):
+        return st.booleans()
+    if isinstance(domain, Lists):
+        return st.lists(
+            st.sampled_from(domain.options), min_size=domain.min_size, max_size=domain.max_size, unique=domain.unique
+        )
+    if isinstance(domain, Composite):
+        build = domain.build
+        return st.composite(lambda draw: build(DrawnBy(draw)))()
+    raise TypeError(f"no strategy for {domain!r}")
+
+
+@dataclass
+class Record:
+    """What a run of a bound machine found, over all its examples (the run's return value:
+    ``run_state_machine_as_test`` returns nothing, so the class keeps a reference to it)."""
+
+    first: dict[str, tuple[Finding, list[dict[str, Any]], Config]] = field(default_factory=dict)
+    steps: int = 0
+    # The last failing example of a target property: after shrinking, the minimal one.
+    last: tuple[Finding, list[dict[str, Any]], Config] | None = None
+    coverage: Counter[str] = field(default_factory=Counter)
+
+
+class CacheMachine(stateful.RuleBasedStateMachine):
+    """The rules of ``pcspec.properties.rules`` on ``Server(config, variant)``; bound to a
+    variant by ``machine_for``, which adds one method per rule."""
+
+    variant: Variant
+    targets: frozenset[str] = frozenset()
+    props: tuple[Property, ...] = CATALOGUE
+    record: Record
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fuzz = Fuzz(self.variant, self.props, self.targets)
+
+    def setup(self, **drawn: Any) -> None:
+        self.fuzz.setup(**drawn)
+
+    setup = _initialize(**{name: strategy(d) for name, d in SETUP})(setup)
+
+    def after(self) -> None:
+        """After a rule: count what it did, fail the example on a target's violation."""
+        fuzz, rec = self.fuzz, self.record
+        rec.steps += fuzz.judged
+        fuzz.judged = 0
+        rec.coverage.update(fuzz.coverage)
+        for name in fuzz.coverage:
+            event(name)
+        fuzz.coverage.clear()
+        for pid, found in fuzz.first.items():
+            rec.first.setdefault(pid, found)
+        if fuzz.hit is not None:
+            rec.last = fuzz.hit
+            v = fuzz.hit[0]
+            raise AssertionError(f"{v.rule} violated at op {v.at}: {v.message}")
+
+
+def _method(r: Rule) -> Callable[..., None]:
+    def run(self: CacheMachine, **drawn: Any) -> None:
+        r.body(self.fuzz, **drawn)
+        self.after()
+
+    run.__name__ = run.__qualname__ = r.name
+    run.__doc__ = r.body.__doc__
+    m: Callable[..., None] = _rule(**{name: strategy(d) for name, d in r.arguments})(run)
+    for pred in r.preconditions:
+        m = _precondition(_on_fuzz(pred))(m)
+    return m
+
+
+def _on_fuzz(pred: Callable[[Fuzz], bool]) -> Callable[[CacheMachine], bool]:
+    return lambda machine: pred(machine.fuzz)
+
+
+_RULE_METHODS = {r.name: _method(r) for r in RULES}
+
+
+def machine_for(
+    variant: Variant, targets: Iterable[str] = (), props: Sequence[Property] = CATALOGUE
+) -> type[CacheMachine]:
+    """A fresh machine class bound to ``variant``; violations of ``targets`` fail examples.
+    Its ``record`` holds what every example of it found."""
+    name = "Machine_" + "".join(ch if ch.isalnum() else "_" for ch in variant.name)
+    attrs: dict[str, Any] = {
+        "variant": variant,
+        "targets": frozenset(targets),
+        "props": tuple(props),
+        "record": Record(),
+        **_RULE_METHODS,
+    }
+    return type(name, (CacheMachine,), attrs)
+
+
+# No "explain" phase: it re-runs the shrunk example hundreds of times to annotate the report,
+# which costs more than finding and shrinking together, and our report is the trace itself.
+_PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
+
+PROFILES = {
+    # Deterministic, bounded: what the test suite runs.
+    "ci": settings(
+        max_examples=60,
+        stateful_step_count=25,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+        phases=_PHASES,
+    ),
+    "dev": settings(
+        max_examples=300,
+        stateful_step_count=40,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=_PHASES,
+    ),
+    "campaign": settings(
+        max_examples=5000,
+        stateful_step_count=60,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=_PHASES,
+    ),
+}
+
+__all__ = ["PROFILES", "CacheMachine", "DrawnBy", "Record", "machine_for", "strategy"]

@@ -1,0 +1,160 @@
+"""Judging a server after each operation: run the chosen checks over the state and the
+events emitted since the previous judgement; and the catalogue's replay and shrinking, which
+are the core's loop and shrinker with this judge.
+
+``replay(trace)`` is the path every judged run of a trace takes (``pcspec replay``, the
+shrinker, the proofs' counterexamples, the generated pytest files, the tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pcspec.core import loop
+from pcspec.core.errors import PcspecError
+from pcspec.core.results import Finding, violation
+from pcspec.core.shrink import shrink_list, simpler_op
+from pcspec.core.snippet import pytest_snippet
+from pcspec.core.trace import Trace
+from pcspec.model.server import Server
+from pcspec.properties.base import (
+    DECODE_STEP_KINDS,
+    Check,
+    Events,
+    Property,
+    event_kinds,
+    reads_storage_only,
+)
+from pcspec.properties.catalogue import CATALOGUE, get_property
+
+
+class Judge:
+    """Holds the position in the server's event history already judged."""
+
+    def __init__(self, srv: Server, props: Iterable[Property] = CATALOGUE) -> None:
+        self.srv = srv
+        self.props = tuple(props)
+        self.seen = len(srv.heap.events)
+        # (id, check, after_crash, the event kinds it needs or None): read once, since the
+        # judge runs after every model operation of every fuzzing step.
+        self._plan: tuple[tuple[str, Check, bool, frozenset[str] | None], ...] = tuple(
+            (p.id, p.check, p.after_crash, event_kinds(p.check)) for p in self.props
+        )
+        # The state checks alone, for the operations that emit no event any check needs (most
+        # of them: a generation step emits ``op`` and ``generate``).
+        self._state_plan = tuple(x for x in self._plan if x[3] is None)
+        # After a decode step (base.DECODE_STEP_KINDS): the checks that read more than the
+        # storage (base.on_storage), and the event checks that a decode step's events feed.
+        self._decode_plan = tuple(
+            x
+            for x in self._plan
+            if not reads_storage_only(x[1]) and (x[3] is None or not x[3].isdisjoint(DECODE_STEP_KINDS))
+        )
+        self._watched = frozenset().union(*(x[3] for x in self._plan if x[3] is not None))
+
+    def __call__(self) -> list[Finding]:
+        srv = self.srv
+        history = srv.heap.events
+        new = history[self.seen :]
+        self.seen = len(history)
+        if len(new) == 1 and new[0].kind == "op":
+            # The operation changed nothing (an idle step, an armed fault): the state is the
+            # one already judged, and there are no new events to judge.
+            return []
+        kinds = {e.kind for e in new}
+        crashed = "crash" in kinds
+        if srv.crash is not None and not crashed:
+            return []  # the process died earlier: nothing more happens
+        out: list[Finding] = []
+        op = srv.heap.op
+        if kinds <= DECODE_STEP_KINDS:
+            plan = self._decode_plan
+        elif self._watched.isdisjoint(kinds):
+            plan = self._state_plan
+        else:
+            plan = self._plan
+        events: Events | None = None  # indexed once, and only if a check runs (a hunt judges one)
+        for pid, check, after_crash, needs in plan:
+            if crashed and not after_crash:
+                continue
+            if needs is not None and needs.isdisjoint(kinds):
+                continue  # an event check without its events finds nothing (base.on_events)
+            if events is None:
+                events = Events(new)
+            for msg in check(srv, events):
+                out.append(violation(pid, op, msg))
+        return out
+
+
+def replay(
+    trace: Trace,
+    props: Iterable[Property] = CATALOGUE,
+    on_step: Callable[[loop.Step], None] | None = None,
+) -> loop.ReplayResult:
+    """``trace`` run through the core's loop, every property of ``props`` judged after every
+    model operation."""
+    chosen = tuple(props)
+    return loop.replay(trace, lambda srv: Judge(srv, chosen), on_step)
+
+
+def first_violation(trace: Trace, pid: str) -> dict[str, Any] | None:
+    """The first violation of ``pid`` a replay of ``trace`` shows, as a trace's ``expect`` entry."""
+    for v in replay(trace, [get_property(pid)]).violations:
+        if v.rule == pid:
+            return {"property": pid, "op": v.at, "message": v.message}
+    return None
+
+
+def shrink_trace(trace: Trace, pid: str, max_replays: int = 3000) -> Trace:
+    """The shortest trace found (within ``max_replays`` replays) that still violates ``pid``:
+    the core's shrinker over the operations, each candidate replayed with ``pid`` judged."""
+    budget = [max_replays]
+
+    def fails(ops: list[dict[str, Any]]) -> bool:
+        if budget[0] <= 0:
+            return False
+        budget[0] -= 1
+        try:
+            return first_violation(replace(trace, ops=ops), pid) is not None
+        except PcspecError:
+            # A candidate can be ill-formed where the whole trace was not: without the
+            # restart that gave the server more slots, a later slot action names a slot
+            # that does not exist. Such a candidate does not reproduce the violation.
+            return False
+
+    if not fails(list(trace.ops)):
+        return trace
+    final = replace(trace, ops=shrink_list(list(trace.ops), fails, simpler_op))
+    v = first_violation(final, pid)
+    return replace(final, expect=[v] if v else trace.expect)
+
+
+def where_shown(trace: Trace) -> dict[int, str]:
+    """Step index -> the expected violations that first show during that step. (``op`` in a
+    violation counts model operations, and a ``run`` step is one per server step, so the
+    step is found by replaying.)"""
+    wanted = {(e["property"], e.get("op")) for e in trace.expect}
+    notes: dict[int, list[str]] = {}
+    for step in replay(trace).steps:
+        for v in step.violations:
+            if (v.rule, v.at) in wanted or (v.rule, None) in wanted:
+                wanted -= {(v.rule, v.at), (v.rule, None)}
+                notes.setdefault(step.index, []).append(f"{v.rule} shows here")
+    return {i: ", ".join(ns) for i, ns in notes.items()}
+
+
+def write_counterexample(trace: Trace, out: Path, stem: str) -> Path:
+    """``trace`` as ``STEM.jsonl`` (what ``pcspec replay`` reads) and ``test_STEM.py`` (the
+    pytest file, each expected violation noted on the step where it first shows) in ``out``;
+    returns the trace file's path."""
+    path = out / f"{stem}.jsonl"
+    trace.write(path)
+    shown = where_shown(trace) if trace.expect else {}
+    (out / f"test_{stem.replace('-', '_')}.py").write_text(pytest_snippet(trace, stem, shown), encoding="utf-8")
+    return path
+
+
+__all__ = ["Judge", "first_violation", "replay", "shrink_trace", "where_shown", "write_counterexample"]
