@@ -39,7 +39,6 @@ class CacheEntry:
     prompt: Prompt
     main: Buffer | None
     drft: Buffer | None
-    sealed: tuple[object, ...] | None = None  # fingerprint when published (IMM-2)
 
     def data_buffers(self) -> list[Buffer]:
         return list(filter(None, (self.main, self.drft)))
@@ -53,14 +52,6 @@ class CacheEntry:
     def per_holder_size(self) -> int:
         """server-task.h: server_prompt_cache_state::size (data + every checkpoint)."""
         return sum(b.size for b in self.data_buffers()) + sum(ck.size() for ck in self.prompt.checkpoints)
-
-    def fingerprint(self) -> tuple[object, ...]:
-        # (lists, not generators: IMM-2 compares this for every entry after every operation)
-        return (
-            self.prompt.tokens,
-            tuple([b.fingerprint() for b in (self.main, self.drft) if b is not None]),
-            tuple([ck.fingerprint() for ck in self.prompt.checkpoints]),
-        )
 
 
 def unique_bytes(entries: Iterable[CacheEntry], extra: Iterable[Buffer] = ()) -> int:
@@ -172,7 +163,7 @@ class PromptCache:
         for _ in range(n):
             front = self.entries[0]
             # What unique accounting says at this moment: needed iff the cache plus the
-            # candidate does not fit (ACC-3 judges with these numbers).
+            # candidate does not fit (the numbers an eviction is judged on).
             self.evict(
                 front,
                 reason,
@@ -273,7 +264,7 @@ class PromptCache:
         return entry
 
     def _publish(self, entry: CacheEntry) -> None:
-        """``states.push_back``: the entry joins the list (LIMIT-1 and ACC-2 judge it here)."""
+        """``states.push_back``: the entry joins the list (with what it brings in unique bytes)."""
         self.entries.append(entry)
         self.heap.emit(ev.EntryInsert(
             entry=entry.id,
@@ -337,13 +328,7 @@ class PromptCache:
             policy.entry_fractions(lcp(e.prompt.tokens, tokens_new), e.prompt.n_tokens, n_new) for e in self.entries
         ]
         i = policy.load_select(base[0], base[1], cands)
-        self.heap.emit(ev.LoadScan(
-            base=base,
-            candidates=cands,
-            chosen=None if i is None else self.entries[i].id,
-            entries=tuple((e.id, e.prompt.tokens) for e in self.entries),
-            slot_tokens=prompt.tokens,
-        ))
+        self.heap.emit(ev.LoadScan(base=base, candidates=cands, chosen=None if i is None else self.entries[i].id))
         if i is None:
             return True
         e = self.entries[i]

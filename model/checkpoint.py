@@ -35,7 +35,6 @@ class Checkpoint:
     dft: Buffer | None = None
     spec: Buffer | None = None
     refs: int = 0
-    sealed: tuple[object, ...] | None = None  # fingerprint at publication (IMM-1)
 
     def buffers(self) -> list[Buffer]:
         return list(filter(None, (self.tgt, self.dft, self.spec)))  # (hot: judged every step)
@@ -43,16 +42,6 @@ class Checkpoint:
     def size(self) -> int:
         """common.cpp: common_prompt_checkpoint::size = |tgt| + |dft| + |spec|."""
         return sum(b.size for b in self.buffers())
-
-    def fingerprint(self) -> tuple[object, ...]:
-        # (a list, not a generator, and no ``buffers()`` call: IMM-1 and IMM-2 compare this
-        # for every published checkpoint after every operation)
-        return (
-            self.n_tokens,
-            self.pos_min,
-            self.pos_max,
-            tuple([b.fingerprint() for b in (self.tgt, self.dft, self.spec) if b is not None]),
-        )
 
     def describe(self) -> str:
         return (
@@ -75,11 +64,11 @@ class Prompt:
 
 def hold(heap: Heap, prompt: Prompt, ck: Checkpoint) -> None:
     """``push_back`` into a holder's list: the holder takes a reference. The first holder
-    publishes the checkpoint, which from then on must never change (IMM-1)."""
+    publishes the checkpoint: from then on it is reachable by later operations. (A released
+    checkpoint is never held again: its last release freed it, and no list names it.)"""
     ck.refs += 1
-    if ck.sealed is None:
-        ck.sealed = ck.fingerprint()
-        heap.emit(ev.PublishCkpt(ckpt=ck.id))
+    if ck.refs == 1:
+        heap.emit(ev.PublishCkpt(ckpt=ck.id, checkpoint=ck))
     prompt.checkpoints.append(ck)
 
 

@@ -33,7 +33,7 @@ The model imports nothing of the checkers; the log checker and ``pcspec live`` i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pcspec.model.logged import (
@@ -54,7 +54,7 @@ from pcspec.model.logged import (
 
 if TYPE_CHECKING:
     from pcspec.model.checkpoint import Checkpoint
-    from pcspec.model.memory import SeqMemory, Tokens
+    from pcspec.model.memory import Tokens
 
 
 class Event:
@@ -64,11 +64,14 @@ class Event:
     op: int
     kind: ClassVar[str] = "event"
     _OPTIONAL: ClassVar[frozenset[str]] = frozenset()  # fields ``to_json`` omits when None
+    _OBJECTS: ClassVar[frozenset[str]] = frozenset()  # model objects, never in the JSON form
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op, "kind": self.kind}
-        optional = self._OPTIONAL
+        optional, objects = self._OPTIONAL, self._OBJECTS
         for f in fields(self):  # type: ignore[arg-type]  # (every concrete event is a dataclass)
+            if f.name in objects:
+                continue
             value = getattr(self, f.name)
             if value is None and f.name in optional:
                 continue
@@ -150,7 +153,7 @@ class Fill(Event):
 @dataclass(frozen=True, slots=True)
 class CopyPayload(Event):
     """A checkpoint payload deep-copied (the ``std::vector`` copy of ``states.push_back``'s
-    checkpoint list, server-task.cpp:1779; PERF-1 counts them)."""
+    checkpoint list, server-task.cpp:1779)."""
 
     src: int
     dst: int
@@ -183,11 +186,14 @@ class FaultHit(Event):
 @dataclass(frozen=True, slots=True)
 class PublishCkpt(Event):
     """Model-only: a checkpoint's first holder took it (``emplace_back``,
-    server-context.cpp:2334; seed 001: ``push_back`` after the fill): from now on it must
-    never change (IMM-1)."""
+    server-context.cpp:2334; #30137: ``push_back`` after the fill): from now on later
+    operations can reach it. ``checkpoint`` is the object itself, for an observer that
+    watches the run (it is not part of the JSON form or of equality)."""
 
     ckpt: int
+    checkpoint: Checkpoint = field(compare=False, repr=False)
     kind: ClassVar[str] = "publish_ckpt"
+    _OBJECTS: ClassVar[frozenset[str]] = frozenset({"checkpoint"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,7 +203,7 @@ class PublishCkpt(Event):
 @dataclass(frozen=True, slots=True)
 class EntryInsert(Event):
     """``states.push_back`` (server-task.cpp:1779): an entry joined the cache, with the unique
-    bytes it brings and the cache's after it (ACC-2, LIMIT-1)."""
+    bytes it brings and the cache's after it."""
 
     entry: int
     n_tokens: int
@@ -214,7 +220,7 @@ class EntryEvict(Event):
     (1887-1890), ``loaded`` (load, 1864: ``loaded_tokens`` is its length), ``pop_back``
     (#30137's prompt_save), ``load_failed`` (``fixed``), ``wake`` (a sleep loses the cache).
     ``unique_total`` and ``limit``: unique accounting at a make-room or byte-limit eviction
-    (ACC-3)."""
+    (what the eviction is judged on)."""
 
     entry: int
     reason: str
@@ -289,14 +295,11 @@ class SaveFillShort(Event):
 @dataclass(frozen=True, slots=True)
 class LoadScan(Event):
     """The load's look for a better prompt (server-task.cpp:1793-1826): the slot's baseline
-    ``(f_keep, f_sim)``, each entry's, the entry chosen (None: none better), and what the
-    decision saw (REUSE-2)."""
+    ``(f_keep, f_sim)``, each entry's (front first), the entry chosen (None: none better)."""
 
     base: tuple[float, float]
     candidates: list[tuple[float, float]]
     chosen: int | None
-    entries: tuple[tuple[int, Tokens], ...]
-    slot_tokens: Tokens
     kind: ClassVar[str] = "load_scan"
 
 
@@ -344,13 +347,11 @@ class SaveBegin(Event):
 
 @dataclass(frozen=True, slots=True)
 class SaveEnd(Event):
-    """Model-only: prompt_save returned ``ok`` (server-context.cpp:258-282); the cache's
-    fingerprint before and after (RB-2)."""
+    """Model-only: prompt_save returned ``ok`` (server-context.cpp:258-282); what it built
+    is published from here on."""
 
     slot: int
     ok: bool
-    before: tuple[Any, ...]
-    after: tuple[Any, ...]
     kind: ClassVar[str] = "save_end"
 
 
@@ -367,7 +368,7 @@ class PromptLoadFailed(Event):
 class PromptClear(Event):
     """``clearing prompt with %zu tokens`` (prompt_clear, server-context.cpp:294): tokens and
     checkpoints. ``restored_by_task``: the id of the checkpoint the running task restored,
-    lost with them (PERF-2), else None."""
+    lost with them, else None."""
 
     slot: int
     n_tokens: int
@@ -495,17 +496,15 @@ class Select(Event):
     """get_available_slot's choice (server-context.cpp:1528-1640): ``how`` is ``pinned`` (the
     task's ``id_slot``, logged "selected slot by id", 1537), ``lcp`` (1582) or ``lru`` (1611);
     ``slot`` None: no idle slot, nothing logged. ``update_cache``: the slot is saved and a
-    better prompt loaded (1615-1636). What REUSE-2 judges the load decision with: whether to
-    (``judge_load``), the prompt, the slot's tokens and the cache's entries."""
+    better prompt loaded (1615-1636); only a completion task (``task_type``) touches the
+    cache. ``prompt``: the task's tokens."""
 
     task: int
     slot: int | None
     how: str
     update_cache: bool
-    judge_load: bool
     prompt: Tokens
-    slot_tokens: Tokens
-    entries: tuple[tuple[int, Tokens], ...]
+    task_type: str
     kind: ClassVar[str] = "select"
 
     def logged(self) -> Logged | None:
@@ -554,7 +553,7 @@ class CkptErase(Event):
     (2316), ``supersede`` (2327, November), ``invalidated`` (prompt start, 3374: with the
     ``pos_max``, ``pos_next`` and ``n_prefix`` it is judged on, or a contained failure's
     ``cause``), ``context_shift`` (``prompt.clear()``, 2928-2950). ``restored_by_task``: the
-    running task restored it; ``list_len``: the list's length before (CKPT-4)."""
+    running task restored it; ``list_len``: the list's length before."""
 
     slot: int
     ckpt: int
@@ -612,11 +611,20 @@ class SeqRmRefused(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class PromptBegin(Event):
+    """Model-only: the ``SLOT_STATE_STARTED`` branch of ``update_slots`` begins for this
+    slot's task (server-context.cpp:3121): nothing of the slot has changed yet."""
+
+    slot: int
+    task: int
+    kind: ClassVar[str] = "prompt_begin"
+
+
+@dataclass(frozen=True, slots=True)
 class PromptStart(Event):
     """A task's prompt starts (``SLOT_STATE_STARTED``, server-context.cpp:3121-3407): the
     shared prefix, the tokens kept (``n_past``), the checkpoint restored or why the prompt is
-    re-processed (``forcing full prompt re-processing``, 3361), and what RESTORE-1, REUSE-1
-    and PERF-3 judge: the prompt, the checkpoints kept and held, copies of the memories."""
+    re-processed (``forcing full prompt re-processing``, 3361), and the prompt."""
 
     slot: int
     task: int
@@ -627,9 +635,6 @@ class PromptStart(Event):
     reprocess: str | None
     pos_next: int
     prompt: Tokens
-    kept: tuple[Checkpoint, ...]
-    held: tuple[Checkpoint, ...]
-    memories: tuple[tuple[str, SeqMemory], ...]
     cache_prompt: bool
     kind: ClassVar[str] = "prompt_start"
 
@@ -642,7 +647,7 @@ class PromptStart(Event):
 @dataclass(frozen=True, slots=True)
 class Batch(Event):
     """A slot's share of one batch (server-context.cpp:3409-3616: the fill, its breaks, the
-    ``do_checkpoint`` decision) and what CKPT-3 restates the creation rules over: whether the
+    ``do_checkpoint`` decision) and the inputs of the creation rules: whether the
     task makes checkpoints (``needs``), its prompt's length and message spans, the list and
     ``pos_min`` at the fill."""
 
@@ -664,7 +669,7 @@ class Batch(Event):
 class Stall(Event):
     """A pass in which a prompt-processing slot added no token: it holds more tokens than
     its prompt. Measured on a real server: a livelock, not the assert the source suggests
-    (PROGRESS-1)."""
+    (no progress is made)."""
 
     slot: int
     task: int
@@ -712,7 +717,7 @@ class CkptCreateFailed(Event):
 class CkptCreate(Event):
     """``created context checkpoint %d of %d (pos_min, pos_max, n_tokens, size)``
     (create_checkpoint, server-context.cpp:2350). ``identical_to_restored``: byte-identical
-    to the checkpoint the task restored (PERF-2)."""
+    to the checkpoint the task restored."""
 
     slot: int
     ckpt: int
@@ -795,7 +800,7 @@ class StateWriteFailed(Event):
 @dataclass(frozen=True, slots=True)
 class UninitLoaded(Event):
     """Model-only: ``set_data_ext`` read a buffer with ``unwritten`` bytes, which nothing in
-    the C++ checks (UNINIT-2)."""
+    the C++ checks."""
 
     ctx: str
     seq: int
@@ -811,7 +816,7 @@ class UninitLoaded(Event):
 @dataclass(frozen=True, slots=True)
 class FileWrite(Event):
     """A slot saved to a file (server-context.cpp:2526-2575): the counts reported, the file's
-    bytes, its unwritten bytes (UNINIT-2) and its appendix's ``(n_tokens, pos_min, pos_max)``."""
+    bytes, its unwritten bytes and its appendix's ``(n_tokens, pos_min, pos_max)``."""
 
     slot: int
     filename: str
@@ -844,9 +849,9 @@ class FileSemanticMismatch(Event):
 
 @dataclass(frozen=True, slots=True)
 class FileRestore(Event):
-    """A slot restored from a file (server-context.cpp:2576-2640; the appendix per seed 001):
-    the counts reported and the reader's, whether the file is the one written, what it held
-    when written (``saved``, None when changed since) and what the slot holds now (FILE-1)."""
+    """A slot restored from a file (server-context.cpp:2576-2640; the appendix as #26004
+    merged it): the counts reported and the reader's, the file's size, what became of its
+    appendix."""
 
     slot: int
     filename: str
@@ -854,10 +859,7 @@ class FileRestore(Event):
     n_read: int
     consumed: int
     size: int
-    pristine: bool
     appendix: str
-    saved: tuple[Any, ...] | None
-    restored: tuple[Any, ...]
     kind: ClassVar[str] = "file_restore"
 
 
@@ -884,7 +886,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SaveSkipContained, SaveRejectOversize, SaveBadAlloc, LimitChange, SaveFillShort, LoadScan, LoadFailed,
     CacheState, SaveBegin, SaveEnd, PromptLoadFailed, PromptClear, Release, Op, IgnoredAfterCrash, Crash,
     SleepSkipped, Restart, Deferred, Requeued, IdleSave, Launch, Select, FileMissing, FileFieldMissing,
-    FileCorrupted, CkptErase, CkptRestore, EmptyPrompt, SeqRmRefused, PromptStart, Batch, Stall,
+    FileCorrupted, CkptErase, CkptRestore, EmptyPrompt, SeqRmRefused, PromptBegin, PromptStart, Batch, Stall,
     CkptCreateSkipped, CkptKeptRestored, CkptCreateFailed, CkptCreate, Generate, Truncated, ContextShift,
     StateReadShort, StateWriteFailed, UninitLoaded, FileWrite, FileRestoreFailed, FileSemanticMismatch,
     FileRestore, FileAppendixIgnored, FileDraftDropped,

@@ -51,7 +51,7 @@ class Buffer:
     # benchmarks/compiled_speed.py, mypyc cannot compile a dataclass field annotated ``object``)
     refs: int = 0
     freed: bool = False
-    version: int = 0  # bumped by every write: fingerprints compare versions, not contents
+    version: int = 0  # how many writes the buffer took (a comparison of two moments compares these)
 
     @property
     def unwritten(self) -> int:
@@ -61,9 +61,6 @@ class Buffer:
     @property
     def complete(self) -> bool:
         return self.filled == self.size
-
-    def fingerprint(self) -> tuple[int, int, int]:
-        return (self.id, self.size, self.version)
 
 
 class Faults:
@@ -121,10 +118,14 @@ class Heap:
     op: int = 0
     _next_id: int = 1
     _live_bytes: int = 0
-    # Called with every event as it is emitted, after it is recorded (``pcspec.conform.lower``
-    # watches a run this way). A hook rather than a list subclass with its own ``append``: the
-    # model compiled with mypyc (benchmarks/compiled_speed.py) appends to a list directly.
-    tap: Callable[[Event], None] | None = None
+    # Who watches which events as they are emitted (event kind -> callbacks, called after the
+    # event is recorded): an observer outside the model (the judge keeping its history, the
+    # conformance kit lowering a run) sees each event at the moment it happens, with the state
+    # as it is then; ``everything``: the callbacks of every event. Callbacks rather than a list
+    # subclass with its own ``append``: the model compiled with mypyc
+    # (benchmarks/compiled_speed.py) appends to a list directly.
+    watchers: dict[str, list[Callable[[Event], None]]] = field(default_factory=dict)
+    everything: list[Callable[[Event], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.faults.on_hit = lambda site: self.emit(ev.FaultHit(site=site))
@@ -133,8 +134,21 @@ class Heap:
         """Record ``e`` as an event of the current operation (``pcspec.model.events``)."""
         stamp(e, self.op)
         self.events.append(e)
-        if self.tap is not None:
-            self.tap(e)
+        if self.watchers:
+            ws = self.watchers.get(e.kind)
+            if ws is not None:
+                for w in ws:
+                    w(e)
+        if self.everything:
+            for w in self.everything:
+                w(e)
+
+    def watch(self, kind: str, callback: Callable[[Event], None]) -> None:
+        """Call ``callback`` with every event of ``kind`` (``"*"``: every event) from now on."""
+        if kind == "*":
+            self.everything.append(callback)
+        else:
+            self.watchers.setdefault(kind, []).append(callback)
 
     def new_id(self) -> int:
         i = self._next_id

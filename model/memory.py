@@ -12,7 +12,7 @@ at temperature 0), so memory is represented by *which token prefix* its cells de
 * ``garbage``: the memory holds bytes that are no token state (loaded from an uninitialized
   buffer, or computed over a missing window).
 
-"Memory agrees with bookkeeping" (STATE-1) is then a comparison of tuples. Every operation
+"Memory agrees with bookkeeping" is then a comparison of tuples. Every operation
 mirrors a llama.cpp memory call and cites it.
 """
 
@@ -135,7 +135,7 @@ class SeqMemory:
         return True
 
     def is_state_of(self, tokens: Tokens) -> bool:
-        """STATE-1 for one context: the memory is exactly the state of ``tokens``."""
+        """The memory is exactly the state of ``tokens`` (an empty one: no cell at all)."""
         if not tokens:
             return self.n_tokens == 0 and not self.part and not self.attn
         if self.garbage:
@@ -199,7 +199,7 @@ class SeqMemory:
         tokens were in context). A recurrent state has no cells to remove: the removal of a
         middle range leaves it as it is (llama-memory-recurrent.cpp:161-210), still
         computed over every token. Context shift is lossy by design in every case; the
-        spec takes the shifted memory as the state of the kept tokens (STATE-1 judges the
+        spec takes the shifted memory as the state of the kept tokens (the bookkeeping is judged against the
         bookkeeping, which the server keeps exactly), so both parts are relabelled with the
         kept tokens. What this choice cannot show: that a cache entry saved after a shift is
         not the state an uncached run of the same tokens would compute. The SWA cells left

@@ -153,7 +153,7 @@ def restored_positions(pos_next: int, ck_pos_min: int, ck_pos_max: int, ck_n_tok
 
 
 def live_serves(pos_min: int, pos_max: int, n: int, n_swa: int, recurrent: bool, n_rs: int) -> bool:
-    """``fixed`` (REUSE-1): whether a sequence whose memory reports ``[pos_min, pos_max]``
+    """``fixed`` (resume from the best source): whether a sequence whose memory reports ``[pos_min, pos_max]``
     can resume at ``n`` (keep positions ``[0, n)``, decode from ``n``) without re-processing.
 
     * every position below ``n`` must be present (``pos_max >= n - 1``);
@@ -178,7 +178,7 @@ def live_serves(pos_min: int, pos_max: int, n: int, n_swa: int, recurrent: bool,
 
 
 def checkpoint_serves(payload_pos_min: int, n_tokens: int, n: int, n_swa: int, recurrent: bool, n_rs: int) -> bool:
-    """``fixed`` (REUSE-1): whether restoring a checkpoint taken at ``n_tokens``, whose payload
+    """``fixed`` (resume from the best source): whether restoring a checkpoint taken at ``n_tokens``, whose payload
     starts at ``payload_pos_min``, lets the sequence resume at ``n <= n_tokens``: a recurrent
     state rolls back at most ``n_rs`` tokens from ``n_tokens``; a window must cover the cells
     the token at ``n`` attends to (``restore_choice_exact``'s test)."""

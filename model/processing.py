@@ -9,7 +9,6 @@ supersede, create); ``generate_step`` takes one sampled token.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pcspec.model import events as ev
@@ -112,10 +111,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     thold = policy.pos_min_threshold(pos_next, cfg.swa_window, has_new and v.threshold_uses_new_tokens)
     restored: Checkpoint | None = None
     reprocess: str | None = None
-    # What the slot held when the task started (REUSE-1 judges the resume point against it):
-    # the checkpoints are immutable objects, the memories are copied.
-    held = tuple(ckpts)
-    memories = tuple((ctx.name, replace(ctx.seqs[slot.id])) for ctx in srv.contexts())
+    heap.emit(ev.PromptBegin(slot=slot.id, task=task.id))  # nothing of the slot has changed yet
     if v.resume_best and 0 < n_past <= slot.prompt.n_tokens:
         restored, reprocess, pos_next, n_past = _resume_best(srv, slot, n_prefix, n_past)
     elif 0 < n_past <= slot.prompt.n_tokens:
@@ -128,7 +124,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         if pos_min >= thold:
             # fixed: only checkpoints of the shared prefix (n_tokens <= n_prefix) are candidates;
             # the C++ may restore the one at n_prefix + 1 (pos_max == pos_next) and then erase
-            # it at once as invalidated (n_tokens > n_prefix): a wasted restore (PERF-2).
+            # it at once as invalidated (n_tokens > n_prefix): a wasted restore.
             eligible = [c.n_tokens <= n_prefix for c in ckpts] if v.restore_only_prefixes else None
             if v.record_payload_pos_min and cfg.swa_window > 0:
                 trip = [(c.pos_min, c.pos_max, c.n_tokens) for c in ckpts]
@@ -154,7 +150,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
                 pos_next = n_past = 0
     # The task owns what it restored from here on: an invalidation right after the restore
     # (the checkpoint at n_prefix + 1, seed 001's ``n_tokens > n_prefix``) is an erasure of
-    # the checkpoint this task restored, which PERF-2 must see as such.
+    # the checkpoint this task restored, and is recorded as such.
     slot.restored = restored
     if v.invalidate:
         ckpts = slot.prompt.checkpoints
@@ -164,7 +160,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
             pairs = [(c.pos_max, c.n_tokens) for c in ckpts]
             doomed = policy.invalidated(pairs, pos_next, n_prefix, v.invalidate_n_prefix)
         for ck in [ckpts[i] for i in doomed]:
-            # The erasure carries the numbers its condition is judged on (CKPT-4, at the erasure).
+            # The erasure carries the numbers its condition is judged on, as of the erasure.
             _erase(srv, slot, ck, "invalidated", pos_max=ck.pos_max, pos_next=pos_next, n_prefix=n_prefix)
     if restored is not None and restored not in slot.prompt.checkpoints:
         restored = None  # erased right away: nothing restored is kept
@@ -207,9 +203,6 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         reprocess=reprocess,
         pos_next=n_past,
         prompt=task.tokens,
-        kept=tuple(slot.prompt.checkpoints),  # immutable objects: RESTORE-1 judges them as of now
-        held=held,
-        memories=memories,
         cache_prompt=task.cache_prompt,
     ))
     slot.state = SlotState.PROCESSING_PROMPT
@@ -249,7 +242,7 @@ def _serves_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, n: int) -> bool:
 def _resume_best(
     srv: Server, slot: Slot, n_prefix: int, pos_next: int
 ) -> tuple[Checkpoint | None, str | None, int, int]:
-    """``fixed``'s resume (seam ``resume_best``, REUSE-1): of live memory and every held
+    """``fixed``'s resume (seam ``resume_best``): of live memory and every held
     checkpoint of the shared prefix, take the one that keeps the most tokens, by what each
     memory kind can roll back. Ties go to live memory (no restore), then to the newest
     checkpoint (the C++ scan order). Returns ``(restored, reprocess, pos_next, n_past)``."""
@@ -348,7 +341,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
         start=n_start,
         n=n_cur,
         checkpoint=do_ckpt,
-        # What CKPT-3 restates the creation rules over: whether this task makes checkpoints
+        # The inputs of the creation rules: whether this task makes checkpoints
         # at all, its prompt's length and message spans, the list and pos_min at the fill.
         needs=cfg.needs_checkpoints and task.type == TaskType.COMPLETION,
         n_prompt=task.n_tokens,
@@ -393,7 +386,7 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
 
     # The restored checkpoint counts as the current task's (#30683): the sweep exempts it.
     pairs = [(c.n_tokens, task.id if c is kept else c.id_task) for c in ckpts]
-    full = len(ckpts) + 1 >= cap  # the sweep's condition when it starts (CKPT-4 judges it)
+    full = len(ckpts) + 1 >= cap  # the sweep's condition when it starts
     doomed = policy.sweep_too_close(
         pairs, task.id, cfg.checkpoint_min_step, cap, v.sweep_only_when_full, v.sweep_rechecks_full
     )
@@ -414,7 +407,7 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
     if kept is not None and cap > 0 and len(ckpts) >= cap and v.cap_checkpoints:
         # fixed: the list is full of the checkpoint this task restored (a cap of 1, say, and a
         # restore beyond the resume point: a recurrent state rolled back from n_tokens). It
-        # stays (PERF-2); a new one would break the cap (CKPT-1). Nothing is made.
+        # stays (it is not re-created); a new one would break the cap. Nothing is made.
         heap.emit(ev.CkptCreateSkipped(slot=slot.id, task=task.id, n_tokens=n_tokens_new, ckpt=kept.id))
         if recycled is not None:
             heap.release(recycled)

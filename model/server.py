@@ -81,27 +81,12 @@ class Server:
         self.next_task_id = 0
         self.crash: Crash | None = None
         self.files: dict[str, bytes] = {}  # the slot-save directory
-        self.written: dict[str, bytes] = {}  # what the server itself last wrote there
-        self.written_meta: dict[str, tuple[object, ...]] = {}
-        self.last_result: dict[str, object] = {}
+        self.last_result: dict[str, object] = {}  # the answer of the last /slots action
 
     # -- helpers ---------------------------------------------------------------------------
 
     def contexts(self) -> list[Context]:
         return [self.ctx_tgt] if self.ctx_dft is None else [self.ctx_tgt, self.ctx_dft]
-
-    def cache_fingerprint(self) -> tuple[object, ...]:
-        """What RB-2 compares around a save: the limit and which entries, with which data
-        buffers, in which order (changes inside an entry's buffers are IMM-2's business)."""
-        if self.cache is None:
-            return ()
-        return (
-            self.cache.limit_size,
-            tuple(
-                (e.id, e.main.id if e.main else 0, e.drft.id if e.drft else 0, len(e.prompt.checkpoints))
-                for e in self.cache.entries
-            ),
-        )
 
     @property
     def idle(self) -> bool:
@@ -395,25 +380,13 @@ class Server:
                         ret = s
                 how = "lru"
                 update_cache = True
-        # REUSE-2 judges the load decision of a completion task placed on a slot that shares
-        # nothing with its prompt: the select carries what that decision could have used.
-        judge_load = (
-            ret is not None
-            and not ret.is_processing
-            and self.cache is not None
-            and task.type == TaskType.COMPLETION
-            and task.n_tokens > 0
-            and lcp(ret.prompt.tokens, task.tokens) == 0
-        )
         self.heap.emit(ev.Select(
             task=task.id,
             slot=None if ret is None else ret.id,
             how=how,
             update_cache=update_cache,
-            judge_load=judge_load,
             prompt=task.tokens,
-            slot_tokens=ret.prompt.tokens if ret is not None else (),
-            entries=tuple((e.id, e.prompt.tokens) for e in self.cache.entries) if judge_load and self.cache else (),
+            task_type=task.type,
         ))
         if ret is not None and ret.is_processing and not self.variant.cache_update_busy_slot:
             update_cache = False  # fixed: a busy slot is left alone; the task waits for it

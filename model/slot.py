@@ -94,7 +94,6 @@ class Slot:
         if not self.prompt.tokens:
             return False
         heap = srv.heap
-        before = srv.cache_fingerprint()
         heap.emit(ev.SaveBegin(slot=self.id, n_tokens=self.prompt.n_tokens))
         v = srv.variant
         if v.save_protocol == "transactional":
@@ -104,10 +103,7 @@ class Slot:
             size_dft = srv.ctx_dft.get_size(self.id, FULL) if srv.ctx_dft is not None else 0
             entry = cache.alloc(self.prompt, size_tgt, size_dft)
             ok = entry is not None and self._fill(srv, entry, size_tgt, size_dft)
-        for e in cache.entries:  # what the save built is published now that it returned
-            if e.sealed is None:
-                e.sealed = e.fingerprint()
-        heap.emit(ev.SaveEnd(slot=self.id, ok=ok, before=before, after=srv.cache_fingerprint()))
+        heap.emit(ev.SaveEnd(slot=self.id, ok=ok))  # what the save built is published now
         return ok
 
     def _fill(self, srv: Server, entry: CacheEntry, size_tgt: int, size_dft: int) -> bool:

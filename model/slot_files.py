@@ -17,7 +17,7 @@ Semantics as of the seeds (November 2026, #26004 + #30137):
   the draft data of all restored checkpoints is dropped if it did not fit;
 * a state whose cell count is 0 (a file saved from an empty slot) clears nothing in the C++;
 * ``fixed`` clears the sequence before restoring and re-processes the tokens into the draft
-  context, so target and draft memory agree with the restored tokens (STATE-1).
+  context, so target and draft memory agree with the restored tokens.
 """
 
 from __future__ import annotations
@@ -153,17 +153,6 @@ def handle(srv: Server, action: str, id_slot: int, filename: str) -> None:
         raise PcspecError(f"unknown slot action {action!r} (save, restore, erase)")
 
 
-def summary(slot: Slot) -> tuple[object, ...]:
-    """What a file must bring back: the tokens and each checkpoint's metadata and payloads."""
-    return (
-        slot.prompt.tokens,
-        tuple(
-            (ck.n_tokens, ck.pos_min, ck.pos_max, tuple(b.content for b in ck.buffers()))
-            for ck in slot.prompt.checkpoints
-        ),
-    )
-
-
 def _file_checkpoint(ck: Checkpoint) -> tuple[FileCheckpoint, int]:
     unwritten = 0
     blobs: list[bytes] = []
@@ -188,8 +177,6 @@ def save(srv: Server, slot: Slot, filename: str) -> None:
         unwritten += n
     data = write_slot_file(slot.prompt.tokens, encode_content(img), records)
     srv.files[filename] = data
-    srv.written[filename] = data
-    srv.written_meta[filename] = summary(slot)
     # Mutant appendix-uncounted: the #26004 bug the author acknowledged (July 2026), the
     # reported count leaves the appendix out.
     n_written = len(data) if srv.variant.count_appendix_bytes else len(data) - len(encode_appendix(records))
@@ -308,7 +295,6 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
     _restore_checkpoints(srv, slot, parsed, filename)
     n_read = parsed.n_read if v.count_appendix_bytes else parsed.n_read - parsed.appendix_bytes
     srv.last_result = {"n_restored": len(tokens), "n_read": n_read}
-    written = srv.written.get(filename)
     heap.emit(ev.FileRestore(
         slot=slot.id,
         filename=filename,
@@ -316,10 +302,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         n_read=n_read,
         consumed=parsed.n_read,
         size=len(data),
-        pristine=written == data,
         appendix=parsed.appendix_status,
-        saved=srv.written_meta.get(filename) if written == data else None,
-        restored=summary(slot),
     ))
 
 

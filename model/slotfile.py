@@ -142,7 +142,7 @@ class SlotFile:
     total_bytes: int
     trailing_bytes: int = 0
     # Bytes the restore consumed: header, tokens, state and a valid appendix. Equals total_bytes
-    # for a well-formed file (FILE-2).
+    # for a well-formed file.
     n_read: int = 0
     # The appendix count field as stored, before the n_ctx_checkpoints cap; None without one.
     appendix_count: int | None = None
@@ -571,12 +571,12 @@ def write_slot_file(
     by server-context.cpp: slot save checkpoint appendix (#26004, seed 001) when there are
     checkpoints. ``state`` is the sequence state exactly as the target context's ``state_write``
     produced it. ``unwritten`` names buffers (state, checkpoint payloads) that hold bytes never
-    written: UNINIT-2 says no unwritten byte is ever written to a slot file, so any name there
+    written: no unwritten byte may ever be written to a slot file, so any name there
     makes the write refuse instead of producing a file.
     """
     if unwritten:
         raise PcspecError(
-            "UNINIT-2: refusing to write a slot file from buffer(s) with unwritten bytes: " + ", ".join(unwritten),
+            "refusing to write a slot file from buffer(s) with unwritten bytes: " + ", ".join(unwritten),
             where=path,
         )
     if state_version not in STATE_SEQ_VERSIONS:

@@ -69,9 +69,9 @@ class Variant:
     # cache places its cells by its own history).
     record_payload_pos_min: bool = False
     # Restore only a checkpoint of the shared prefix (n_tokens <= n_prefix): the C++ can
-    # restore the one at n_prefix + 1 and erase it right away as invalidated (PERF-2).
+    # restore the one at n_prefix + 1 and erase it right away as invalidated.
     restore_only_prefixes: bool = False
-    # Resume from the best point the held state serves (REUSE-1): live memory or any held
+    # Resume from the best point the held state serves: live memory or any held
     # checkpoint of the prompt's prefix, whichever keeps the most tokens, judged by what each
     # memory kind can roll back (an SWA window that covers the next token, a recurrent state
     # within its rollback depth). The C++ tests live memory with ``pos_min < thold`` (one cell

@@ -87,7 +87,6 @@ def stage(scene: Scene, v: Variant) -> Staged:
         e = CacheEntry(heap.new_id(), Prompt(toks), data[0], data[1] if len(data) > 1 else None)
         for ck in ckpts:
             hold(heap, e.prompt, ck)
-        e.sealed = e.fingerprint()
         srv.cache.entries.append(e)
     if scene.fault != "none":
         heap.faults.arm(scene.fault)

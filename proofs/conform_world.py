@@ -87,7 +87,6 @@ def stage(scene: WorldScene, v: Variant) -> Server:
         e = CacheEntry(heap.new_id(), Prompt((500 + n,)), data[0], data[1] if len(data) > 1 else None)
         for ck in copy_checkpoints(heap, own, v.sharing, v.zero_init, None):
             hold(heap, e.prompt, ck)
-        e.sealed = e.fingerprint()
         srv.cache.entries.append(e)
     if scene.fault != "none":
         heap.faults.arm(scene.fault)

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.events import Event
 from pcspec.model.ownership import Holder, holders
 from pcspec.model.server import Server
+
+if TYPE_CHECKING:
+    from pcspec.properties.history import History
 
 Check = Callable[[Server, Sequence[Event]], list[str]]
 C = TypeVar("C", bound=Check)
@@ -72,6 +75,34 @@ def on_storage(check: C) -> C:
     return check
 
 
+# check -> the parts of the judge's history it reads (``needs``)
+_NEEDS: dict[Check, frozenset[str]] = {}
+
+
+def needs(*parts: str) -> Callable[[C], C]:
+    """Declares that a check reads these parts of the judge's history
+    (``pcspec.properties.history.PARTS``): the judge keeps only the parts its checks need."""
+
+    def mark(check: C) -> C:
+        _NEEDS[check] = frozenset(parts)
+        return check
+
+    return mark
+
+
+def history_parts(check: Check) -> frozenset[str]:
+    return _NEEDS.get(check, frozenset())
+
+
+def history_of(events: Sequence[Event]) -> History:
+    """The judge's history, for a check that declared ``needs`` (only a judge's judgement
+    carries one: the history is what the judge saw as the operation ran)."""
+    history: History | None = getattr(events, "history", None)
+    if history is None:
+        raise TypeError("this check reads the judge's history: run it through pcspec.properties.judge.Judge")
+    return history
+
+
 def reads_storage_only(check: Check) -> bool:
     return check in _ON_STORAGE
 
@@ -101,8 +132,9 @@ class Events(list[Event]):
     hold, the cache's byte counts), computed once per judgement: the checks are pure and the
     state does not change while they run."""
 
-    def __init__(self, events: Sequence[Event]) -> None:
+    def __init__(self, events: Sequence[Event], history: History | None = None) -> None:
         super().__init__(events)
+        self.history = history
         by_kind: dict[str, list[Event]] = {}
         for e in events:
             k = e.kind

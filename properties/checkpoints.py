@@ -14,7 +14,7 @@ from pcspec.model.config import MemoryKind
 from pcspec.model.events import Event
 from pcspec.model.memory import StateImage, Tokens
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, holders_of, on_events, on_storage
+from pcspec.properties.base import events_of, history_of, holders_of, needs, on_events, on_storage
 
 
 @on_storage
@@ -63,13 +63,14 @@ def ckpt2_describes_prefix(srv: Server, events: Sequence[Event]) -> list[str]:
 
 
 @on_events(ev.PromptStart)
+@needs("starts")
 def restore1_prompt_start(srv: Server, events: Sequence[Event]) -> list[str]:
     """Judged on what ``prompt_start`` kept, as of that moment (later work in the same
     ``update_slots`` iteration, such as a deferred task's cache load, is not its doing)."""
     out: list[str] = []
-    for e in events_of(events, ev.PromptStart):
+    for e, start in zip(events_of(events, ev.PromptStart), history_of(events).starts, strict=True):
         prompt: Tokens = e.prompt
-        for ck in e.kept:
+        for ck in start.kept:
             if not describes_prefix(ck, prompt):
                 out.append(
                     f"task {e.task} on slot {e.slot} kept {ck.describe()}, which is not a "
@@ -148,14 +149,21 @@ def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
 
 
 @on_events(ev.PromptStart)
+@needs("starts")
 def perf3_extension_resumes(srv: Server, events: Sequence[Event]) -> list[str]:
     """A prompt that strictly extends a recurrent or hybrid slot's live tokens resumes from
-    live memory (#24110: no needless restore when the prompt brings new tokens)."""
+    live memory (#24110: no needless restore when the prompt brings new tokens). "Live" is
+    the premise: every context's memory was the state of the slot's tokens when the prompt
+    started. A slot whose memory already disagreed with its bookkeeping (a STATE-1 violation,
+    left by a failed load) cannot resume from it, and restoring is then no waste."""
     if srv.cfg.memory not in (MemoryKind.RECURRENT, MemoryKind.HYBRID):
         return []
     out: list[str] = []
-    for e in events_of(events, ev.PromptStart):
+    for e, start in zip(events_of(events, ev.PromptStart), history_of(events).starts, strict=True):
         if not 0 < e.n_prefix == e.n_slot_tokens < len(e.prompt):
+            continue
+        live = e.prompt[: e.n_slot_tokens]
+        if not all(mem.is_state_of(live) for _, mem in start.memories):
             continue
         if e.restored is not None or e.reprocess is not None or e.n_past != e.n_prefix:
             how = "restored a checkpoint" if e.restored is not None else f"re-processed ({e.reprocess})"

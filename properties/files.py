@@ -1,5 +1,6 @@
 """FILE family: slot files round-trip, and corrupted ones are rejected cleanly (#26004's
-appendix reader, seed 001: every length checked against the bytes left before allocating)."""
+appendix reader: every length checked against the bytes left before allocating). What a file
+held when the server wrote it is the judge's to remember (``pcspec.properties.history``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from collections.abc import Sequence
 from pcspec.model import events as ev
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, on_events
+from pcspec.properties.base import events_of, history_of, needs, on_events
 
 
 @on_events(ev.Crash, ev.FileRestore, ev.FileRestoreFailed)
+@needs("files")
 def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     ops = events_of(events, ev.Op)
@@ -20,7 +22,7 @@ def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list
         for c in events_of(events, ev.Crash):
             out.append(f"restoring slot file {ops[0].args.get('filename')!r} crashed the server: {c.message}")
     cap = srv.cfg.n_ctx_checkpoints
-    for e in events_of(events, ev.FileRestore):
+    for e in history_of(events).restores:
         saved = e.saved
         if saved is None:
             continue

@@ -26,9 +26,11 @@ from pcspec.properties.base import (
     Events,
     Property,
     event_kinds,
+    history_parts,
     reads_storage_only,
 )
 from pcspec.properties.catalogue import CATALOGUE, get_property
+from pcspec.properties.history import History
 
 
 class Judge:
@@ -54,12 +56,20 @@ class Judge:
             if not reads_storage_only(x[1]) and (x[3] is None or not x[3].isdisjoint(DECODE_STEP_KINDS))
         )
         self._watched = frozenset().union(*(x[3] for x in self._plan if x[3] is not None))
+        # What the chosen checks compare against, kept as the model runs (properties/history.py).
+        self.history = History(srv, frozenset().union(*(history_parts(p.check) for p in self.props)))
 
     def __call__(self) -> list[Finding]:
+        try:
+            return self._judge()
+        finally:
+            self.history.done()
+
+    def _judge(self) -> list[Finding]:
         srv = self.srv
-        history = srv.heap.events
-        new = history[self.seen :]
-        self.seen = len(history)
+        log = srv.heap.events
+        new = log[self.seen :]
+        self.seen = len(log)
         if len(new) == 1 and new[0].kind == "op":
             # The operation changed nothing (an idle step, an armed fault): the state is the
             # one already judged, and there are no new events to judge.
@@ -83,7 +93,7 @@ class Judge:
             if needs is not None and needs.isdisjoint(kinds):
                 continue  # an event check without its events finds nothing (base.on_events)
             if events is None:
-                events = Events(new)
+                events = Events(new, self.history)
             for msg in check(srv, events):
                 out.append(violation(pid, op, msg))
         return out

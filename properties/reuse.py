@@ -19,7 +19,7 @@ from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.events import Event
 from pcspec.model.memory import PARTIAL_ONLY, SeqMemory, StateImage, Tokens
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, on_events
+from pcspec.properties.base import events_of, history_of, needs, on_events
 from pcspec.properties.checkpoints import describes_prefix
 
 
@@ -47,6 +47,7 @@ def _serves(memories: Sequence[tuple[str, SeqMemory]], ck: Checkpoint | None, pr
 
 
 @on_events(ev.PromptStart)
+@needs("starts")
 def reuse1_best_resume(srv: Server, events: Sequence[Event]) -> list[str]:
     """At every prompt start with ``cache_prompt``: the tokens kept (``n_past``) are at least
     what the best usable source would keep. The sources are the slot's live memory (kept up to
@@ -57,17 +58,17 @@ def reuse1_best_resume(srv: Server, events: Sequence[Event]) -> list[str]:
     token, a recurrent state within its rollback depth). A checkpoint that failed to load is
     a fault, not a choice, and is not judged."""
     out: list[str] = []
-    for d in events_of(events, ev.PromptStart):
+    for d, start in zip(events_of(events, ev.PromptStart), history_of(events).starts, strict=True):
         if not d.cache_prompt or d.reprocess == "checkpoint failed to load":
             continue
         prompt: Tokens = d.prompt
         n_prompt, n_prefix = len(prompt), d.n_prefix
-        memories = d.memories
+        memories = start.memories
         best, source = 0, ""
         n_live = policy.resume_point(n_prefix, n_prompt)
         if n_live > 0 and _serves(memories, None, prompt, n_live):
             best, source = n_live, "its live memory"
-        for ck in d.held:
+        for ck in start.held:
             if not describes_prefix(ck, prompt):
                 continue
             _, n = policy.restored_positions(n_prefix, ck.pos_min, ck.pos_max, ck.n_tokens)
@@ -84,44 +85,31 @@ def reuse1_best_resume(srv: Server, events: Sequence[Event]) -> list[str]:
 
 
 @on_events(ev.Select)
+@needs("loads")
 def reuse2_cache_load(srv: Server, events: Sequence[Event]) -> list[str]:
     """A completion task placed on a slot that shares nothing with its prompt (empty, or
     unrelated) gets the cache entry the load rules choose (``policy.load_select``: the
     ``f_keep`` floor, strictly better than the slot on both fractions; an empty slot's
     baseline ``f_keep`` is -1), judged on the entries present when the load decision is made:
-    at the load scan, or at the selection when no scan ran. A save right before the load may
-    evict entries (make room): what it evicts is the save's business (ACC-3), not the load's."""
+    at the load scan, or at the selection when no scan ran (``pcspec.properties.history``). A
+    save right before the load may evict entries (make room): what it evicts is the save's
+    business (ACC-3), not the load's."""
     out: list[str] = []
-    pending: ev.Select | None = None  # the select whose load decision is still to come
-
-    def judge(d: ev.Select, scan: ev.LoadScan | None) -> None:
+    for d in history_of(events).settled_loads():
         prompt: Tokens = d.prompt
-        entries = scan.entries if scan is not None else d.entries
-        slot_tokens: Tokens = scan.slot_tokens if scan is not None else d.slot_tokens
+        entries = d.entries
+        slot_tokens: Tokens = d.slot_tokens
         n = len(prompt)
         base = policy.load_baseline(lcp(slot_tokens, prompt), len(slot_tokens), n)
         cands = [policy.entry_fractions(lcp(toks, prompt), len(toks), n) for _, toks in entries]
         i = policy.load_select(base[0], base[1], cands)
         want = None if i is None else entries[i][0]
-        got = None if scan is None else scan.chosen
+        got = d.chosen if d.scanned else None
         if want != got:
             what = "no entry" if got is None else f"entry #{got}"
-            why = "" if scan is not None else " (the cache was not consulted)"
+            why = "" if d.scanned else " (the cache was not consulted)"
             out.append(
                 f"task {d.task} on slot {d.slot} ({len(slot_tokens)} tokens, none shared) loaded {what}{why},"
                 f" but the load rules choose entry #{want} of {[len(t) for _, t in entries]} tokens"
             )
-
-    # A selection's load scan (if any) follows it inside the same get_available_slot, before
-    # the next selection of the operation.
-    for e in events:
-        if isinstance(e, ev.Select):
-            if pending is not None:
-                judge(pending, None)
-            pending = e if e.judge_load else None
-        elif isinstance(e, ev.LoadScan) and pending is not None:
-            judge(pending, e)
-            pending = None
-    if pending is not None:
-        judge(pending, None)
     return out

@@ -1,8 +1,8 @@
 """RB family: a failed save rolls back (seed 000: #30137 pops the entry; review point 3).
 
-RB-1 is judged on the state (no entry holds a partial or zero-filled state), RB-2 on the
-``save_end`` event (the cache fingerprint before and after a save that returned false), RB-3
-on crashes inside a save.
+RB-1 is judged on the state (no entry holds a partial or zero-filled state), RB-2 on each save
+that returned false (the cache as the judge saw it before and after the save,
+``pcspec.properties.history``), RB-3 on crashes inside a save.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pcspec.model import events as ev
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, on_events, on_storage
+from pcspec.properties.base import events_of, history_of, needs, on_events, on_storage
 
 
 @on_storage
@@ -32,9 +32,10 @@ def rb1_no_partial_entry(srv: Server, events: Sequence[Event]) -> list[str]:
 
 
 @on_events(ev.SaveEnd)
+@needs("saves")
 def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
-    for e in events_of(events, ev.SaveEnd):
+    for e in history_of(events).saves:
         if e.ok or e.before == e.after:
             continue
         before, after = e.before, e.after

@@ -19,9 +19,9 @@ import pytest
 
 from pcspec.conform import golden, protocol
 from pcspec.conform.canon import Canon
+from pcspec.conform.golden import scenarios
 from pcspec.conform.judge import CHECKS, Judge
 from pcspec.conform.lower import lower
-from pcspec.conform.scenarios import scenarios
 from pcspec.model.variants import get_variant
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.judge import replay

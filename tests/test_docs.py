@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pcspec.docgen import render
 from pcspec.properties.catalogue import CATALOGUE
+from pcspec.tools.docgen import render
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def test_properties_doc_is_current() -> None:
     text = (DOCS / "PROPERTIES.md").read_text(encoding="utf-8")
-    assert text == render(), "regenerate with: python -m pcspec.docgen > docs/PROPERTIES.md"
+    assert text == render(), "regenerate with: python -m pcspec.tools.docgen > docs/PROPERTIES.md"
     for p in CATALOGUE:
         assert f"### {p.id}" in text
 

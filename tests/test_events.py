@@ -87,8 +87,7 @@ def test_logged_records_of_model_events() -> None:
     assert ev.EntryEvict(entry=1, reason="pop_back", n_tokens=9).logged() is None
     assert _erase().logged() == lg.CkptErased(0, "invalidated", 8)
     assert ev.Free(buf=1, size=2).logged() is None
-    sel = ev.Select(task=3, slot=0, how="lcp", update_cache=False, judge_load=False, prompt=(1,), slot_tokens=(1,),
-                    entries=())
+    sel = ev.Select(task=3, slot=0, how="lcp", update_cache=False, prompt=(1,), task_type="completion")
     # a pinned task is logged "by id" even where the similarity scan confirmed the slot
     assert model_records([sel]) == [lg.Selected(0, "lcp")]
     assert model_records([sel], {3}) == [lg.Selected(0, "id")]

@@ -1,8 +1,8 @@
 """The judge's shortcuts change no verdict: on fuzzed states of every design and mutant, the
 judge (event checks skipped without their events, values shared within a judgement) finds
 exactly what every check finds when run on its own, each computing everything afresh from the
-plain list of events; and the model's fingerprints and byte counts, written for speed, equal
-their plain definitions on the same states."""
+plain list of events (and the judge's history of the same operation); and the fingerprints
+and byte counts written for speed equal their plain definitions on the same states."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pcspec.model.server import Server
 from pcspec.model.variants import ALL, Accounting
 from pcspec.properties import coverage, rules
 from pcspec.properties.base import DECODE_STEP_KINDS, event_kinds, held_checkpoints, reads_storage_only
+from pcspec.properties.history import checkpoint_fingerprint, entry_fingerprint
 from pcspec.properties.judge import Judge
 
 EXAMPLES = 25  # per design: enough for violations of most properties on the designs and mutants
@@ -33,9 +34,10 @@ class CheckedJudge(Judge):
         super().__init__(*a, **kw)
         self.storage: dict[str, list[str]] = {}  # each storage check's last findings
 
-    def __call__(self) -> list[Finding]:
+    def _judge(self) -> list[Finding]:
+        # (``_judge``: the judgement itself, before the history drops the operation's records)
         start = self.seen
-        got = super().__call__()
+        got = super()._judge()
         srv = self.srv
         new = srv.heap.events[start:]
         if len(new) == 1 and new[0].kind == "op":
@@ -51,7 +53,7 @@ class CheckedJudge(Judge):
         for p in self.props:
             if crashed and not p.after_crash:
                 continue
-            msgs = p.check(srv, list(new))  # a plain list: no index, no shared values
+            msgs = p.check(srv, _Plain(new, self.history))  # no index, no shared values
             needs = event_kinds(p.check)
             if needs is not None and needs.isdisjoint(kinds):
                 assert msgs == [], f"{p.id} found something without its events {sorted(needs)}: {msgs}"
@@ -69,19 +71,32 @@ class CheckedJudge(Judge):
         return got
 
 
+class _Plain(list[events.Event]):
+    """The operation's events as a plain list, with the judge's history (what a check that
+    declares ``needs`` reads)."""
+
+    def __init__(self, new: list[events.Event], history: Any) -> None:
+        super().__init__(new)
+        self.history = history
+
+
+def _fp(b: Any) -> tuple[int, int, int]:
+    return (b.id, b.size, b.version)
+
+
 def _same_as_the_plain_definitions(srv: Server) -> None:
-    """The model's fingerprints and byte counts, written for speed, against their plain
-    definitions (``buffers()`` lists, generators)."""
+    """The fingerprints and byte counts, written for speed, against their plain definitions
+    (``buffers()`` lists, generators)."""
     for ck, _names in held_checkpoints(srv, []).values():
-        assert ck.fingerprint() == (ck.n_tokens, ck.pos_min, ck.pos_max, tuple(b.fingerprint() for b in ck.buffers()))
+        assert checkpoint_fingerprint(ck) == (ck.n_tokens, ck.pos_min, ck.pos_max, tuple(_fp(b) for b in ck.buffers()))
     if srv.cache is None:
         return
     entries = srv.cache.entries
     for e in entries:
-        assert e.fingerprint() == (
+        assert entry_fingerprint(e) == (
             e.prompt.tokens,
-            tuple(b.fingerprint() for b in e.data_buffers()),
-            tuple(ck.fingerprint() for ck in e.prompt.checkpoints),
+            tuple(_fp(b) for b in e.data_buffers()),
+            tuple(checkpoint_fingerprint(ck) for ck in e.prompt.checkpoints),
         )
     assert unique_bytes(entries) == sum({b.id: b.size for e in entries for b in e.buffers()}.values())
     if srv.variant.accounting == Accounting.UNIQUE:

@@ -1,4 +1,4 @@
-"""pcspec.outdir and pcspec.argtypes: output paths and option values checked before the work."""
+"""pcspec.outdir and pcspec.commands.argtypes: output paths and option values checked before the work."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pcspec.argtypes import count, seconds
+from pcspec.commands.argtypes import count, seconds
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import check_output_file, ensure_writable_dir, write_output
 

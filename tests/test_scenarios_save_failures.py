@@ -35,6 +35,7 @@ from conftest import RS_STATE as U
 from pcspec.model import events as ev
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
+from pcspec.properties.history import cache_fingerprint
 
 
 def setup(variant: str) -> Server:
@@ -94,23 +95,23 @@ def test_unvalidated_save_keeps_partial_entry(variant: str) -> None:
 
 def test_pr30137_pops_entry_but_keeps_collateral_evictions() -> None:
     srv = setup("pr30137")
-    before = srv.cache_fingerprint()
+    before = cache_fingerprint(srv)
     evs = failing_save(srv)
     assert evictions(evs) == [("obsolete", 25), ("make_room", 4), ("pop_back", 45)]
     assert saves_ok(evs) == [False]
     assert srv.cache is not None
     assert srv.cache.entries == []  # no partial entry (RB-1) ...
-    assert srv.cache_fingerprint() != before  # ... but E1 and EB are lost (RB-2)
+    assert cache_fingerprint(srv) != before  # ... but E1 and EB are lost (RB-2)
     assert srv.accounted_bytes == 0
 
 
 def test_fixed_leaves_cache_exactly_as_it_was() -> None:
     srv = setup("fixed")
-    before = srv.cache_fingerprint()
+    before = cache_fingerprint(srv)
     evs = failing_save(srv)
     assert evictions(evs) == []
     assert saves_ok(evs) == [False]
-    assert srv.cache_fingerprint() == before
+    assert cache_fingerprint(srv) == before
     assert srv.cache is not None
     assert [e.prompt.n_tokens for e in srv.cache.entries] == [25, 4]
     assert all(b.complete for e in srv.cache.entries for b in e.buffers())

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from pcspec import specgen
 from pcspec.conform import protocol
 from pcspec.conform.judge import CHECKS
 from pcspec.model.heap import Faults
 from pcspec.model.variants import Variant
 from pcspec.properties.catalogue import CATALOGUE
+from pcspec.tools import specgen
 
 SPEC = Path(__file__).resolve().parents[1] / "docs" / "SPEC.md"
 TEXT = SPEC.read_text(encoding="utf-8")
 
 
 def test_generated_blocks_are_current() -> None:
-    assert specgen.render(TEXT) == TEXT, "docs/SPEC.md drifted from the code: run python -m pcspec.specgen"
+    assert specgen.render(TEXT) == TEXT, "docs/SPEC.md drifted from the code: run python -m pcspec.tools.specgen"
 
 
 def test_every_operation_has_its_section() -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pcspec.argtypes import seconds
+from pcspec.commands.argtypes import seconds
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.engines import campaign

@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pcspec.argtypes import count, seconds
+from pcspec.commands.argtypes import count, seconds
+from pcspec.commands.progress import plain_lines
 from pcspec.conform import golden
 from pcspec.conform.report import as_json, cut, text
 from pcspec.conform.run import conform
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import get_variant
-from pcspec.progress import plain_lines
 
 
 def register(sub: Any) -> None:

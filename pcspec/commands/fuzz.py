@@ -6,13 +6,13 @@ import argparse
 import json
 from typing import Any
 
+from pcspec.commands.progress import plain_lines
 from pcspec.commands.verify import SYMBOL, add_budget_args, budget_of
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import Variant, get_variant
-from pcspec.progress import plain_lines
 from pcspec.properties.catalogue import get_property
-from pcspec.user_variant import add_variant_options, chosen_variant
-from pcspec.verdicts import fuzz_variant
+from pcspec.tools.user_variant import add_variant_options, chosen_variant
+from pcspec.tools.verdicts import fuzz_variant
 
 
 def register(sub: Any) -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pcspec.argtypes import count
+from pcspec.commands.argtypes import count
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import get_variant
@@ -20,7 +20,7 @@ from pcspec.proofs.recheck import Recheck, recheck
 from pcspec.proofs.run import Row, RunConfig
 from pcspec.proofs.solver import Settings, version_pinned, z3_version
 from pcspec.proofs.suite import Report, export, run_suite
-from pcspec.user_variant import load_variant
+from pcspec.tools.user_variant import load_variant
 
 DEEP = Bounds(8, 10)
 

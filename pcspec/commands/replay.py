@@ -19,7 +19,7 @@ from pcspec.core.trace import Trace, file_lines, first_object, from_header
 from pcspec.properties.catalogue import BY_ID, CATALOGUE, get_property
 from pcspec.properties.judge import replay
 from pcspec.properties.routes import route_name
-from pcspec.user_variant import add_variant_options, chosen_variant
+from pcspec.tools.user_variant import add_variant_options, chosen_variant
 
 LOG_EVENTS_KIND = "pcspec-log-events"  # pcspec.logcheck.trace.KIND (imported only when needed)
 QUIET_EVENTS = ("alloc", "fill", "free")  # per-buffer bookkeeping: every step has many

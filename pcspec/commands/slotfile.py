@@ -15,7 +15,7 @@ import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pcspec.argtypes import count
+from pcspec.commands.argtypes import count
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import check_output_file, write_output
 from pcspec.core.trace import load
@@ -29,8 +29,8 @@ from pcspec.model.slotfile import (
 )
 from pcspec.model.variants import Variant, get_variant
 from pcspec.properties.catalogue import BY_ID
-from pcspec.slotfile_writer import Written, from_tokens, from_trace
-from pcspec.user_variant import add_variant_options, chosen_variant
+from pcspec.tools.slotfile_writer import Written, from_tokens, from_trace
+from pcspec.tools.user_variant import add_variant_options, chosen_variant
 
 JSON_SCHEMA = 1
 FIRST_TOKENS = 16  # how many leading tokens the human output shows

@@ -9,14 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pcspec.argtypes import seconds
+from pcspec.commands.argtypes import seconds
+from pcspec.commands.progress import verify_progress
 from pcspec.commands.prove import add_prove_args, config_of, print_row
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import ALL, get_variant
-from pcspec.progress import verify_progress
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS, UNREACHABLE, missing, never_reached
-from pcspec.verdicts import PROFILES, Budget, Cell, Matrix, verify
+from pcspec.tools.verdicts import PROFILES, Budget, Cell, Matrix, verify
 
 SYMBOL = {"violated": "x", "holds": ".", "unknown": "?"}
 

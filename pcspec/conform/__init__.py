@@ -1,6 +1,6 @@
 """The conformance kit: the protocol a port of the core speaks, the lowering of model traces to
 it, the reference observations, the golden suite, and the session that compares a port with the
-model (``pcspec conform``). docs/SPEC.md is the written form; ``pcspec.specgen`` generates its
+model (``pcspec conform``). docs/SPEC.md is the written form; ``pcspec.tools.specgen`` generates its
 tables from the modules here.
 
 Modules, one idea each:

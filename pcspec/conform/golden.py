@@ -14,10 +14,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from pcspec.conform.case import Case
-from pcspec.conform.scenarios import Scenario, scenarios
+from pcspec.conform.scenarios import Scenario, base_scenarios, fault_scenarios
+from pcspec.conform.witnesses import witness_scenarios
 
 VARIANT = "fixed"
 
+
+
+def scenarios() -> list[Scenario]:
+    """Every scenario of the golden suite: the base ones, one per fault site, the witnesses."""
+    return [*base_scenarios(), *fault_scenarios(), *witness_scenarios()]
 
 def default_dir() -> Path | None:
     """``tests/data/conform`` of the checkout this package runs from (an editable install), or

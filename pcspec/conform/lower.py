@@ -1,6 +1,6 @@
 """Lowering: a model trace becomes core operations, each with the observation a port must make.
 
-The model runs the trace as usual. A tap on its heap (``Heap.tap``, set for this run only)
+The model runs the trace as usual. A watcher on its heap (``Heap.watch``, for this run only)
 sees every event as it is emitted, ``fault_hit`` included; an
 event that ends a core function (``save_end``, ``cache_state``, ``prompt_start``,
 ``ckpt_create``, ...) turns into one core operation, with its inputs read from the event, the
@@ -82,7 +82,7 @@ class Lowerer:
         self.out = Lowered(trace.variant.name, port_config(trace.config))
         self.tags = self.out.tags
         heap = self.srv.heap
-        heap.tap = self._on_event
+        heap.watch("*", self._on_event)
         self.shadow = observe(self.srv, self.tags)
         self.evbuf: list[dict[str, Any]] = []
         self.faults: list[str] = []

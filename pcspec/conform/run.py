@@ -22,7 +22,7 @@ def golden_cases(variant: Variant, suite: Path | None) -> list[Case]:
         if suite is not None and suite.is_file():
             return [Case.loads(suite.read_text(encoding="utf-8"), str(suite))]
         return golden.cases(suite)
-    from pcspec.conform.scenarios import scenarios
+    from pcspec.conform.golden import scenarios
 
     return [Case.from_trace(s.name, replace(s.trace(), variant=variant), s.purpose, list(s.shows)) for s in scenarios()]
 

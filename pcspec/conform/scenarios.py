@@ -212,8 +212,3 @@ def fault_scenarios() -> list[Scenario]:
         out.append(scenario)
     return out
 
-
-def scenarios() -> list[Scenario]:
-    from pcspec.conform.witnesses import witness_scenarios
-
-    return [*base_scenarios(), *fault_scenarios(), *witness_scenarios()]

@@ -1,5 +1,5 @@
 """Generate docs/PROPERTIES.md from the catalogue and the oracle (the part of the spec a C++
-port or a reviewer reads). ``python -m pcspec.docgen > docs/PROPERTIES.md``; a test keeps
+port or a reviewer reads). ``python -m pcspec.tools.docgen > docs/PROPERTIES.md``; a test keeps
 the file in step with the code."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def render() -> str:
         "# Properties of the prompt cache and context checkpoints",
         "",
         "Generated from `properties/catalogue.py` and `properties/oracle.py` by",
-        "`python -m pcspec.docgen`; do not edit by hand.",
+        "`python -m pcspec.tools.docgen`; do not edit by hand.",
         "",
         "Verdicts: `x` the design is expected to violate the property (pcspec verify must find",
         "a counterexample), `.` expected to hold (no violation may be found), `?` no expectation",
@@ -75,9 +75,9 @@ def render() -> str:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m pcspec.docgen",
+        prog="python -m pcspec.tools.docgen",
         description="Print docs/PROPERTIES.md, generated from the catalogue and the oracle"
-        " (python -m pcspec.docgen > docs/PROPERTIES.md).",
+        " (python -m pcspec.tools.docgen > docs/PROPERTIES.md).",
     )
     ap.parse_args(argv)
     print(render(), end="")

@@ -6,7 +6,7 @@ events (``EVENTS``), the port's configuration, the JSON Schemas of the protocol'
 fault sites (``Faults.SITES`` with the comment the model gives each), the seams (``Variant``'s
 fields with their comments and each design's value) and the property catalogue (statements
 from ``properties.catalogue``, who judges each on a port from ``conform.judge``).
-``python -m pcspec.specgen`` rewrites the blocks; ``tests/test_spec_doc.py`` fails when the file
+``python -m pcspec.tools.specgen`` rewrites the blocks; ``tests/test_spec_doc.py`` fails when the file
 and the code drift apart, and when a block, an operation's section or a property's
 restatement is missing.
 """
@@ -238,7 +238,7 @@ def render(text: str) -> str:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m pcspec.specgen",
+        prog="python -m pcspec.tools.specgen",
         description="Rewrite the generated blocks of docs/SPEC.md (or FILE) from the code.",
     )
     # the checkout's docs/SPEC.md; an installed pcspec has none beside it: the current folder's
@@ -250,14 +250,14 @@ def main(argv: list[str]) -> int:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        print(f"pcspec.specgen: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"pcspec.tools.specgen: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     new = render(text)
     if new == text:
         print(f"{path} is current")
         return 0
     if args.check:
-        print(f"{path} is not current: run python -m pcspec.specgen {path}")
+        print(f"{path} is not current: run python -m pcspec.tools.specgen {path}")
         return 1
     path.write_text(new, encoding="utf-8")
     print(f"updated {path}")

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from pcspec.verdicts import Tick
+from pcspec.tools.verdicts import Tick
 
 
 def plain_lines(enabled: bool) -> Callable[[str], None]:

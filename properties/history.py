@@ -1,0 +1,282 @@
+"""The judge's history: what some checks compare against, kept by the judge, not the model.
+
+A few properties compare the state with an earlier one: a published checkpoint with itself
+when it was published (IMM-1), a cache entry with itself when its save returned (IMM-2), the
+cache before and after a failed save (RB-2), a prompt start with what the slot held when it
+began (REUSE-1, PERF-3), the checkpoints a prompt start kept (RESTORE-1), the entries a load
+decision saw (REUSE-2). The model keeps none of it: it holds the server's state only, like the
+C++. The judge subscribes to the model's events as they are emitted (``Heap.watch``) and takes
+each snapshot at the moment it names, reading the server's state then (TigerBeetle's checkers
+keep their history the same way, apart from the system they check).
+
+Each part is kept only when a judged check needs it (``base.needs``), so a hunt that judges one
+property pays for its history alone. The checks of a judgement read what the operation left
+here; ``done`` ends the judgement (the records of that operation are dropped, the seals kept).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pcspec.model import events as ev
+from pcspec.model.cache import CacheEntry, lcp
+from pcspec.model.checkpoint import Checkpoint
+from pcspec.model.events import Event
+from pcspec.model.heap import Buffer
+from pcspec.model.memory import SeqMemory, Tokens
+from pcspec.model.server import Server
+from pcspec.model.slot import Slot, TaskType
+
+# The parts of the history, and the events each listens to.
+PARTS: dict[str, tuple[type[Event], ...]] = {
+    "seals": (ev.PublishCkpt, ev.SaveEnd),  # IMM-1, IMM-2
+    "saves": (ev.SaveBegin, ev.SaveEnd),  # RB-2
+    "starts": (ev.PromptBegin, ev.PromptStart),  # REUSE-1, PERF-3, RESTORE-1
+    "loads": (ev.Select, ev.LoadScan),  # REUSE-2
+    "files": (ev.FileWrite, ev.FileRestore),  # FILE-1
+}
+
+
+def buffer_fingerprint(b: Buffer) -> tuple[int, int, int]:
+    """A buffer as a comparison sees it: which one, its size, and how many writes it took."""
+    return (b.id, b.size, b.version)
+
+
+def checkpoint_fingerprint(ck: Checkpoint) -> tuple[object, ...]:
+    # (a list, not a generator, and no ``buffers()`` call: compared for every published
+    # checkpoint after every operation)
+    return (
+        ck.n_tokens,
+        ck.pos_min,
+        ck.pos_max,
+        tuple([(b.id, b.size, b.version) for b in (ck.tgt, ck.dft, ck.spec) if b is not None]),
+    )
+
+
+def entry_fingerprint(e: CacheEntry) -> tuple[object, ...]:
+    return (
+        e.prompt.tokens,
+        tuple([(b.id, b.size, b.version) for b in (e.main, e.drft) if b is not None]),
+        tuple([checkpoint_fingerprint(ck) for ck in e.prompt.checkpoints]),
+    )
+
+
+def file_summary(slot: Slot) -> tuple[Any, ...]:
+    """What a slot file must bring back: the tokens and each checkpoint's metadata and
+    payloads."""
+    return (
+        slot.prompt.tokens,
+        tuple(
+            (ck.n_tokens, ck.pos_min, ck.pos_max, tuple(b.content for b in ck.buffers()))
+            for ck in slot.prompt.checkpoints
+        ),
+    )
+
+
+def cache_fingerprint(srv: Server) -> tuple[Any, ...]:
+    """What a failed save must leave as it was: the limit and which entries, with which data
+    buffers, in which order (changes inside an entry's buffers are IMM-2's business)."""
+    if srv.cache is None:
+        return ()
+    return (
+        srv.cache.limit_size,
+        tuple(
+            (e.id, e.main.id if e.main else 0, e.drft.id if e.drft else 0, len(e.prompt.checkpoints))
+            for e in srv.cache.entries
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Save:
+    """One ``prompt_save``: the cache before it began and after it returned."""
+
+    slot: int
+    ok: bool
+    before: tuple[Any, ...]
+    after: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Start:
+    """One prompt start: what the slot held when it began (its checkpoints, copies of each
+    context's memory of it) and the checkpoints it kept."""
+
+    slot: int
+    task: int
+    held: tuple[Checkpoint, ...]
+    memories: tuple[tuple[str, SeqMemory], ...]
+    kept: tuple[Checkpoint, ...]
+
+
+@dataclass(frozen=True)
+class Load:
+    """One load decision a completion task on a slot sharing nothing with its prompt: the
+    prompt, the slot's tokens and the entries present when it was made (at the load scan, or
+    at the selection when no scan ran), and the entry the scan chose (None: no scan)."""
+
+    task: int
+    slot: int
+    prompt: Tokens
+    slot_tokens: Tokens
+    entries: tuple[tuple[int, Tokens], ...]
+    scanned: bool
+    chosen: int | None
+
+
+@dataclass(frozen=True)
+class Restore:
+    """One slot restored from a file: what the file held when the server wrote it (None: the
+    file changed since, or the server never wrote it) and what the slot holds now."""
+
+    slot: int
+    filename: str
+    saved: tuple[Any, ...] | None
+    restored: tuple[Any, ...]
+
+
+@dataclass
+class History:
+    srv: Server
+    parts: frozenset[str]
+    sealed_ckpts: dict[int, tuple[object, ...]] = field(default_factory=dict)
+    sealed_entries: dict[int, tuple[object, ...]] = field(default_factory=dict)
+    saves: list[Save] = field(default_factory=list)
+    starts: list[Start] = field(default_factory=list)
+    loads: list[Load] = field(default_factory=list)
+    restores: list[Restore] = field(default_factory=list)
+    # file name -> the bytes the server last wrote there and what they hold (file_summary)
+    _written: dict[str, tuple[bytes, tuple[Any, ...]]] = field(default_factory=dict)
+    _save_began: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
+    _began: dict[int, tuple[tuple[Checkpoint, ...], tuple[tuple[str, SeqMemory], ...]]] = field(default_factory=dict)
+    _pending: Load | None = None  # a selection whose load decision is still to come
+
+    def __post_init__(self) -> None:
+        handlers: dict[str, Any] = {
+            "seals": {ev.PublishCkpt: self._on_publish, ev.SaveEnd: self._seal_entries},
+            "saves": {ev.SaveBegin: self._on_save_begin, ev.SaveEnd: self._on_save_end},
+            "starts": {ev.PromptBegin: self._on_prompt_begin, ev.PromptStart: self._on_prompt_start},
+            "loads": {ev.Select: self._on_select, ev.LoadScan: self._on_load_scan},
+            "files": {ev.FileWrite: self._on_file_write, ev.FileRestore: self._on_file_restore},
+        }
+        for part in sorted(self.parts):
+            for kind, handler in handlers[part].items():
+                self.srv.heap.watch(kind.kind, handler)
+
+    def done(self) -> None:
+        """The judgement of an operation is over: its records are done with."""
+        if self.saves:
+            self.saves = []
+        if self.starts:
+            self.starts = []
+        self._settle_pending()
+        if self.loads:
+            self.loads = []
+        if self.restores:
+            self.restores = []
+        # (a save or a prompt start an abort cut short never ends)
+        self._save_began.clear()
+        self._began.clear()
+
+    def settled_loads(self) -> list[Load]:
+        self._settle_pending()
+        return self.loads
+
+    # -- seals (IMM-1, IMM-2) -----------------------------------------------------------------
+
+    def _on_publish(self, e: Event) -> None:
+        assert isinstance(e, ev.PublishCkpt)
+        self.sealed_ckpts[e.ckpt] = checkpoint_fingerprint(e.checkpoint)
+
+    def _seal_entries(self, e: Event) -> None:
+        # What the save built is published now that it returned.
+        if self.srv.cache is not None:
+            sealed = self.sealed_entries
+            for entry in self.srv.cache.entries:
+                if entry.id not in sealed:
+                    sealed[entry.id] = entry_fingerprint(entry)
+
+    # -- saves (RB-2) ---------------------------------------------------------------------------
+
+    def _on_save_begin(self, e: Event) -> None:
+        assert isinstance(e, ev.SaveBegin)
+        self._save_began.append((e.slot, cache_fingerprint(self.srv)))
+
+    def _on_save_end(self, e: Event) -> None:
+        assert isinstance(e, ev.SaveEnd)
+        slot, before = self._save_began.pop()
+        self.saves.append(Save(slot, e.ok, before, cache_fingerprint(self.srv)))
+
+    # -- prompt starts (REUSE-1, PERF-3, RESTORE-1) -------------------------------------------------
+
+    def _on_prompt_begin(self, e: Event) -> None:
+        assert isinstance(e, ev.PromptBegin)
+        # The checkpoints are immutable objects; the memories are copied.
+        held = tuple(self.srv.slots[e.slot].prompt.checkpoints)
+        memories = tuple((ctx.name, replace(ctx.seqs[e.slot])) for ctx in self.srv.contexts())
+        self._began[e.slot] = (held, memories)
+
+    def _on_prompt_start(self, e: Event) -> None:
+        assert isinstance(e, ev.PromptStart)
+        held, memories = self._began.pop(e.slot)
+        self.starts.append(Start(e.slot, e.task, held, memories, tuple(self.srv.slots[e.slot].prompt.checkpoints)))
+
+    # -- load decisions (REUSE-2) ---------------------------------------------------------------
+
+    def _on_select(self, e: Event) -> None:
+        assert isinstance(e, ev.Select)
+        self._settle_pending()
+        srv = self.srv
+        if e.slot is None or srv.cache is None or e.task_type != TaskType.COMPLETION or not e.prompt:
+            return
+        slot = srv.slots[e.slot]
+        if slot.is_processing or lcp(slot.prompt.tokens, e.prompt) != 0:
+            return
+        entries = tuple((x.id, x.prompt.tokens) for x in srv.cache.entries)
+        self._pending = Load(e.task, e.slot, e.prompt, slot.prompt.tokens, entries, False, None)
+
+    def _on_load_scan(self, e: Event) -> None:
+        assert isinstance(e, ev.LoadScan)
+        p = self._pending
+        if p is None or self.srv.cache is None:
+            return
+        # A selection's load scan (if any) follows it inside the same get_available_slot; a
+        # save right before it may have evicted entries (make room): judged on what is left.
+        entries = tuple((x.id, x.prompt.tokens) for x in self.srv.cache.entries)
+        tokens = self.srv.slots[p.slot].prompt.tokens
+        self.loads.append(replace(p, slot_tokens=tokens, entries=entries, scanned=True, chosen=e.chosen))
+        self._pending = None
+
+    # -- slot files (FILE-1) ------------------------------------------------------------------
+
+    def _on_file_write(self, e: Event) -> None:
+        assert isinstance(e, ev.FileWrite)
+        self._written[e.filename] = (self.srv.files[e.filename], file_summary(self.srv.slots[e.slot]))
+
+    def _on_file_restore(self, e: Event) -> None:
+        assert isinstance(e, ev.FileRestore)
+        written = self._written.get(e.filename)
+        pristine = written is not None and written[0] == self.srv.files.get(e.filename)
+        saved = written[1] if written is not None and pristine else None
+        self.restores.append(Restore(e.slot, e.filename, saved, file_summary(self.srv.slots[e.slot])))
+
+    def _settle_pending(self) -> None:
+        if self._pending is not None:
+            self.loads.append(self._pending)
+            self._pending = None
+
+
+__all__ = [
+    "PARTS",
+    "History",
+    "Load",
+    "Save",
+    "Start",
+    "buffer_fingerprint",
+    "Restore",
+    "cache_fingerprint",
+    "checkpoint_fingerprint",
+    "entry_fingerprint",
+    "file_summary",
+]
