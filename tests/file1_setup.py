@@ -29,6 +29,7 @@ import copy
 import functools
 import re
 import struct
+import weakref
 from dataclasses import dataclass, field
 
 from pcspec.core.errors import PcspecError
@@ -39,7 +40,10 @@ from pcspec.model.server import Server
 from pcspec.model.slot_files import _peek_state_size  # what the restore passes as state_size
 from pcspec.model.slotfile import SLOT_CKPT_MAX_COUNT, ReadStats, field_map, read_slot_file
 from pcspec.model.variants import ALL
+from pcspec.properties.base import Events
+from pcspec.properties.catalogue import get_property
 from pcspec.properties.files import file1_round_trip_and_rejection
+from pcspec.properties.judge import Judge
 from pcspec.properties.state import state1_memory_matches_tokens
 
 FILE = "f.bin"
@@ -90,7 +94,11 @@ class Base:
     ckpt_meta: frozenset[int]  # n_tokens, pos_min, pos_max of every checkpoint record
 
     def fresh(self) -> Server:
-        return copy.deepcopy(self.server)
+        """A copy of the server, with a copy of its FILE-1 judge (which remembers what the
+        server wrote: ``judge`` reads it)."""
+        srv, file1 = copy.deepcopy((self.server, _JUDGES[self.server]))
+        _JUDGES[srv] = file1
+        return srv
 
     def field(self, name: str) -> tuple[int, int]:
         return next((off, width) for n, off, width in self.fields if n == name)
@@ -138,9 +146,14 @@ def identity_bytes(data: bytes) -> tuple[frozenset[int], frozenset[int]]:
     return frozenset(main), frozenset(ckpts)
 
 
+# server -> the FILE-1 judge watching it (the judge keeps what each file held when written)
+_JUDGES: weakref.WeakKeyDictionary[Server, Judge] = weakref.WeakKeyDictionary()
+
+
 @functools.cache
 def build(kind: MemoryKind, draft: bool, variant: str) -> Base:
     srv = Server(config(kind, draft), ALL[variant])
+    _JUDGES[srv] = Judge(srv, [get_property("FILE-1")])
     srv.request(tuple(range(1, 41)), spans=(0, 20), n_predict=3, id_slot=0)
     srv.run()
     turn = srv.slots[0].prompt.tokens
@@ -245,7 +258,9 @@ def judge(base: Base, srv: Server, slot: int, data: bytes, events: list[Event]) 
     for who, n in (("the reader", stats.max_alloc), ("the model heap", heap_alloc)):
         if n > len(data):
             problems.append(("allocation > file size", f"{who} allocated {n} bytes for a file of {len(data)}"))
-    problems += [("FILE-1", m) for m in file1_round_trip_and_rejection(srv, events)]
+    history = _JUDGES[srv].history
+    problems += [("FILE-1", m) for m in file1_round_trip_and_rejection(srv, Events(events, history))]
+    history.done()
     out = Outcome("restored", "", problems, reader_alloc=stats.max_alloc, heap_alloc=heap_alloc)
     failed = [e for e in events if isinstance(e, ev.FileRestoreFailed)]
     done = [e for e in events if isinstance(e, ev.FileRestore)]
