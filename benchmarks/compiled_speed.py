@@ -43,7 +43,7 @@ import json, sys, time
 import pcspec.model.server as server
 from pcspec.model.variants import ALL
 from pcspec.properties.catalogue import get_property
-from pcspec.walker import Walker
+from pcspec.engines.walker import Walker
 what, examples = sys.argv[1], int(sys.argv[2])
 if what == "hunt":
     w = Walker(ALL["pr30137"], [get_property("CKPT-1")], ["CKPT-1"])

@@ -9,7 +9,7 @@ the cache accounts is the accounting seam; every decision itself is a rule of
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pcspec.model import events as ev
@@ -54,19 +54,39 @@ class CacheEntry:
         return sum(b.size for b in self.data_buffers()) + sum(ck.size() for ck in self.prompt.checkpoints)
 
 
-def unique_bytes(entries: Iterable[CacheEntry], extra: Iterable[Buffer] = ()) -> int:
-    """Distinct buffers reachable from ``entries`` (plus ``extra``), each counted once."""
-    seen: dict[int, int] = {b.id: b.size for b in extra}
-    for e in entries:
-        # ``e.buffers()`` without its lists (the judge counts this after every operation)
+def unique_shares(entries: Sequence[CacheEntry], elsewhere: Iterable[Buffer] = ()) -> list[int]:
+    """Unique bytes, the one definition: each entry's share of the distinct buffers reachable
+    from ``entries``, each buffer counted once, at the last entry that holds it, and not at all
+    when ``elsewhere`` holds it (a candidate entry's). Evicting front-first frees exactly the
+    shares, so they add up to the unique total and the FIFO rules of ``policy`` apply to them
+    unchanged (``fixed``'s accounting is these shares)."""
+    seen = {b.id for b in elsewhere}
+    sizes: list[int] = []
+    for e in reversed(entries):
+        s = 0
+        # ``e.buffers()`` in its order, without its lists (counted after every operation)
         for b in (e.main, e.drft):
-            if b is not None:
-                seen[b.id] = b.size
+            if b is not None and b.id not in seen:
+                seen.add(b.id)
+                s += b.size
         for ck in e.prompt.checkpoints:
             for b in (ck.tgt, ck.dft, ck.spec):
-                if b is not None:
-                    seen[b.id] = b.size
-    return sum(seen.values())
+                if b is not None and b.id not in seen:
+                    seen.add(b.id)
+                    s += b.size
+        sizes.append(s)
+    sizes.reverse()
+    return sizes
+
+
+def unique_bytes(entries: Sequence[CacheEntry], extra: Iterable[Buffer] = ()) -> int:
+    """Distinct buffers reachable from ``entries`` (plus ``extra``), each counted once."""
+    others = distinct_buffers(extra)
+    return sum(unique_shares(entries, others)) + sum(b.size for b in others)
+
+
+def distinct_buffers(bufs: Iterable[Buffer]) -> list[Buffer]:
+    return list({b.id: b for b in bufs}.values())
 
 
 class PromptCache:
@@ -85,9 +105,8 @@ class PromptCache:
     def accounted_sizes(self, new_bufs: Iterable[Buffer] = ()) -> list[int]:
         """Each entry's size as this variant's cache counts it, front first.
 
-        For unique accounting an entry counts the buffers no later entry (and not the
-        candidate) holds: evicting front-first then frees exactly that, so the sizes add up
-        to the unique total and the FIFO rules of ``policy`` apply unchanged.
+        Unique accounting counts each entry's ``unique_shares`` (the candidate's buffers,
+        ``new_bufs``, counted with the candidate).
         """
         acc = self.variant.accounting
         if acc == Accounting.PER_HOLDER:
@@ -97,24 +116,7 @@ class PromptCache:
                 sum(b.size for b in e.data_buffers()) + sum(ck.size() for ck in e.prompt.checkpoints if ck.refs <= 1)
                 for e in self.entries
             ]
-        seen = {b.id for b in new_bufs}
-        sizes: list[int] = []
-        for e in reversed(self.entries):
-            s = 0
-            # ``e.buffers()`` in its order, without its lists (the judge reads the cache's size
-            # after every operation)
-            for b in (e.main, e.drft):
-                if b is not None and b.id not in seen:
-                    seen.add(b.id)
-                    s += b.size
-            for ck in e.prompt.checkpoints:
-                for b in (ck.tgt, ck.dft, ck.spec):
-                    if b is not None and b.id not in seen:
-                        seen.add(b.id)
-                        s += b.size
-            sizes.append(s)
-        sizes.reverse()
-        return sizes
+        return unique_shares(self.entries, new_bufs)
 
     def size(self) -> int:
         """server_prompt_cache::size."""
@@ -132,7 +134,7 @@ class PromptCache:
         if acc == Accounting.UNDERCOUNT:
             # The slot already holds every one of them: "shared", so counted zero times.
             return data + sum(ck.size() for ck in ckpts if ck.refs == 0), shared
-        return data + sum({b.id: b.size for b in shared}.values()), shared
+        return data + sum(b.size for b in distinct_buffers(shared)), shared
 
     # -- eviction ----------------------------------------------------------------------------
 
@@ -180,7 +182,7 @@ class PromptCache:
     def _make_room(self, new_size: int, new_bufs: list[Buffer]) -> None:
         """alloc step 5 (FIFO; only with a byte limit)."""
         n = policy.make_room(self.accounted_sizes(new_bufs), new_size, self.limit_size)
-        data_new = new_size - sum({b.id: b.size for b in new_bufs}.values())
+        data_new = new_size - sum(b.size for b in distinct_buffers(new_bufs))
         self._evict_front(n, "make_room", new_bufs, max(0, data_new))
 
     def _contained(self, tokens: Tokens) -> bool:

@@ -216,7 +216,7 @@ def test_cap_does_not_hide_a_later_invalid_record() -> None:
 
 
 def test_writer_refuses_unwritten_buffers() -> None:
-    with pytest.raises(PcspecError, match=r"UNINIT-2.*ckpt 0 data_tgt, state"):
+    with pytest.raises(PcspecError, match=r"unwritten bytes: ckpt 0 data_tgt, state"):
         write_slot_file(TOKENS, STATE, CKPTS, unwritten=["ckpt 0 data_tgt", "state"])
 
 
