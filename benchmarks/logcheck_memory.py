@@ -1,6 +1,6 @@
 """Log checker memory: the peak RSS of ``pcspec check-log`` on logs of two sizes, side by side.
 
-Each log is the two sample logs (../shared/real-logs, kept in tests/data/real) repeated until it
+Each log is the two real sample logs (tests/data/real, docs/SOURCES.md) repeated until it
 reaches the size asked for. Every copy begins with the server's start-up lines, so the checker
 sees a server restart between copies (the only way to repeat request blocks and keep the log
 valid: a request's lines depend on everything the slot and the cache held before it). The logs

@@ -1,10 +1,10 @@
 """Log checker throughput: lines per second for reading + parsing + checking a log.
 
-The two sample logs (../shared/real-logs) are concatenated and repeated to about 1M lines
+The two real sample logs (tests/data/real) are concatenated and repeated to about 1M lines
 (each copy is a separate server run for the checker, as a restart would be), written to a
 temporary file, and checked end to end with ``pcspec.logcheck.check_log``: file read, UTF-8
 decoding, prefix stripping, event building, replay and statistics. The best of ``--repeat``
-runs is reported. Target (DESIGN.md section 10): at least 100,000 lines/s.
+runs is reported. Target (docs/PERFORMANCE.md, "Targets"): at least 100,000 lines/s.
 
     python benchmarks/logcheck_speed.py [--lines 1000000] [--repeat 3] [--logs DIR]
 """

@@ -1,10 +1,10 @@
 """The host-RAM prompt cache: ``server_prompt_cache`` (tools/server/server-task.cpp).
 
-``alloc`` / ``load`` / ``update`` mirror the C++ step by step (behaviour notes section 1);
-``save_transactional`` is the ``fixed`` design's save (build and fill off the list, validate,
-then remove obsolete entries, make room and insert: nothing changes on failure). Which sizes
-the cache accounts is the accounting seam; every decision itself is a rule of
-``pcspec.model.policy`` applied to those sizes.
+``alloc`` / ``load`` / ``update`` mirror the C++ step by step (server-task.cpp:1711-1792,
+1793-1869 and 1870ff of the October tree); ``save_transactional`` is the ``fixed`` design's
+save (build and fill off the list, validate, then remove obsolete entries, make room and
+insert: nothing changes on failure). Which sizes the cache accounts is the accounting seam;
+every decision itself is a rule of ``pcspec.model.policy`` applied to those sizes.
 """
 
 from __future__ import annotations

@@ -106,8 +106,8 @@ def copy_checkpoints(
         for ck in ckpts:
             bufs: list[Buffer | None] = []
             for b in (ck.tgt, ck.dft, ck.spec):
-                # #27451 shares the target and draft payloads; "the smaller speculative
-                # checkpoint state remains value-owned" (seed 003, line 167): copied.
+                # #27451 shares the target and draft payloads, but its description keeps the
+                # smaller speculative state owned by each copy (docs/SOURCES.md): copied.
                 value_owned = sharing == Sharing.DEEP_COPY or b is ck.spec
                 if b is None:
                     bufs.append(None)

@@ -1,17 +1,19 @@
 """A llama context (``ctx_tgt`` or ``ctx_dft``): per-sequence memory and the state API.
 
 Mirrors ``llama_state_seq_get_size_ext``, ``llama_state_seq_get_data_ext`` and
-``llama_state_seq_set_data_ext`` (src/llama-context.cpp) over symbolic buffers, including the
-failure behaviour the server depends on (behaviour notes section 4.2):
+``llama_state_seq_set_data_ext`` (src/llama-context.cpp:3191-3261 of the October tree) over
+symbolic buffers, including the failure behaviour the server depends on:
 
 * ``get_data`` into a too-small buffer, or failing, returns 0 after writing a prefix;
 * ``set_data`` of a 0-byte buffer returns 0 (the magic read throws) and changes nothing,
   which callers comparing ``n != size`` take for success;
 * ``set_data`` that fails inside ``state_read`` first removes the destination sequence, so
-  after a failed load the sequence is empty, not unchanged; a wrong magic (an all-zero
+  after a failed load the sequence is empty, not unchanged (src/llama-kv-cache.cpp:2199-2203,
+  src/llama-memory-recurrent.cpp:868-871); a wrong magic (an all-zero
   buffer) fails before that and leaves the sequence as it was;
 * ``set_data`` of a buffer with unwritten bytes "succeeds" with garbage: the worst case the
-  seed review warns of (uninitialized heap bytes pushed into model state).
+  security note of the #30137 review warns of (uninitialized heap bytes pushed into model
+  state).
 
 The memory operations the server calls (``llama_decode`` of a batch, ``llama_memory_seq_rm``,
 the two calls of a context shift, a state write and read) are methods here, not of one

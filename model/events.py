@@ -4,7 +4,7 @@ The model emits events (``Event``) while it runs an operation, one frozen datacl
 (``Alloc``, ``Select``, ``CkptCreate``, ...). The class attribute ``kind`` is the kind's name (in
 ``pcspec replay`` output, coverage and the conformance protocol); the fields are typed and named
 as the model records them; each class names the C++ place it mirrors (``file:line`` of the
-October tree, ``../shared/llama-cpp-0c1e570/``, ``tools/server/`` unless a path is given), or
+October tree 0c1e570, ``tools/server/`` unless a path is given; docs/SOURCES.md), or
 says that it is the model's own (bookkeeping of its symbolic heap, a fault it injected, a
 judgement a property needs).
 
@@ -865,8 +865,8 @@ class FileRestore(Event):
 
 @dataclass(frozen=True, slots=True)
 class FileAppendixIgnored(Event):
-    """``... context checkpoint appendix ... - ignored`` (seed 001, #26004): a damaged or
-    (``fixed``) implausible appendix; the tokens are restored without checkpoints."""
+    """``... context checkpoint appendix ... - ignored`` (#30137's merged diff, #26004): a
+    damaged or (``fixed``) implausible appendix; the tokens are restored without checkpoints."""
 
     filename: str
     reason: str | None
@@ -875,7 +875,7 @@ class FileAppendixIgnored(Event):
 
 @dataclass(frozen=True, slots=True)
 class FileDraftDropped(Event):
-    """The test load of a draft checkpoint failed (seed 001): the draft data is dropped."""
+    """The test load of a draft checkpoint failed (#30137's merged diff): the draft data is dropped."""
 
     filename: str
     kind: ClassVar[str] = "file_draft_dropped"

@@ -2,8 +2,8 @@
 
 Each record (``Logged``) is a frozen dataclass with the fields the C++ prints of one kind of
 line (``Selected``, ``CacheSaved``, ``CkptCreated``, ...), or, for ``Served`` and ``SlotFile``,
-of the HTTP reply; each class names the C++ place it mirrors (``file:line`` of the October tree,
-``../shared/llama-cpp-0c1e570/``, ``tools/server/`` unless a path is given). A field one side
+of the HTTP reply; each class names the C++ place it mirrors (``file:line`` of the October tree
+0c1e570, ``tools/server/`` unless a path is given; docs/SOURCES.md). A field one side
 cannot know is ``None`` and matches anything (the log's cache-load line has no length; the
 model has no MiB sizes).
 

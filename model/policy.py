@@ -67,10 +67,10 @@ def sweep_too_close(
     ``ckpts`` is the slot's list in order as ``(n_tokens, id_task)``. Walking front to back
     with ``last`` = the ``n_tokens`` of the last kept checkpoint, a checkpoint not created by
     the current task is erased when ``last >= 0`` and ``n_tokens <= last + min_step``. As of
-    November 2026 (seed 001) the walk runs only while ``len(list) + 1 >= cap``, i.e. the list
+    November 2026 (#30137's merged diff) the walk runs only while ``len(list) + 1 >= cap``, i.e. the list
     is full or about to be; the condition is re-evaluated after every erasure, exactly as the
     C++ ``for`` condition is. ``only_when_full=False`` is the older unconditional sweep
-    (the August 2026 snapshot, behaviour notes 2.9). ``recheck_full=False`` (a mutant) decides
+    (the August 2026 code, b10573; docs/SOURCES.md). ``recheck_full=False`` (a mutant) decides
     fullness once, before the walk, and then sweeps the whole list.
     """
     erased: list[int] = []
@@ -129,7 +129,7 @@ def restore_choice_exact(
     ``[n_past - n_swa + 1, n_past)``. A checkpoint is chosen only if its payload holds them
     (or starts at 0). Without this, a prompt ending one before a checkpoint, or a checkpoint
     made right after a restore (``n_swa - 1`` cells), restores a window one cell short
-    (live-findings section 2; issue 8 section 3)."""
+    (docs/FINDINGS.md, F2; issue 8 section 3)."""
     for i in range(len(ckpts) - 1, -1, -1):
         pos_min, pos_max, n_tokens = ckpts[i]
         if pos_max > pos_next or not (pos_min < thold or pos_min == 0):
@@ -164,7 +164,7 @@ def live_serves(pos_min: int, pos_max: int, n: int, n_swa: int, recurrent: bool,
       + 1, n)`` (``is_masked_swa``: masked when ``p1 - p0 >= n_swa``), or start at 0.
 
     The C++ asks ``pos_min < pos_next - n_swa`` instead: one cell stricter than the window
-    needs for an SWA cache (live-findings section 3), and it never lets a recurrent state
+    needs for an SWA cache (docs/FINDINGS.md, F3), and it never lets a recurrent state
     with a rollback depth roll back."""
     if n <= 0:
         return True
@@ -202,7 +202,7 @@ def invalidated(
 ) -> list[int]:
     """Indices of checkpoints erased at prompt start (server-context.cpp: update_slots).
 
-    ``ckpts`` are ``(pos_max, n_tokens)``. November 2026 (seed 001): erased when
+    ``ckpts`` are ``(pos_max, n_tokens)``. November 2026 (#30137's merged diff): erased when
     ``pos_max > pos_next`` or ``n_tokens > n_prefix`` (tokens not shared with the new prompt).
     ``n_prefix_rule=False`` is the October rule (server-context.cpp:3367-3378 at 0c1e570):
     ``pos_max > pos_next`` only.

@@ -3,7 +3,7 @@
 ``prompt_start`` is the ``SLOT_STATE_STARTED`` branch of the ``pre_decode`` lambda in
 ``update_slots`` (restore or reset, invalidation, ``n_past -= 1``, ``keep_first``, ``seq_rm``);
 ``prompt_batch`` is one batch fill with its ``do_checkpoint`` decision; ``create_checkpoint``
-is ``server_context::create_checkpoint`` as of seed 001 (sweep only when full, cap,
+is ``server_context::create_checkpoint`` as of #30137's merged diff (sweep only when full, cap,
 supersede, create); ``generate_step`` takes one sampled token.
 """
 
@@ -90,7 +90,7 @@ def _restore_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, pos_next: int) 
 
 
 def prompt_start(srv: Server, slot: Slot) -> None:
-    """server-context.cpp: update_slots, the new-prompt branch (behaviour notes 2.10)."""
+    """server-context.cpp:3121-3407: update_slots, the new-prompt branch (``SLOT_STATE_STARTED``)."""
     cfg, v, heap = srv.cfg, srv.variant, srv.heap
     task = slot.task
     assert task is not None
@@ -142,15 +142,15 @@ def prompt_start(srv: Server, slot: Slot) -> None:
                 elif ck.id_task != -1 and not v.contain_failures:
                     raise Abort("update_slots", "failed to restore context checkpoint")
                 else:
-                    # Restored from a slot file (seed 001), or contained (fixed): re-process.
+                    # Restored from a slot file (#30137's merged diff), or contained (fixed): re-process.
                     reprocess = "checkpoint failed to load"
                     if v.contain_failures:
                         _erase(srv, slot, ck, "invalidated", cause="failed to load")
             if reprocess is not None:
                 pos_next = n_past = 0
     # The task owns what it restored from here on: an invalidation right after the restore
-    # (the checkpoint at n_prefix + 1, seed 001's ``n_tokens > n_prefix``) is an erasure of
-    # the checkpoint this task restored, and is recorded as such.
+    # (the checkpoint at n_prefix + 1, by the ``n_tokens > n_prefix`` of #30137's merged diff)
+    # is an erasure of the checkpoint this task restored, and is recorded as such.
     slot.restored = restored
     if v.invalidate:
         ckpts = slot.prompt.checkpoints
@@ -321,7 +321,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
             # fixed: record where the payload really starts, so that the restore rule's
             # ``pos_min < thold`` test (written for exactly that) sees the truth; the C++
             # records the SWA cache's pos_min and restores a window one cell short when a
-            # prompt ends one before the checkpoint (live-findings section 2). With an SWA
+            # prompt ends one before the checkpoint (docs/FINDINGS.md, F2). With an SWA
             # draft, the latest start of the two payloads: each context's SWA cache places
             # its cells by its own history (a draft re-decoded after a slot restore, where the
             # target read its cells from the file, loses other cells to the other slots), so
@@ -364,7 +364,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
         # The slot holds more tokens than the prompt (a cache load onto this busy pinned slot
         # put them there): no token is ever added, the batch stays empty, the task never
         # finishes and no error is sent. Measured on a real server: a livelock, not the
-        # assert the source suggests (live-findings section 1).
+        # assert the source suggests (docs/FINDINGS.md, F1).
         slot.stalled = True
         srv.heap.emit(ev.Stall(slot=slot.id, task=task.id, n_tokens=slot.prompt.n_tokens, n_prompt=task.n_tokens))
     return n_cur
@@ -374,9 +374,10 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
 
 
 def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, pos_max: int) -> str | None:
-    """server-context.cpp:2290-2345 (server_context::create_checkpoint; seed 001 order: sweep
-    while the list is full, cap, supersede at equal ``n_tokens``, create). Returns the error
-    a ``std::bad_alloc`` escaping it sends (the caller releases the slot), or None."""
+    """server-context.cpp:2290-2345 (server_context::create_checkpoint; in the order of
+    #30137's merged diff: sweep while the list is full, cap, supersede at equal ``n_tokens``,
+    create). Returns the error a ``std::bad_alloc`` escaping it sends (the caller releases the
+    slot), or None."""
     cfg, v, heap = srv.cfg, srv.variant, srv.heap
     task = slot.task
     assert task is not None
@@ -413,7 +414,7 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
             heap.release(recycled)
         return None
     if kept is not None and kept.n_tokens == n_tokens_new:
-        # It would be superseded by a byte-identical save (seed 000, Nthalk): keep it.
+        # It would be superseded by a byte-identical save (reported in the #30137 review; #30683): keep it.
         heap.emit(ev.CkptKeptRestored(slot=slot.id, ckpt=kept.id, task=task.id, n_tokens=kept.n_tokens))
         if recycled is not None:
             heap.release(recycled)

@@ -333,7 +333,7 @@ class Server:
 
     def get_available_slot(self, task: Task) -> Slot | None:
         """server-context.cpp: get_available_slot (pinned, LCP similarity, LRU) and the cache
-        update it triggers (behaviour notes 2.4)."""
+        update it triggers (server-context.cpp:1528-1641)."""
         cfg = self.cfg
         ret: Slot | None = None
         how = "none"
@@ -431,7 +431,7 @@ class Server:
         # After the decode, in slot order (server-context.cpp:3800-3870): a slot whose prompt
         # ended in this batch samples its first token, a generating slot its next; either may
         # be released. The order of the releases sets t_last_used (the next LRU pick) and which
-        # deferred task is re-queued first (live finding M7).
+        # deferred task is re-queued first (docs/FINDINGS.md, M7).
         for slot in self.slots:
             if slot.state == SlotState.DONE_PROMPT:
                 finish_prompt(self, slot)

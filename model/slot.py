@@ -71,7 +71,7 @@ class Slot:
     truncated: bool = False
     # The slot holds more tokens than its task's prompt while processing that prompt (a
     # cache load onto the busy pinned slot put them there): every update_slots pass adds no
-    # token, never decodes and never finishes -- the livelock of live-findings section 1.
+    # token, never decodes and never finishes -- the livelock of docs/FINDINGS.md, F1.
     # The model runs that pass once and marks the slot; later passes would repeat it
     # exactly (the same checkpoint superseded by an identical one), so they are skipped.
     stalled: bool = False

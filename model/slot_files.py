@@ -6,14 +6,14 @@ self-delimiting encoding of the symbolic state (``encode_content``): a real ``st
 layout would cost the modelled bytes, and nothing in the server looks inside the blob except
 ``state_read``, which the model mirrors by decoding it.
 
-Semantics as of the seeds (November 2026, #26004 + #30137):
+Semantics as of #30137's merged diff (November 2026: #26004's appendix as #30137 adapted it):
 
 * save writes the target state and, when the slot has checkpoints, the SCKP appendix; the
   draft state is not saved (the C++ never saves it);
 * restore fails (400, slot cleared) on a bad header or tokens, a prompt that does not fit,
   or a state that does not load; a bad appendix is ignored with a reason; restored
   checkpoints get ``id_task = -1`` and are capped at the last ``n_ctx_checkpoints``; one
-  draft checkpoint is test-loaded and the draft sequence is then removed (seed 001), and
+  draft checkpoint is test-loaded and the draft sequence is then removed, and
   the draft data of all restored checkpoints is dropped if it did not fit;
 * a state whose cell count is 0 (a file saved from an empty slot) clears nothing in the C++;
 * ``fixed`` clears the sequence before restoring and re-processes the tokens into the draft
@@ -170,7 +170,7 @@ def save(srv: Server, slot: Slot, filename: str) -> None:
     img = srv.ctx_tgt.state_write(slot.id, FULL)
     records: list[FileCheckpoint] = []
     unwritten = 0
-    # The October build writes no checkpoint appendix (it came with #26004, seed 001).
+    # The October build writes no checkpoint appendix (it came with #26004, after that tree).
     for ck in slot.prompt.checkpoints if srv.variant.slot_file_appendix else []:
         rec, n = _file_checkpoint(ck)
         records.append(rec)
@@ -221,7 +221,7 @@ def _trusting_walk(srv: Server, data: bytes, parsed: SlotFile) -> None:
 
 
 def restore(srv: Server, slot: Slot, filename: str) -> None:
-    """Slot restore (server-context.cpp:2576-2640; seed 001 for the appendix).
+    """Slot restore (server-context.cpp:2576-2640; #30137's merged diff for the appendix).
 
     Order: the C++ loads the state (``llama_state_seq_load_file``, which reads the token
     words and the state together) and only then deserializes and checks the tokens
@@ -328,7 +328,8 @@ def implausible(srv: Server, rec: FileCheckpoint, n_tokens: int) -> str | None:
     # A record whose length fields were damaged can still parse, with a payload cut short or
     # running into the next field. The server can dry-run the memory's ``state_read_meta``
     # over the target blob before trusting it; the model's equivalent is decoding the blob.
-    # (A bad draft blob is seed 001's business: it test-loads one and drops the draft data.)
+    # (A bad draft blob is handled as #30137's merged diff does: it test-loads one and drops
+    # the draft data.)
     if not isinstance(decode_content(rec.data_tgt), StateImage):
         return f"the target payload of the checkpoint at n_tokens {rec.n_tokens} is not a state this server wrote"
     if not 1 <= rec.n_tokens <= n_tokens or rec.pos_max != rec.n_tokens - 1:
@@ -369,7 +370,7 @@ def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: st
         restored.append(ck)
     dft = srv.ctx_dft
     if dft is not None and restored and restored[-1].dft is not None:
-        # Test-load one draft checkpoint, then remove the draft sequence (seed 001).
+        # Test-load one draft checkpoint, then remove the draft sequence (#30137's merged diff).
         ok = dft.set_data(heap, slot.id, restored[-1].dft, "ckpt.write.dft") == restored[-1].dft.size
         dft.seq_rm(slot.id, -1)
         if v.resync_on_file_restore:

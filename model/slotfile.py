@@ -1,13 +1,14 @@
 """Byte-exact llama-server slot files (``POST /slots/{id}?action=save|restore``).
 
 A slot file is what ``llama_state_seq_save_file`` writes, optionally followed by the context
-checkpoint appendix of PR #26004 (seed 001, #30137). All integers are little-endian.
+checkpoint appendix of PR #26004 (as #30137's merged diff writes and reads it). All integers
+are little-endian.
 
 =========  ======================================================================================
 offset     field
 =========  ======================================================================================
 0          u32 magic ``LLAMA_STATE_SEQ_MAGIC`` = 0x67677371 ('ggsq'; on disk the bytes ``qsgg``)
-4          u32 state-sequence version (2 in the August 2026 snapshot, 3 in the October 2026 build)
+4          u32 state-sequence version (2 in the August 2026 code, 3 in the October 2026 build)
 8          u32 ``n_token_count``: the number of 32-bit words that follow
 12         the words: the packed ``server_tokens`` form (``-1`` marker, version 1, ``n``, the ``n``
            tokens, a media count, zero-padded to whole words) or a legacy plain token list
@@ -17,7 +18,7 @@ offset     field
            data_tgt, data_dft, data_spec
 =========  ======================================================================================
 
-The real file ``real-slotfiles/mamba-a.bin`` (21960 bytes, recurrent model, version 3) is:
+The real file ``tests/data/real/mamba-a.bin`` (21960 bytes, recurrent model, version 3) is:
 magic at 0, version 3 at 4, 606 words at 8; the packed tokens at 12 (marker -1 at 12, version 1
 at 16, n = 602 at 20, tokens at 24..2431, media count 0 at 2432); the state at 2436..21959 (19524
 bytes: cell_count 1, one cell at pos 601, s_trans 0, n_layer 2, two conv rows of 1536 bytes and two
@@ -66,16 +67,16 @@ LLAMA_STATE_SEQ_VERSION_LATEST = 3
 LLAMA_TOKEN_NULL = -1
 # server-common.cpp: SERVER_TOKENS_STATE_VERSION
 SERVER_TOKENS_STATE_VERSION = 1
-# server-context.cpp: SLOT_CKPT_MAGIC ("SCKP" on disk) and SLOT_CKPT_VERSION (#26004, seed 001)
+# server-context.cpp: SLOT_CKPT_MAGIC ("SCKP" on disk) and SLOT_CKPT_VERSION (#26004, #30137's merged diff)
 SLOT_CKPT_MAGIC = 0x504B4353
 SLOT_CKPT_MAGIC_BYTES = struct.pack("<I", SLOT_CKPT_MAGIC)
 SLOT_CKPT_VERSION = 1
 # A cap on the appendix count. The server writes at most n_ctx_checkpoints records (default 32,
 # --ctx-checkpoints); a count above 1024 is taken as a corrupted field and the appendix is invalid.
-# This follows the one parser of the format that mentions a cap (behaviour notes 2.13). It is not
-# what keeps allocation bounded (every blob length is checked against the bytes left, and each
-# record consumes at least RECORD_MIN_BYTES), it bounds the work a corrupted count can cause and
-# gives a precise reason ("count over the cap") instead of a late "truncated".
+# The cap is pcspec's: #30137's merged diff shows none, a public port of #26004's reader has this
+# one. It is not what keeps allocation bounded (every blob length is checked against the bytes
+# left, and each record consumes at least RECORD_MIN_BYTES), it bounds the work a corrupted
+# count can cause and gives a precise reason ("count over the cap") instead of a late "truncated".
 SLOT_CKPT_MAX_COUNT = 1024
 
 HEADER_BYTES = 12  # magic, version, n_token_count
@@ -365,7 +366,7 @@ def _check_token_ids(tokens: list[int], first_word: int, path: str, base: int) -
 
 
 def encode_appendix(checkpoints: Sequence[FileCheckpoint]) -> bytes:
-    """server-context.cpp: slot save checkpoint appendix writer (#26004, seed 001).
+    """server-context.cpp: slot save checkpoint appendix writer (#26004, #30137's merged diff).
 
     Nothing at all for an empty list ("the writer writes nothing when the slot has no
     checkpoints"). Like the C++ it writes what it is given: a checkpoint with an empty
@@ -407,16 +408,16 @@ def _parse_appendix(
     n_ctx_checkpoints: int | None,
     materialize: bool,
 ) -> _Appendix:
-    """server-context.cpp: slot restore checkpoint appendix reader (#26004, seed 001).
+    """server-context.cpp: slot restore checkpoint appendix reader (#26004, #30137's merged diff).
 
     ``data[start:start+4]`` must be the magic. Reads up to the end of ``data``. With
     ``materialize`` False only the structure is checked (used while scanning, so trying a
     candidate copies no blob). Checks: version (else invalid), count (over the cap: invalid),
     each record's fixed part and blob lengths against the bytes left *before* taking them
     (short: truncated), then an empty data_tgt (invalid). Any problem discards the whole
-    appendix. Seed 001 shows the length check and the whole-appendix discard; the order of the
-    other checks, and "truncated" (not "invalid") for a header cut after the magic, follow the
-    behaviour notes (2.13) and one public port -- the statuses only change the log line, the
+    appendix. #30137's merged diff shows the length check and the whole-appendix discard; the
+    order of the other checks, and "truncated" (not "invalid") for a header cut after the magic,
+    follow a public port of #26004's reader -- the statuses only change the log line, the
     restore ignores the appendix either way.
     """
     cur = _Cursor(data, start + 4, len(data), stats)
@@ -568,7 +569,7 @@ def write_slot_file(
     """The bytes of a slot file; the server's ``n_written`` is their length.
 
     llama-context.cpp: llama_state_seq_save_file (header, the token words, the state) followed
-    by server-context.cpp: slot save checkpoint appendix (#26004, seed 001) when there are
+    by server-context.cpp: slot save checkpoint appendix (#26004, #30137's merged diff) when there are
     checkpoints. ``state`` is the sequence state exactly as the target context's ``state_write``
     produced it. ``unwritten`` names buffers (state, checkpoint payloads) that hold bytes never
     written: no unwritten byte may ever be written to a slot file, so any name there
@@ -648,7 +649,7 @@ def read_slot_file(
 
     llama-context.cpp: llama_state_seq_load_file (magic, version, token count checked against the
     file size as the probe does, the words), server-common.cpp: server_tokens::deserialize, then
-    server-context.cpp: slot restore checkpoint appendix (#26004, seed 001).
+    server-context.cpp: slot restore checkpoint appendix (#26004, #30137's merged diff).
 
     ``n_ctx_checkpoints`` keeps only the last that many checkpoints (None: all). ``state_size``
     is the number of bytes the target context's ``state_read`` consumes; without it the state's

@@ -16,8 +16,8 @@ llama-kv-cache.cpp:1160-1163).
 
 Each method is the C++ function of the same name, for the single-sequence cells the server
 makes (it never copies a sequence: no cell holds two). The split of a batch into ubatches is
-``llama_batch_allocr``'s (src/llama-batch.cpp: not in ../shared's excerpt of the tree; the
-lines cited are those of the same commit in the sdist's vendor/llama.cpp).
+``llama_batch_allocr``'s (src/llama-batch.cpp of the October tree, in the sdist's
+vendor/llama.cpp/; docs/SOURCES.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The designs under test: one implementation with a few named decision points (seams).
 
-A ``Variant`` is the November 2026 server with its choice at each seam (DESIGN.md section 4).
-The four designs are ``master`` (parent of #30137), ``pr30137`` (seeds 000/001), ``pr27451``
-(seed 003) and ``fixed`` (our proposal). Mutants are deliberately broken designs that show
-each property can fail; each names the one seam it breaks.
+A ``Variant`` is the November 2026 server with its choice at each seam. The four designs are
+``master`` (parent of #30137), ``pr30137`` (#30137 as merged), ``pr27451`` (the head of #27451's
+branch) and ``fixed`` (our proposal); docs/SOURCES.md says where to get each. Mutants are
+deliberately broken designs that show each property can fail; each names the one seam it breaks.
 """
 
 from __future__ import annotations
@@ -54,13 +54,15 @@ class Variant:
     contain_failures: bool
     # bad_alloc in alloc sets limit_size = 0.4 * size() for good.
     shrink_limit_on_bad_alloc: bool
-    # Seams of `fixed` found by the model (DESIGN.md: "fix the design at a new seam"):
+    # Seams of `fixed` found by the model (where it showed `fixed` breaking a property, the
+    # design got a new seam and the property stayed as it was):
     # restoring a slot file clears the sequence first and resynchronises the draft context;
     # an empty pinned slot consults the cache.
     resync_on_file_restore: bool = False
     consult_cache_for_empty_pinned: bool = False
     # A task pinned to a busy slot runs the cache save/load on that slot before it is
-    # deferred (behaviour notes 8.4.1): the slot is saved mid-prompt, or loaded over.
+    # deferred (server-context.cpp:1528-1641; docs/FINDINGS.md, F1): the slot is saved
+    # mid-prompt, or loaded over.
     cache_update_busy_slot: bool = True
     # A checkpoint records the first position its payload holds (for iSWA the last n_swa
     # cells), not the SWA cache's pos_min ([TAG_CHECKPOINTS_FIX_POS_MIN], server-context.cpp
@@ -75,17 +77,18 @@ class Variant:
     # checkpoint of the prompt's prefix, whichever keeps the most tokens, judged by what each
     # memory kind can roll back (an SWA window that covers the next token, a recurrent state
     # within its rollback depth). The C++ tests live memory with ``pos_min < thold`` (one cell
-    # stricter than the window needs, live-findings section 3, and blind to a recurrent
+    # stricter than the window needs, docs/FINDINGS.md, F3, and blind to a recurrent
     # rollback depth) and takes the newest usable checkpoint, not the one keeping most.
     resume_best: bool = False
     # The two places the October 2026 build (llama.cpp 0c1e570, the one `pcspec live` runs)
-    # differs from November's seed 001: the invalidation has no ``n_tokens > n_prefix`` term
-    # (server-context.cpp:3367-3378) and slot files carry no checkpoint appendix.
+    # differs from November's code (#30137's merged diff): the invalidation has no
+    # ``n_tokens > n_prefix`` term (server-context.cpp:3367-3378) and slot files carry no
+    # checkpoint appendix.
     invalidate_n_prefix: bool = True
     slot_file_appendix: bool = True
     # Historical rules kept as seams so that their regressions can be shown (mutants):
-    # #24110 lowers the restore threshold only for a prompt without new tokens; seed 001
-    # sweeps too-close checkpoints only while the list is full.
+    # #24110 lowers the restore threshold only for a prompt without new tokens; #30137's merged
+    # diff sweeps too-close checkpoints only while the list is full.
     threshold_uses_new_tokens: bool = True
     sweep_only_when_full: bool = True
     count_appendix_bytes: bool = True  # n_written / n_read include the checkpoint appendix
@@ -112,7 +115,7 @@ class Variant:
     def checkpoint_appended_before_fill(self) -> bool:
         """create_checkpoint appends the checkpoint, then fills it (server-context.cpp:2333 at
         0c1e570, kept by #27451); #30137 builds a ``make_shared`` object, fills it and then
-        appends it (seed 001, the hunk around its line 101)."""
+        appends it (#30137's merged diff, its create_checkpoint hunk)."""
         return self.sharing != Sharing.SHARED_OBJECT
 
 

@@ -1,5 +1,5 @@
-"""ACC and LIMIT families: the cache counts what it holds, each buffer once (review point 1
-of seed 000; #27451 keeps per-holder counting on purpose, seed 003).
+"""ACC and LIMIT families: the cache counts what it holds, each buffer once (point 1 of the
+#30137 review; #27451's description keeps per-holder counting on purpose; docs/SOURCES.md).
 
 ACC-1 compares the variant's accounting with unique bytes; ACC-2 and ACC-3 judge each
 rejection and eviction with the numbers the model recorded at that moment (unique bytes of

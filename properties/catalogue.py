@@ -144,7 +144,7 @@ CATALOGUE: tuple[Property, ...] = (
         "slot unable to ever advance.",
         "state",
         "server-context.cpp: get_available_slot (cache load onto a busy pinned slot, 1534-1631), the "
-        "prompt batch loop (3420-3470); live-findings section 1",
+        "prompt batch loop (3420-3470); docs/FINDINGS.md, F1",
         state.progress1_no_stall,
     ),
     Property(

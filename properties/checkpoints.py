@@ -116,8 +116,8 @@ def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
     """Every ``ckpt_erase`` has an allowed reason whose condition held *at that erasure*
     (clears and prompt replacements drop whole lists and are not ``ckpt_erase`` events):
 
-    * ``invalidated``: ``pos_max > pos_next`` or ``n_tokens > n_prefix`` (seed 001), judged on
-      the numbers the erasure carries; a contained failure names its ``cause`` instead;
+    * ``invalidated``: ``pos_max > pos_next`` or ``n_tokens > n_prefix`` (#30137's merged diff),
+      judged on the numbers the erasure carries; a contained failure names its ``cause`` instead;
     * ``too_close``: the list was full or about to be (``len + 1 >= cap``) when this one went:
       the C++ walk re-checks its condition before every erasure;
     * ``cap``: the list held at least ``cap`` checkpoints;

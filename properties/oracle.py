@@ -1,7 +1,9 @@
-"""The expected verdicts (DESIGN.md section 5): ``x`` must be found violated, ``.`` must hold.
+"""The expected verdicts: ``x`` must be found violated, ``.`` must hold.
 
-Each ``x`` carries the reason it follows from the seeds and the C++; a change to this table
-needs a reason here. Mutants are expected to be caught by the properties listed in
+Each ``x`` carries the reason it follows from the C++ and the pull requests it cites
+(docs/SOURCES.md); a change to this table needs a reason here. A reason that begins "expected to
+hold at first" is a cell first set to ``.`` from reading the code, which the model then showed
+violated. Mutants are expected to be caught by the properties listed in
 ``MUTANT_TARGETS`` (at least one of them).
 """
 
@@ -42,7 +44,7 @@ _COLUMNS = [
     "CKPT-3",
 ]
 
-# One row per design, in _COLUMNS order (UNINIT and CKPT-1,2 of DESIGN.md are split in two).
+# One row per design, in _COLUMNS order (UNINIT-1/UNINIT-2 and CKPT-1/CKPT-2 were first one column each).
 # `?`: the extended catalogue (FILE-2, CKPT-4, PERF-3): no expectation except for `fixed`, which must
 # hold each; on the other designs the verdict is whatever the model shows, with its trace.
 # REUSE-1, REUSE-2 and CKPT-3 (extended too) have their verdicts on the C++ designs set from what
@@ -64,7 +66,7 @@ REASONS: dict[str, dict[str, str]] = {
             "the live-memory test pos_min >= pos_min_thold (server-context.cpp:3278, 3330) has no pos_min == 0"
             " escape, unlike the checkpoint test (3340): an SWA slot sharing at most n_swa tokens with the new"
             " prompt (thold 0, pos_min 0) looks for a checkpoint and, holding none, re-processes from 0; the"
-            " test is also one cell stricter than the window needs (live-findings section 3) and never uses a"
+            " test is also one cell stricter than the window needs (docs/FINDINGS.md, F3) and never uses a"
             " recurrent rollback depth"
         ),
         "REUSE-2": (
@@ -72,14 +74,14 @@ REASONS: dict[str, dict[str, str]] = {
             " < 0.5 is false (1586-1588), so the cache is never consulted although an entry shares the prompt"
         ),
         "FILE-1": (
-            "changed from the DESIGN.md table (found by a longer walk than the default survey): the"
+            "expected to hold at first, changed (found by a longer walk than the default survey): the"
             " checkpoint a bad_alloc leaves appended with an empty payload (CKPT-2) is written into the"
             " slot file's appendix; the appendix reader rejects a record with an empty data_tgt and with"
-            " it the whole appendix (behaviour notes 2.13): the file the server wrote does not restore"
-            " its checkpoints"
+            " it the whole appendix (#26004's reader, as model/slotfile.py reads it): the file the server"
+            " wrote does not restore its checkpoints"
         ),
         "CKPT-1": (
-            "changed from the DESIGN.md table: load clears an entry's main state before the draft load"
+            "expected to hold at first, changed: load clears an entry's main state before the draft load"
             " (server-task.cpp:1832-1856), so a failed draft load leaves an emptied entry; a later load"
             " of it succeeds (a 0-byte set_data_ext returns 0 == size) and installs its tokens over"
             " unrelated memory; the next checkpoint takes n_tokens from the tokens and pos_min/pos_max"
@@ -91,7 +93,7 @@ REASONS: dict[str, dict[str, str]] = {
             " emplace_back appended it (2333): a checkpoint with an empty payload stays in the list"
         ),
         "RESTORE-1": (
-            "changed from the DESIGN.md table: that empty checkpoint (bad_alloc after emplace_back) is kept"
+            "expected to hold at first, changed: that empty checkpoint (bad_alloc after emplace_back) is kept"
             " at the next prompt start although it is the state of no prefix; restoring it is a no-op"
             " (load_tgt returns early on empty data, common.cpp:2332-2334)"
         ),
@@ -111,7 +113,7 @@ REASONS: dict[str, dict[str, str]] = {
         "PROGRESS-1": (
             "a task pinned to a busy slot loads a cache entry longer than the running task's prompt into"
             " that slot (get_available_slot updates the cache before the defer, server-context.cpp"
-            " 1534-1631); the prompt loop then adds no token and never finishes (live-findings section 1)"
+            " 1534-1631); the prompt loop then adds no token and never finishes (docs/FINDINGS.md, F1)"
         ),
         "LIVE-1": ("bad_alloc sets limit_size = 0.4 * size() for good"),
         "PERF-1": ("the cache entry gets a deep copy of the slot's checkpoints"),
@@ -123,15 +125,15 @@ REASONS: dict[str, dict[str, str]] = {
         "CKPT-1": ("unchanged from master: the emptied entry loaded again"),
         "CKPT-2": (
             "re-derived after the model took prompt start and the first batch as one pass: a slot file"
-            " whose checkpoint record had a length field changed still parses (seed 001's appendix"
-            " reader checks counts and bounds, not the payload), and the restored checkpoint is the"
+            " whose checkpoint record had a length field changed still parses (the appendix reader of"
+            " #30137's merged diff checks counts and bounds, not the payload), and the restored checkpoint is the"
             " state of no prefix of the tokens; fixed dry-reads the payload and ignores the appendix"
         ),
         "IMM-2": ("unchanged from master: load clears main before the draft load"),
-        "RB-2": ("the pop_back comes after obsolete removal and making room (review point 3)"),
+        "RB-2": ("the pop_back comes after obsolete removal and making room (point 3 of the #30137 review)"),
         "RB-3": ("unchanged from master: push_back outside the try"),
-        "ACC-1": ("size() counts a shared checkpoint once per holding entry (review point 1)"),
-        "ACC-3": ("make-room evicts for bytes that are already shared (review point 1(b))"),
+        "ACC-1": ("size() counts a shared checkpoint once per holding entry (point 1 of the #30137 review)"),
+        "ACC-3": ("make-room evicts for bytes that are already shared (point 1(b) of the #30137 review)"),
         "STATE-1": ("unchanged from master: the emptied-entry load"),
         "NOABORT-1": ("unchanged from master"),
         "PROGRESS-1": ("unchanged from master: the busy pinned slot's cache load"),
@@ -146,14 +148,14 @@ REASONS: dict[str, dict[str, str]] = {
         "RESTORE-1": ("unchanged from master: the empty checkpoint a bad_alloc leaves"),
         "FILE-1": ("unchanged from master: the empty checkpoint a bad_alloc leaves, saved and then refused"),
         "PERF-1": (
-            "changed from the DESIGN.md table: #27451 shares the target and draft payloads but keeps the"
-            " speculative state value-owned (seed 003, line 167): a save copies every checkpoint's data_spec"
+            "expected to hold at first, changed: #27451 shares the target and draft payloads but its"
+            " description keeps the speculative state value-owned: a save copies every checkpoint's data_spec"
         ),
         "IMM-2": ("load is unchanged by #27451"),
         "RB-1": ("no fill validation in #27451"),
         "RB-2": ("the same alloc order; bad_alloc shrinks the limit"),
-        "ACC-1": ("per-holder accounting kept on purpose (seed 003, 'Cache accounting')"),
-        "ACC-3": ("per-holder accounting evicts early (seed 003 says so)"),
+        "ACC-1": ("per-holder accounting kept on purpose (#27451's description, on cache accounting)"),
+        "ACC-3": ("per-holder accounting evicts early (#27451's description says so)"),
         "STATE-1": ("unchanged from master: the emptied-entry load"),
         "NOABORT-1": ("checkpoint fill mismatch still aborts"),
         "PROGRESS-1": ("unchanged from master: the busy pinned slot's cache load"),

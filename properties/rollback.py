@@ -1,4 +1,4 @@
-"""RB family: a failed save rolls back (seed 000: #30137 pops the entry; review point 3).
+"""RB family: a failed save rolls back (#30137 pops the entry; point 3 of the #30137 review).
 
 RB-1 is judged on the state (no entry holds a partial or zero-filled state), RB-2 on each save
 that returned false (the cache as the judge saw it before and after the save,

@@ -14,7 +14,7 @@ the slot-file fields it corrupts, and whether it restores a slot file. A route l
 ingredient sets it needs (``ways``: one of them must be in the trace); a trace may hold more (a
 fault that only perturbs the timing, a restore of a file that was never saved, which just
 clears the slot), and then takes the route whose way it matches most specifically. A route
-with no ingredients (the SWA off-by-one of live finding 2) is taken only by a trace without
+with no ingredients (the SWA off-by-one of docs/FINDINGS.md, F2) is taken only by a trace without
 any, unless the route is a *policy* route: a rule of the design's own (per-holder accounting,
 the NaN of f_keep) that faults cannot cause, only accompany. A restart is not an ingredient: it
 changes the configuration a route runs under, not the route.
@@ -123,7 +123,7 @@ _emptied_entry = _shared("emptied-entry", _each("load.write.dft"), _EMPTIED_ENTR
 SWA_OFF_BY_ONE = Route(
     "swa-off-by-one",
     NONE,
-    "of the kind live-findings section 2 measured on a real server: the checkpoint test compares"
+    "of the kind docs/FINDINGS.md, F2 measured on a real server: the checkpoint test compares"
     " the recorded pos_min with a threshold taken before the restore (and the decrement) lower"
     " pos_next"
     " (server-context.cpp:3278, 3339-3342, 3355-3356); the checkpoint restored lacks the SWA cell"
@@ -143,7 +143,7 @@ CKPT_LOAD_FAILS = Route(
     "checkpoint-load-fails",
     _each("ckpt.write.tgt", "ckpt.write.dft"),
     "a checkpoint whose load fails at a prompt start aborts: failed to restore context checkpoint"
-    " (seed 001, server-context.cpp; October: checkpoint size mismatch, common.cpp:2336-2338)",
+    " (#30137's merged diff, server-context.cpp; October: checkpoint size mismatch, common.cpp:2336-2338)",
 )
 ESCAPED_BAD_ALLOC = Route(
     "escaped-bad-alloc",

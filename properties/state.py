@@ -42,7 +42,7 @@ def progress1_no_stall(srv: Server, events: Sequence[Event]) -> list[str]:
     """A ``stall`` is a pass in which a slot processing a prompt added no token and did not
     finish: the model is deterministic and nothing but that slot's release changes its
     state, so every later pass repeats it (the real server loops forever, answering
-    nothing, live-findings section 1)."""
+    nothing, docs/FINDINGS.md, F1)."""
     return [
         f"slot {e.slot} holds {e.n_tokens} tokens for a prompt of {e.n_prompt}: "
         f"task {e.task} never finishes (the server loops without decoding)"

@@ -1,8 +1,8 @@
 """UNINIT family: no uninitialized heap byte is reachable, loaded, or written to a file.
 
 #30137 stopped zero-filling state buffers; that is safe only while every fill is validated
-(seed 000, security note). Zero-filled bytes are initialized (they are not the state, which
-RB-1 and STATE-1 judge); unwritten bytes of a no-init buffer are not.
+(the security note of the #30137 review). Zero-filled bytes are initialized (they are not the
+state, which RB-1 and STATE-1 judge); unwritten bytes of a no-init buffer are not.
 """
 
 from __future__ import annotations

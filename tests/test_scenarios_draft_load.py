@@ -7,8 +7,8 @@ entry still in the cache and its ``main`` already emptied. The caller (get_avail
 then runs ``prompt_clear()`` on the slot. A later load of that entry calls
 ``set_data_ext(ctx_tgt, <0 bytes>)``, which returns 0: ``0 == main.size()`` passes as success,
 so the slot takes the entry's tokens while its target memory was never restored
-(behaviour notes 8.4 item 3). What follows depends on what the target memory holds:
-another prompt's state (a silent tokens/memory desync: STATE-1) or nothing (the
+(server-task.cpp:1832-1856 of the October tree). What follows depends on what the target
+memory holds: another prompt's state (a silent tokens/memory desync: STATE-1) or nothing (the
 ``pos_min == -1, but n_past > 0`` GGML_ABORT). ``fixed`` drops the entry on a failed load.
 
 Workload: two slots, full-attention KV target (cell_bytes 10) and a KV draft (4 bytes per

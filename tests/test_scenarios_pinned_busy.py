@@ -1,5 +1,6 @@
 """A task pinned to a busy slot: the C++ runs the cache save/load on that slot before the task
-is deferred (behaviour notes 8.4.1); `fixed` leaves the busy slot alone."""
+is deferred (server-context.cpp:1528-1641; docs/FINDINGS.md, F1); `fixed` leaves the busy slot
+alone."""
 
 from __future__ import annotations
 

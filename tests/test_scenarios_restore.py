@@ -1,6 +1,6 @@
 """Issue 2, must-show (d): restore arithmetic and the invalidation that follows.
 
-server-context.cpp, update_slots (SLOT_STATE_STARTED), as of seed 001:
+server-context.cpp, update_slots (SLOT_STATE_STARTED), as of #30137's merged diff:
 ``pos_next = n_past = lcp``; ``pos_min_thold = max(0, pos_next - n_swa - (has_new ? 0 : 1))``;
 when the memory's ``pos_min >= thold``, scan the checkpoints newest to oldest for the first
 with ``pos_max <= pos_next`` and (``pos_min < thold`` or ``pos_min == 0``); restoring it sets
@@ -79,7 +79,7 @@ def test_recurrent_restore_keeps_everything_at_or_below(variant: str) -> None:
     # pos_min 35 < 37 -> pos_next = min(37, max(36, 35)) = 36, n_past = min(36, 36) = 36.
     # Nothing invalidated (pos_max 19, 35 <= 36; n_tokens 20, 36 <= 37). The last batch [36,40)
     # then checkpoints at n_tokens 36 again: the C++ designs supersede the checkpoint this task
-    # just restored with an identical one (seed 000, Nthalk; #30683); fixed keeps it.
+    # just restored with an identical one (reported in the #30137 review; #30683); fixed keeps it.
     srv = recurrent_server(variant)
     restored_id = srv.slots[0].prompt.checkpoints[1].id
     start = len(srv.heap.events)
@@ -134,7 +134,7 @@ def test_full_attention_identical_prompt_n_past_minus_one() -> None:
 
 # -- SWA ---------------------------------------------------------------------------------------
 
-# The configuration of real-logs/03-eviction.log: iSWA with n_swa 32 and 256 SWA cells,
+# The configuration of tests/data/real/03-eviction.log: iSWA with n_swa 32 and 256 SWA cells,
 # -b 256 -ub 64 --ctx-checkpoints 8 -cms 64, one slot. A checkpoint's payload holds the last
 # n_swa = 32 SWA cells: 16 + 32 * 512 = 16400 bytes here (the log prints 0.016 MiB).
 #
@@ -183,7 +183,7 @@ def swa_server(variant: str, cache_ram: int) -> Server:
 
 @pytest.mark.parametrize("variant", DESIGN_NAMES)
 def test_swa_real_log_restore(variant: str) -> None:
-    """real-logs/03-eviction.log lines 3437-3472 (tasks 106 and 115)."""
+    """tests/data/real/03-eviction.log lines 3437-3472 (tasks 106 and 115)."""
     srv = swa_server(variant, cache_ram=1 << 30)
     # Task 106: B (626 tokens, lcp 9 with A): LRU pick (f_sim 9/626 <= 0.1) saves A's 589
     # tokens with both checkpoints; B is processed from 0 and leaves 629 tokens.

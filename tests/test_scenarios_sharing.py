@@ -1,9 +1,9 @@
 """Issue 2, must-show (a) and (b): checkpoint sharing, cache accounting and payload copies.
 
-The workload is a growing chat conversation on two slots with idle-slot caching (the seed 000
-"two slots, idle caching" workload): conversation A is pinned to slot 0, a second client B to
-slot 1. Every launch on one slot saves the other, idle, slot to the prompt cache
-(server-context.cpp: process_single_task). The chat client re-renders the assistant's reply
+The workload is a growing chat conversation on two slots with idle-slot caching (the "two slots,
+idle caching" workload of the #30137 description's memory table): conversation A is pinned to
+slot 0, a second client B to slot 1. Every launch on one slot saves the other, idle, slot to
+the prompt cache (server-context.cpp: process_single_task). The chat client re-renders the assistant's reply
 when it sends the history back (as clients that strip reasoning do), so each new prompt shares
 exactly the previous *prompt* with the slot, not the reply: the slot restores a checkpoint,
 keeps all of its checkpoints and adds one. Successive saves of slot 0 are therefore not

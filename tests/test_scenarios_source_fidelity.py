@@ -1,6 +1,6 @@
 """Regression scenarios for the points where the model departed from the C++ source (issue 8,
-section 2). Each test names the point and the source lines it follows
-(``../shared/llama-cpp-0c1e570/``)."""
+section 2). Each test names the point and the source lines it follows (the October tree
+0c1e570; docs/SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def test_context_shift_only_where_the_memory_can_shift(memory: MemoryKind, shift
     assert srv.slots[0].truncated
 
 
-# -- 8. #27451 keeps the speculative state value-owned (seed 003, line 167) ---------------------
+# -- 8. #27451 keeps the speculative state value-owned (its description) -----------------------
 
 
 def test_pr27451_copies_the_speculative_payload() -> None:
@@ -286,7 +286,7 @@ def test_issue8_traces_replay_clean_on_fixed(path: Path) -> None:
     [
         # The C++ installs a record whose length lost one byte: pos fields read from the wrong place.
         ("ckpt2-recurrent-record-one-short", "master", "CKPT-1"),
-        # The SWA off-by-one the real server shows (live-findings section 2).
+        # The SWA off-by-one the real server shows (docs/FINDINGS.md, F2).
         ("state1-swa-prompt-one-before-checkpoint", "pr30137", "STATE-1"),
         ("state1-swa-divergent-tails", "pr30137", "STATE-1"),
         # Found by the default verify once fixed took prompt start and the first batch as one

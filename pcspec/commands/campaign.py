@@ -27,7 +27,7 @@ def seed_range(text: str) -> tuple[int, int]:
     except ValueError:
         start = stop = -1
     if not sep or start < 0 or stop <= start:
-        raise argparse.ArgumentTypeError(f"expected A:B with 0 <= A < B (the seeds A..B-1), got {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"expected A:B with 0 <= A < B (example seeds A..B-1), got {text[:40]!r}")
     return start, stop
 
 

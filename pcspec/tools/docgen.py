@@ -45,6 +45,11 @@ def render() -> str:
         "beside a counterexample, the ingredients a trace of it holds (fault sites injected, slot-file",
         "fields corrupted, a slot restore; one of the listed sets), and why it violates the property.",
         "",
+        "C++ lines such as `server-context.cpp:3278` are of the October tree 0c1e570 (`tools/server/`",
+        "unless a path is given); #30137's merged diff, the #30137 review, #27451 and the other pull",
+        "requests cited are described, with how to get each, in `docs/SOURCES.md`; F1 to F4 are the",
+        "behaviours measured on a real server in `docs/FINDINGS.md`.",
+        "",
         "| ID | family | statement | " + " | ".join(designs) + " |",
         "|---|---|---|" + "---|" * len(designs),
     ]
