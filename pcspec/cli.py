@@ -3,13 +3,16 @@
 Each sub-command lives in its own module exposing ``register(subparsers)``; the module sets
 ``func`` on its parser to a callable ``(args) -> int`` (the exit code). Exit codes: 0 when
 everything matched expectations, 1 when a check found something (a violation, a deviation,
-a mismatch with the oracle), 2 for bad input or usage.
+a mismatch with the oracle), 2 for bad input or usage, 3 when a time cap or a solver limit left
+something unknown (never a pass). A reader that closes the pipe early (``| head -1``) ends the
+command quietly, as it ends ``grep``: no traceback, exit 141 (128 + SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -68,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # (here, so that a closed pipe is seen here, not at the interpreter's exit)
+    except BrokenPipeError:
+        _discard_stdout()
+        return 141
     except PcspecError as exc:
         print(f"pcspec: error: {exc}", file=sys.stderr)
         return 2
@@ -75,6 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("pcspec: interrupted", file=sys.stderr)
         return 130
     return code
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null: the interpreter flushes it once more at exit, which
+    would raise again on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,16 +3,19 @@
 ``fixed`` must be ``proved``. Every design the oracle (``properties/oracle.py``) expects to
 violate the obligation's property, and every mutant built to be caught by it, is its paired
 buggy variant: there a counterexample must be found and replayed. Other variants can be run
-by name; their expectation is the oracle's (``.`` proved, ``x`` counterexample) or none.
+by name; their expectation is the oracle's (``.`` proved, ``x`` counterexample; none for a
+cell the oracle leaves open); a variant of the user's must be proved for every obligation
+except those whose property its author declared violated (``oracle.expected``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from pcspec.model.variants import DESIGNS, MUTANTS, Variant
 from pcspec.proofs.obligations import OBLIGATIONS, Obligation
-from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
+from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE, expected
 
 PROVED, COUNTEREXAMPLE, UNKNOWN = "proved", "counterexample", "unknown"
 
@@ -24,13 +27,8 @@ class Pair:
     expected: str | None  # PROVED | COUNTEREXAMPLE | None (no expectation)
 
 
-def expectation(ob: Obligation, v: Variant) -> str | None:
-    if v.name in ORACLE:
-        mark = ORACLE[v.name].get(ob.target, "?")
-        return {"x": COUNTEREXAMPLE, ".": PROVED}.get(mark)
-    if ob.target in MUTANT_TARGETS.get(v.name, ()):
-        return COUNTEREXAMPLE
-    return None
+def expectation(ob: Obligation, v: Variant, declared: Collection[str] = ()) -> str | None:
+    return {"x": COUNTEREXAMPLE, ".": PROVED}.get(expected(v.name, ob.target, declared))
 
 
 def paired(ob: Obligation) -> list[Variant]:
@@ -41,11 +39,16 @@ def paired(ob: Obligation) -> list[Variant]:
     return out
 
 
-def suite(obligations: tuple[Obligation, ...] = OBLIGATIONS, variants: list[Variant] | None = None) -> list[Pair]:
+def suite(
+    obligations: tuple[Obligation, ...] = OBLIGATIONS,
+    variants: list[Variant] | None = None,
+    declared: Mapping[str, Collection[str]] | None = None,
+) -> list[Pair]:
     """The default suite (each obligation with ``fixed`` and its paired buggy variants), or
-    each obligation against the given variants."""
+    each obligation against the given variants (``declared``: variant name -> the violations
+    a variant of the user's is meant to show)."""
     out: list[Pair] = []
     for ob in obligations:
         for v in variants if variants is not None else paired(ob):
-            out.append(Pair(ob, v, expectation(ob, v)))
+            out.append(Pair(ob, v, expectation(ob, v, (declared or {}).get(v.name, ()))))
     return out

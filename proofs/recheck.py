@@ -70,9 +70,13 @@ def run_cvc5(text: str, tlimit_ms: int = 10_000) -> str:
     return "unsat" if all(a == "unsat" for a in answers) else answers[-1]
 
 
-def recheck(directory: Path, tlimit_ms: int = 10_000) -> list[Recheck]:
+def require_cvc5() -> None:
     if not available():
-        raise PcspecError("cvc5 is not installed (pip install cvc5==1.4.2)")
+        raise PcspecError("cvc5 is not installed (pip install cvc5, or pip install 'pcspec[dev]')", "--recheck")
+
+
+def recheck(directory: Path, tlimit_ms: int = 10_000) -> list[Recheck]:
+    require_cvc5()
     try:
         manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:

@@ -93,4 +93,8 @@ def live1_limit_not_reduced(srv: Server, events: Sequence[Event]) -> list[str]:
     cache = srv.cache
     if cache is None or cache.limit_size == srv.cfg.limit_size:
         return []
-    return [f"the cache byte limit is {cache.limit_size}, reduced for good from {srv.cfg.limit_size}"]
+    was = srv.cfg.limit_size
+    if was == 0:  # (0: --cache-ram set no byte limit)
+        return [f"a transient allocation failure gave the cache a byte limit of {cache.limit_size}, for good"
+                " (it had no byte limit)"]
+    return [f"the cache byte limit is {cache.limit_size}, reduced for good from {was}"]

@@ -156,14 +156,21 @@ def where_shown(trace: Trace) -> dict[int, str]:
     return {i: ", ".join(ns) for i, ns in notes.items()}
 
 
-def write_counterexample(trace: Trace, out: Path, stem: str) -> Path:
-    """``trace`` as ``STEM.jsonl`` (what ``pcspec replay`` reads) and ``test_STEM.py`` (the
+def write_counterexample(trace: Trace, out: Path, stem: str, variant_ref: str | None = None) -> Path:
+    """``trace`` as ``STEM.jsonl`` (what ``pcspec replay`` reads) and ``repro_STEM.py`` (the
     pytest file, each expected violation noted on the step where it first shows) in ``out``;
-    returns the trace file's path."""
+    returns the trace file's path. ``variant_ref``: ``MODULE:NAME`` of a variant of the user's,
+    which the pytest file imports (a built-in design is named).
+
+    ``repro_``, not ``test_``: a plain ``pytest`` in the user's project must not collect
+    pcspec's output (it fails by design, and two output folders with the same file names would
+    clash), while ``pytest pcspec-out/repro_X.py`` still runs it: pytest collects a file named
+    on its command line whatever its name."""
     path = out / f"{stem}.jsonl"
     trace.write(path)
     shown = where_shown(trace) if trace.expect else {}
-    (out / f"test_{stem.replace('-', '_')}.py").write_text(pytest_snippet(trace, stem, shown), encoding="utf-8")
+    text = pytest_snippet(trace, stem, shown, variant_ref)
+    (out / f"repro_{stem.replace('-', '_')}.py").write_text(text, encoding="utf-8")
     return path
 
 

@@ -9,6 +9,7 @@ violated. Mutants are expected to be caught by the properties listed in
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Literal, cast
 
 Expect = Literal["x", ".", "?"]
@@ -187,5 +188,15 @@ MUTANT_TARGETS: dict[str, tuple[str, ...]] = {
 }
 
 
-def expected(variant: str, prop: str) -> Expect:
-    return ORACLE[variant][prop]
+def expected(variant: str, prop: str, declared: Collection[str] = ()) -> Expect:
+    """What ``variant`` must show for ``prop``: the oracle's mark for a design (``?`` for a
+    cell of the extended catalogue with no expectation); ``x`` for a mutant's target (``?``
+    for its other properties, which nothing requires either way); for any other variant (one
+    of the user's own) ``x`` for the violations its author ``declared`` and ``.`` for every
+    other property: a variant nobody has judged must hold everything, so that anything it
+    violates fails the run."""
+    if variant in ORACLE:
+        return ORACLE[variant].get(prop, "?")
+    if variant in MUTANT_TARGETS:
+        return "x" if prop in MUTANT_TARGETS[variant] else "?"
+    return "x" if prop in declared else "."

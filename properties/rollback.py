@@ -42,7 +42,7 @@ def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> lis
         ids_before = [t[0] for t in before[1]] if before else []
         ids_after = [t[0] for t in after[1]] if after else []
         gone = [i for i in ids_before if i not in ids_after]
-        limit = "" if not before or before[0] == after[0] else f", limit {before[0]} -> {after[0]}"
+        limit = "" if not before or before[0] == after[0] else f"; {_limit_change(before[0], after[0])}"
         out.append(
             f"a failed save of slot {e.slot} changed the cache: entries {ids_before} -> "
             f"{ids_after} (lost {gone}){limit}"
@@ -57,3 +57,10 @@ def rb3_alloc_failure_contained(srv: Server, events: Sequence[Event]) -> list[st
         for e in events_of(events, ev.Crash)
         if "bad_alloc" in e.message and "alloc" in e.where
     ]
+
+
+def _limit_change(old: int, new: int) -> str:
+    """A byte limit's change in words (0 is no limit)."""
+    was = "no byte limit" if old == 0 else f"a byte limit of {old}"
+    now = "none" if new == 0 else f"{new}"
+    return f"the cache had {was}, now {now}"

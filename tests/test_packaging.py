@@ -54,7 +54,7 @@ def verify_like_run(checkout: Path) -> None:
     out.mkdir(exist_ok=True)
     trace = Trace(get_variant("pr30137"), Config(), [{"op": "step"}])
     trace.write(out / "pr30137__ACC-1.jsonl")
-    (out / "test_pr30137__ACC_1.py").write_text(pytest_snippet(trace, "pr30137__ACC-1"))
+    (out / "repro_pr30137__ACC_1.py").write_text(pytest_snippet(trace, "pr30137__ACC-1"))
     stale = checkout / "build" / "lib" / "pcspec-out"
     stale.mkdir(parents=True, exist_ok=True)
     (stale / "test_old.py").write_text("")

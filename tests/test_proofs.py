@@ -66,7 +66,7 @@ def test_counterexample_traces_replay_from_their_files(report: tuple[Report, Pat
 def test_json_shape(report: tuple[Report, Path]) -> None:
     data = report[0].to_json()
     assert data["schema"] == 1 and data["ok"] is True
-    assert data["solver"]["name"] == "z3" and data["solver"]["pinned"] == "5.4.1"
+    assert data["solver"]["name"] == "z3" and data["solver"]["measured_with"] == "5.4.1"
     for row in data["proofs"]:
         assert {"obligation", "properties", "variant", "scope", "result", "seconds", "replayed"} <= set(row)
         assert row["result"] in ("proved", "counterexample", "unknown")

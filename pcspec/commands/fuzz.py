@@ -8,16 +8,19 @@ from typing import Any
 
 from pcspec.commands.progress import plain_lines
 from pcspec.commands.verify import SYMBOL, add_budget_args, budget_of
+from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import Variant, get_variant
 from pcspec.properties.catalogue import get_property
-from pcspec.tools.user_variant import add_variant_options, chosen_variant
-from pcspec.tools.verdicts import fuzz_variant
+from pcspec.tools.user_variant import add_expect_option, add_variant_options, chosen_variant
+from pcspec.tools.user_variant import declared as user_declared
+from pcspec.tools.verdicts import Matrix, fuzz_variant
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("fuzz", help="fuzz one variant for some or all properties")
     add_variant_options(p, "a design or mutant:NAME (default fixed)", default="fixed")
+    add_expect_option(p)
     p.add_argument("--property", action="append", help="only these property IDs (repeatable)")
     add_budget_args(p)  # shared with verify; the time budgets are argtypes.seconds there
     p.set_defaults(func=run)
@@ -28,13 +31,24 @@ def run(args: argparse.Namespace) -> int:
     chosen = chosen_variant(args)
     v = chosen if isinstance(chosen, Variant) else get_variant(chosen or "fixed")
     props = [get_property(p).id for p in args.property] if args.property else None
+    declared = {get_property(p).id for p in args.expect}
+    ref = args.variant_module
+    if ref is not None:
+        declared |= {get_property(p).id for p in user_declared(ref)}
+    elif declared:
+        raise PcspecError("--expect is for a variant of your own (--variant-module): pcspec knows its own", "--expect")
     ensure_writable_dir(args.out, "--out")
-    cells = fuzz_variant(v, budget_of(args), args.out, props, plain_lines(not args.json))
+    cells = fuzz_variant(v, budget_of(args), args.out, props, plain_lines(not args.json), None, declared, ref)
+    result = Matrix(cells)
     if args.json:
-        print(json.dumps({"schema": 1, "ok": all(c.ok for c in cells), "fuzz": [c.to_json() for c in cells]}, indent=1))
+        print(json.dumps({"schema": 1, "ok": result.ok, "unknown": len(result.unknown),
+                          "fuzz": [c.to_json() for c in cells]}, indent=1))
     else:
         for c in cells:
-            mark = "" if c.ok else "   <-- does not match the oracle"
+            if c.verdict == "unknown":
+                mark = "   <-- unknown: a time cap cut the run (never a pass)"
+            else:
+                mark = "" if c.ok else "   <-- does not match the expectation"
             detail = f"{c.length} ops, {c.trace}" if c.verdict == "violated" else f"{c.steps} steps"
             print(
                 f"{c.property:<10s} {SYMBOL[c.verdict]} {c.verdict:<9s} (expected {c.expected})"
@@ -42,4 +56,4 @@ def run(args: argparse.Namespace) -> int:
             )
             if c.message:
                 print(f"           {c.message}")
-    return 0 if all(c.ok for c in cells) else 1
+    return result.exit_code

@@ -16,11 +16,13 @@ from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import get_variant
 from pcspec.proofs.cache_proofs import Bounds
 from pcspec.proofs.obligations import BY_ID, OBLIGATIONS
-from pcspec.proofs.recheck import Recheck, recheck
+from pcspec.proofs.recheck import Recheck, recheck, require_cvc5
 from pcspec.proofs.run import Row, RunConfig
-from pcspec.proofs.solver import Settings, version_pinned, z3_version
+from pcspec.proofs.solver import Settings, version_measured, z3_version
 from pcspec.proofs.suite import Report, export, run_suite
-from pcspec.tools.user_variant import load_variant
+from pcspec.properties.catalogue import get_property
+from pcspec.tools.user_variant import add_expect_option, load_variant
+from pcspec.tools.user_variant import declared as user_declared
 
 DEEP = Bounds(8, 10)
 
@@ -36,6 +38,12 @@ def add_prove_args(p: argparse.ArgumentParser) -> None:
     """The options ``pcspec verify`` shares (the solver's seed and limits)."""
     p.add_argument("--proof-seed", type=count, default=0, help="Z3's random seed (default 0)")
     p.add_argument("--proof-timeout", type=positive, default=5000, help="per-query timeout in ms (default 5000)")
+    p.add_argument(
+        "--proof-rlimit",
+        type=positive,
+        default=Settings().rlimit,
+        help=f"per-query resource limit of the solver, in its work units (default {Settings().rlimit:,})",
+    )
 
 
 def register(sub: Any) -> None:
@@ -52,6 +60,7 @@ def register(sub: Any) -> None:
         metavar="MODULE:NAME",
         help="... or against a Variant of your own: the object NAME in MODULE (repeatable)",
     )
+    add_expect_option(p)
     add_prove_args(p)
     p.add_argument("--entries", type=positive, default=Bounds().n, help="bounded proofs: cache entries (default 6)")
     p.add_argument("--checkpoints", type=positive, default=Bounds().k, help="bounded proofs: checkpoints (default 8)")
@@ -75,7 +84,10 @@ def config_of(args: argparse.Namespace) -> RunConfig:
     if bounds.n < 2:
         raise PcspecError("--entries must be at least 2 (one entry and room for the new one)")
     settings = Settings(
-        seed=args.proof_seed, timeout_ms=args.proof_timeout, watchdog_s=2 * args.proof_timeout / 1000 + 1
+        seed=args.proof_seed,
+        timeout_ms=args.proof_timeout,
+        rlimit=args.proof_rlimit,
+        watchdog_s=2 * args.proof_timeout / 1000 + 1,
     )
     return RunConfig(settings, bounds, getattr(args, "depth", 4))
 
@@ -104,8 +116,8 @@ def print_summary(report: Report, rechecked: list[Recheck] | None = None) -> Non
         f" {unknown} unknown; Z3 {z3_version()} seed {s.seed}, timeout {s.timeout_ms} ms, "
         f"{report.seconds:.2f}s solving; bounds: {report.cfg.bounds.describe()}"
     )
-    if not version_pinned():
-        print(f"warning: Z3 {z3_version()} is not the pinned version (pyproject.toml): figures may differ")
+    if not version_measured():
+        print(f"note: the figures of docs/PROOFS.md were measured with Z3 5.4.1; this is Z3 {z3_version()}")
     if rechecked is not None:
         bad = [c for c in rechecked if not c.agrees]
         print(
@@ -126,19 +138,29 @@ def run(args: argparse.Namespace) -> int:
     obligations = (
         tuple(BY_ID[o] if o in BY_ID else _unknown(o) for o in args.obligation) if args.obligation else OBLIGATIONS
     )
-    chosen = [get_variant(n) for n in args.variant or []] + [load_variant(m) for m in args.variant_module or []]
+    mine = [(load_variant(m), m) for m in args.variant_module or []]
+    chosen = [get_variant(n) for n in args.variant or []] + [v for v, _ in mine]
     variants = chosen or None
+    expect = {get_property(p).id for p in args.expect}
+    if expect and not mine:
+        raise PcspecError("--expect is for a variant of your own (--variant-module): pcspec knows its own", "--expect")
+    declared = {v.name: expect | {get_property(p).id for p in user_declared(ref)} for v, ref in mine}
     if args.recheck and args.smt2 is None:
         raise PcspecError("--recheck re-checks the files --smt2 DIR writes: give --smt2 too")
+    if args.recheck:
+        require_cvc5()  # before any proof runs, not after all of them
     cfg = config_of(args)
     ensure_writable_dir(args.out, "--out")
     if args.smt2 is not None:
         ensure_writable_dir(args.smt2, "--smt2")
     t0 = time.monotonic()
-    report = run_suite(cfg, obligations, variants, args.out, None if args.json else print_row)
+    report = run_suite(cfg, obligations, variants, args.out, None if args.json else print_row, declared=declared)
     rechecked: list[Recheck] | None = None
+    written: list[Path] = []
     if args.smt2 is not None:
-        export(report, args.smt2)
+        written = export(report, args.smt2)
+        if not args.json:
+            print(f"wrote {len(written)} SMT-LIB files to {args.smt2}/ (manifest.json says which query each is)")
         if args.recheck:
             rechecked = recheck(args.smt2)
     agree = rechecked is None or all(c.agrees for c in rechecked)
@@ -146,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
         data = report.to_json()
         data["ok"] = report.ok and agree
         data["wall_seconds"] = round(time.monotonic() - t0, 2)
+        if args.smt2 is not None:
+            data["smt2"] = {"dir": str(args.smt2), "files": len(written)}
         if rechecked is not None:
             data["recheck"] = [
                 {"file": c.file, "z3": c.z3, "cvc5": c.cvc5, "seconds": round(c.seconds, 3), "agrees": c.agrees}

@@ -89,12 +89,16 @@ def _show_step(step: Step, as_json: bool) -> None:
         print(f"      VIOLATED {v.property} (op {v.op}): {v.message}")
 
 
-def _routes(trace: Trace) -> dict[str, str]:
-    """The route (properties/routes.py) of each expected violation of a C++ design's trace:
-    its name, or "" when the trace takes none of the cell's listed routes."""
+def _routes(trace: Trace, result: ReplayResult) -> dict[str, str]:
+    """The route (properties/routes.py) of each expected violation of a C++ design's trace
+    that the replay reproduced: its name, or "" when the trace takes none of the cell's listed
+    routes. (An expectation that did not reproduce took no route: none is named.)"""
     out = {}
+    shown = {v.property for v in result.violations}
     for e in trace.expect:
         pid = str(e.get("property"))
+        if pid not in shown:
+            continue
         name = route_name(trace.variant.name, pid, trace.ops)
         if name is not None:
             out[pid] = name
@@ -112,7 +116,7 @@ def summary(trace: Trace, result: ReplayResult, ok: bool) -> dict[str, Any]:
         "violated": sorted({v.property for v in result.violations}),
         "expected": trace.expect,
         "expected_reproduced": ok if trace.expect else None,
-        "routes": _routes(trace),
+        "routes": _routes(trace, result),
         "crashed": srv.crash.where if srv.crash else None,
         "accounted_bytes": srv.accounted_bytes,
         "unique_bytes": srv.unique_bytes,
@@ -154,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if trace.expect:
             print("expected violations " + ("reproduced" if ok else "NOT reproduced"))
-        for pid, name in _routes(trace).items():
+        for pid, name in _routes(trace, result).items():
             how = name or "none of those listed in properties/routes.py"
             print(f"route of {pid} on {trace.variant.name}: {how} (docs/PROPERTIES.md explains each)")
     return 0 if ok else 1

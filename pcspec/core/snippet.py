@@ -98,12 +98,22 @@ def _config(cfg: Config, imports: set[str]) -> str:
     return "Config(\n" + "".join(f"    {name}={_value(getattr(cfg, name), imports)},\n" for name in diff) + ")"
 
 
-def pytest_snippet(trace: Trace, name: str, shown: Mapping[int, str] | None = None) -> str:
+def pytest_snippet(
+    trace: Trace, name: str, shown: Mapping[int, str] | None = None, variant_ref: str | None = None
+) -> str:
     """The trace as a runnable pytest file that fails while the violation reproduces;
-    ``shown``: step index -> a note on the step where an expected violation first shows."""
+    ``shown``: step index -> a note on the step where an expected violation first shows;
+    ``variant_ref``: ``MODULE:NAME`` of a variant of the user's, which the file imports (so
+    that it tests that very object, whatever it is made of)."""
     ident = "".join(c if c.isalnum() else "_" for c in name)
     imports: set[str] = set()
-    variant = _variant(trace.variant, imports)
+    user_import = ""
+    if variant_ref is not None and ALL.get(trace.variant.name) != trace.variant:
+        module, _, attr = variant_ref.partition(":")
+        user_import = f"from {module} import {attr} as VARIANT\n"
+        variant = ""
+    else:
+        variant = _variant(trace.variant, imports)
     config = _config(trace.config, imports)
     seen = ", ".join(sorted({e["property"] for e in trace.expect})) or "no violation"
     notes = dict(shown or {})
@@ -123,10 +133,11 @@ def pytest_snippet(trace: Trace, name: str, shown: Mapping[int, str] | None = No
         "numbers them. Edit them (drop a step, change a token or a configuration field) and run\n"
         'pytest on this file: the test fails while the violation reproduces.\n"""\n\n'
         + ("from dataclasses import replace\n\n" if "replace" in imports else "")
+        + user_import
         + f"from pcspec.model.config import {from_config}\n"
-        + f"from pcspec.model.variants import {from_variants}\n"
+        + (f"from pcspec.model.variants import {from_variants}\n" if not user_import else "")
         + "from pcspec.core.trace import Trace\nfrom pcspec.properties.judge import replay\n\n"
-        + f"VARIANT = {variant}\n"
+        + (f"VARIANT = {variant}\n" if not user_import else "")
         + f"CONFIG = {config}\n"
         + "STEPS = [\n"
         + "".join(_step(i, op, notes.get(i, "")) + "\n" for i, op in enumerate(trace.ops))

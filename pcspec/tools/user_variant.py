@@ -5,6 +5,11 @@ design with a seam changed) in their own module; its counterexamples name that v
 ``--variant`` cannot find among the built-in ones. ``--variant-module`` imports the module and
 takes the ``Variant`` object it names, as ``python -m`` would find it: the current folder is
 searched first (a console script's own ``sys.path`` does not hold it).
+
+A variant of one's own has no entry in pcspec's oracle: it must hold every property, so that a
+violation fails the run (exit 1), unless its author declares the violations it is meant to
+show: ``--expect PROPERTY`` on the command line, or in the module a mapping
+``PCSPEC_EXPECT = {"NAME": ["RB-2", ...]}`` (``declared``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,22 @@ def load_variant(spec: str) -> Variant:
     return value
 
 
+EXPECT_ATTRIBUTE = "PCSPEC_EXPECT"
+
+
+def declared(spec: str) -> frozenset[str]:
+    """The violations the module of ``MODULE:NAME`` declares for NAME (``PCSPEC_EXPECT``)."""
+    module_name, _, attr = spec.partition(":")
+    table = getattr(sys.modules.get(module_name) or importlib.import_module(module_name), EXPECT_ATTRIBUTE, {})
+    where = f"{OPTION} {spec}: {module_name}.{EXPECT_ATTRIBUTE}"
+    if not isinstance(table, dict):
+        raise PcspecError("must map variant names to lists of property IDs", where)
+    ids = table.get(attr, ())
+    if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
+        raise PcspecError(f"{attr!r} must map to a list of property IDs", where)
+    return frozenset(ids)
+
+
 def add_variant_options(parser: argparse.ArgumentParser, variant_help: str, default: str | None = None) -> None:
     """``--variant NAME`` (built-in) or ``--variant-module MODULE:NAME`` (one's own)."""
     group = parser.add_mutually_exclusive_group()
@@ -62,6 +83,17 @@ def add_variant_options(parser: argparse.ArgumentParser, variant_help: str, defa
         OPTION,
         metavar="MODULE:NAME",
         help="a Variant of your own: the object NAME in the module MODULE (found from the current folder)",
+    )
+
+
+def add_expect_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--expect",
+        action="append",
+        default=[],
+        metavar="PROPERTY",
+        help="a violation your own variant is meant to show (repeatable; also PCSPEC_EXPECT in its module);"
+        " any other violation fails the run",
     )
 
 

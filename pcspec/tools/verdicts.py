@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS
 from pcspec.properties.judge import replay, write_counterexample
 from pcspec.properties.judge import shrink_trace as shrink
-from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
+from pcspec.properties.oracle import MUTANT_TARGETS, expected
 from pcspec.properties.routes import route_name
 
 
@@ -152,7 +152,7 @@ PROFILES: dict[str, tuple[int, int]] = {
 }
 
 
-def _save(hit: Hit, out: Path | None) -> tuple[str | None, bool, int]:
+def _save(hit: Hit, out: Path | None, variant_ref: str | None = None) -> tuple[str | None, bool, int]:
     """Shrink the trace, write it and its pytest snippet, replay it; return (path,
     reproduced, length)."""
     hit.trace = shrink(hit.trace, hit.property)
@@ -161,7 +161,7 @@ def _save(hit: Hit, out: Path | None) -> tuple[str | None, bool, int]:
     if out is None:
         return None, reproduced, len(hit.trace.ops)
     stem = f"{hit.trace.variant.name.replace(':', '-')}__{hit.property}"
-    path = write_counterexample(hit.trace, out, stem)
+    path = write_counterexample(hit.trace, out, stem, variant_ref)
     return str(path), reproduced, len(hit.trace.ops)
 
 
@@ -176,10 +176,13 @@ def fuzz_variant(
     properties: Sequence[str] | None = None,
     progress: Callable[[str], None] = lambda _msg: None,
     coverage: Counter[str] | None = None,
+    declared: Collection[str] = (),
+    variant_ref: str | None = None,
 ) -> list[Cell]:
     """The cells of one design: a survey, then a hunt for each expected violation the survey
-    did not see. ``coverage`` collects the decisions every run of it reached."""
-    expected_row = ORACLE.get(v.name, {})
+    did not see. ``coverage`` collects the decisions every run of it reached. ``declared``: the
+    violations a variant of the user's is expected to show (``oracle.expected``);
+    ``variant_ref``: where its pytest files import it from (``MODULE:NAME``)."""
     pids = list(properties) if properties else [p.id for p in CATALOGUE]
     progress(f"{v.name}: survey")
     run, hits = survey(v, budget.seed, budget.survey_examples, budget.survey_seconds)
@@ -187,7 +190,7 @@ def fuzz_variant(
         coverage.update(run.coverage)
     cells: list[Cell] = []
     for pid in pids:
-        exp = expected_row.get(pid, "?")
+        exp = expected(v.name, pid, declared)
         if pid in hits or exp == "x":
             hit: Hit | None
             if pid in hits:
@@ -198,7 +201,7 @@ def fuzz_variant(
                 if coverage is not None:
                     coverage.update(hrun.coverage)
             if hit is not None:
-                path, ok, n = _save(hit, out)
+                path, ok, n = _save(hit, out, variant_ref)
                 route = route_name(v.name, pid, hit.trace.ops)  # (of the shrunk trace)
                 cells.append(
                     Cell(v.name, pid, exp, "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok, route)

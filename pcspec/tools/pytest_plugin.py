@@ -1,0 +1,123 @@
+"""pcspec in a user's own pytest run: ``pytest --pcspec-variant pkg.mod:NAME``.
+
+Installed with pcspec as a ``pytest11`` entry point; inert unless ``--pcspec-variant`` is given
+(it then adds one test per variant named). Each test runs the catalogue's stateful fuzzing of
+the variant through Hypothesis (``pcspec.engines.hypothesis``), every property a target except
+those the user declares (``--pcspec-expect``, or ``PCSPEC_EXPECT`` in the variant's module:
+``pcspec.tools.user_variant``), with the ``ci`` profile (derandomized: the same examples every
+run) unless ``--pcspec-profile`` asks for a longer one.
+
+A failure is reported as pcspec reports everything: the shrunk steps, numbered as the trace
+file numbers them (``pcspec replay`` and the generated pytest file use the same numbers), and
+the trace file itself, written to ``--pcspec-out`` (default ``pcspec-out``), with the
+reproduction file beside it. Hypothesis shrinks the example; pcspec's shrinker
+(``pcspec.properties.judge.shrink_trace``) then shrinks the trace by replay, as it shrinks
+every counterexample it writes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+OPTION = "--pcspec-variant"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pcspec", "pcspec: fuzz a prompt-cache design of your own")
+    group.addoption(
+        OPTION,
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="fuzz this Variant of yours (the object NAME in MODULE) with the catalogue; repeatable",
+    )
+    group.addoption(
+        "--pcspec-profile",
+        default="ci",
+        choices=("ci", "dev", "campaign"),
+        help="Hypothesis budget: ci (60 examples of up to 25 steps, derandomized; the default), dev, campaign",
+    )
+    group.addoption(
+        "--pcspec-expect",
+        action="append",
+        default=[],
+        metavar="PROPERTY",
+        help="a violation your variant is meant to show (repeatable): not a failure",
+    )
+    group.addoption("--pcspec-out", default="pcspec-out", metavar="DIR", help="where failing traces go")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    for spec in config.getoption(OPTION):
+        items.append(VariantItem.from_parent(session, name=f"pcspec[{spec}]", spec=spec))
+
+
+class VariantFailed(Exception):
+    """A property of the catalogue broken by the user's variant (the report is the message)."""
+
+
+class VariantItem(pytest.Item):
+    def __init__(self, *, spec: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.spec = spec
+
+    def runtest(self) -> None:
+        # (imported here: the plugin is loaded by every pytest run beside pcspec, and costs
+        # nothing until it is asked to fuzz)
+        from hypothesis import settings
+        from hypothesis.stateful import run_state_machine_as_test
+
+        from pcspec.core.errors import PcspecError
+        from pcspec.engines.hypothesis import PROFILES, machine_for
+        from pcspec.properties.catalogue import CATALOGUE, get_property
+        from pcspec.tools.user_variant import declared, load_variant
+
+        config = self.config
+        try:
+            variant = load_variant(self.spec)
+            expect = {get_property(p).id for p in config.getoption("--pcspec-expect")} | declared(self.spec)
+        except PcspecError as exc:
+            raise VariantFailed(f"pcspec: {exc}") from None
+        targets = [p.id for p in CATALOGUE if p.id not in expect]
+        machine = machine_for(variant, targets=targets)
+        profile = config.getoption("--pcspec-profile")
+        chosen = PROFILES[profile]
+        budget = settings(chosen, derandomize=True) if profile == "ci" else chosen
+        try:
+            run_state_machine_as_test(machine, settings=budget)  # type: ignore[no-untyped-call]
+        except AssertionError:
+            if machine.record.last is None:
+                raise
+            raise VariantFailed(self._report(variant, machine.record.last)) from None
+
+    def _report(self, variant: Any, last: Any) -> str:
+        from pcspec.core.trace import Trace
+        from pcspec.properties.judge import shrink_trace, write_counterexample
+
+        found, ops, cfg = last
+        expect = [{"property": found.rule, "op": found.at, "message": found.message}]
+        trace = shrink_trace(Trace(variant, cfg, list(ops), None, expect), found.rule)
+        out = Path(self.config.getoption("--pcspec-out"))
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"{variant.name.replace(':', '-')}__{found.rule}"
+        path = write_counterexample(trace, out, stem, self.spec)
+        v = trace.expect[0] if trace.expect else expect[0]
+        steps = "\n".join(f"  [{i}] {json.dumps(op, sort_keys=True)}" for i, op in enumerate(trace.ops))
+        return (
+            f"{variant.name} violates {v['property']} at model operation {v['op']}: {v['message']}\n"
+            f"shrunk to {len(trace.ops)} step(s) (numbered as the trace's operations):\n{steps}\n"
+            f"trace: {path}   (pcspec replay {path} --variant-module {self.spec})\n"
+            f"pytest file: {path.parent / ('repro_' + stem.replace('-', '_') + '.py')}"
+        )
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, VariantFailed):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"pcspec fuzzing of {self.spec}"
