@@ -1,5 +1,5 @@
-"""The golden suite of the conformance kit (tests/data/conform): current, complete, and each
-witness still a witness.
+"""The golden suite of the conformance kit (pcspec/conform/suite/, package data): current,
+complete, and each witness still a witness.
 
 * drift: the committed files equal a regeneration from their scenarios under the model as it is
   (regenerate with ``pcspec conform --write-suite``);
@@ -13,7 +13,6 @@ witness still a witness.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -26,10 +25,10 @@ from pcspec.model.variants import get_variant
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.judge import replay
 
-SUITE = Path(__file__).resolve().parent / "data" / "conform"
+SUITE = golden.SUITE
 CASES = golden.load(SUITE)
-JUDGED_IDS = {p.id for p in JUDGED}
 SCENARIOS = {s.name: s for s in scenarios()}
+JUDGED_IDS = {p.id for p in JUDGED}
 
 # Events only the C++ designs emit (a port of `fixed` never does), and those no model trace of
 # `fixed` reaches: a refused seq_rm needs a memory longer than the restored checkpoint by more

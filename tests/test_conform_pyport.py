@@ -21,7 +21,7 @@ from pcspec.conform.pyport import BREAKS, Core
 from pcspec.conform.session import Divergence, compare
 from pcspec.model.variants import FIXED
 
-CASES = golden.load(Path(__file__).resolve().parent / "data" / "conform")
+CASES = golden.load(golden.SUITE)
 PORT = f"{sys.executable} -m pcspec.conform.pyport"
 
 # The property each broken seam must be caught as (docs/SPEC.md section 8).
