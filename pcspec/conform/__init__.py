@@ -20,5 +20,8 @@ Modules, one idea each:
 * ``fuzz``: fuzzed model traces from pcspec's seeded walker;
 * ``port``: running a port program; ``session``: comparing it, shrinking a divergence;
   ``run``: the whole ``pcspec conform`` run; ``report``: its text and JSON;
-* ``pyport``: a reference port in Python, written from docs/SPEC.md.
+* ``suite/``: the golden suite's files (package data).
+
+The ports themselves live outside the package: ``ports/cpp/`` (C++), and a small Python port the
+kit's tests run (``tests/support/pyport.py``).
 """
