@@ -261,7 +261,7 @@ def _memory(m: Any, where: str, ctx: Context) -> Iterator[str]:
     yield from _declared(m, where)
     if m.kind != ctx.kind:
         yield f"{where}: a {m.kind} memory in a {ctx.kind} context"
-    if not _is_tokens(m.attn) or not _is_tokens(m.part) or not 0 <= m.part_lo:
+    if not _is_tokens(m.attn) or not _is_tokens(m.part) or not m.part_lo >= 0:
         yield f"{where}: attn, part must be token tuples and part_lo >= 0"
     if type(m.garbage) is not bool:
         yield f"{where}.garbage: not a boolean"
