@@ -1,34 +1,34 @@
-"""The golden suite of the conformance kit (tests/data/conform): current, complete, and each
-witness still a witness.
+"""The golden suite of the conformance kit (pcspec/conform/suite/, package data): current,
+complete, and each witness still a witness.
 
 * drift: the committed files equal a regeneration from their scenarios under the model as it is
   (regenerate with ``pcspec conform --write-suite``);
 * coverage: every operation of the protocol, every fault site a port reaches, every event
   ``fixed`` can emit, every eviction and erasure reason;
 * witnesses: each violates its property on its design or mutant (the model says so), ``fixed``
-  holds every property on every scenario, and the kit's judge, run over the observations of the
-  violating variant, names the same property.
+  holds every property on every scenario, and the kit's judge (the catalogue's checks, over the
+  observations), run over the observations of the violating variant, names the same property.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from pcspec.conform import golden, protocol
 from pcspec.conform.canon import Canon
 from pcspec.conform.golden import scenarios
-from pcspec.conform.judge import CHECKS, Judge
+from pcspec.conform.judge import JUDGED, Judge
 from pcspec.conform.lower import lower
 from pcspec.model.variants import get_variant
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.judge import replay
 
-SUITE = Path(__file__).resolve().parent / "data" / "conform"
+SUITE = golden.SUITE
 CASES = golden.load(SUITE)
 SCENARIOS = {s.name: s for s in scenarios()}
+JUDGED_IDS = {p.id for p in JUDGED}
 
 # Events only the C++ designs emit (a port of `fixed` never does), and those no model trace of
 # `fixed` reaches: a refused seq_rm needs a memory longer than the restored checkpoint by more
@@ -77,7 +77,7 @@ def test_witness_violates_on_its_variant_and_holds_on_fixed(name: str) -> None:
     for variant, pid in s.shows:
         found = {v.property for v in replay(replace(s.trace(), variant=get_variant(variant))).violations}
         assert pid in found, f"{variant} no longer violates {pid} on {name} (refresh pcspec/conform/witnesses.py)"
-        if pid in CHECKS and (variant, pid) not in NOT_OBSERVABLE:
+        if pid in JUDGED_IDS and (variant, pid) not in NOT_OBSERVABLE:
             low = lower(replace(s.trace(), variant=get_variant(variant)))
             judge, canon = Judge(low.config, low.tags), Canon()
             named = {f.property for i, (op, o) in enumerate(zip(low.ops, low.expect, strict=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,7 @@ from pcspec.conform.session import Session, sanitizer_findings
 from pcspec.core.trace import Trace
 from pcspec.model.variants import FIXED
 
-SUITE = Path(__file__).resolve().parent / "data" / "conform"
-CASE = next(c for c in golden.load(SUITE) if c.name == "base")
+CASE = next(c for c in golden.cases() if c.name == "base")
 
 
 def test_states_as_bytes() -> None:
@@ -55,8 +55,11 @@ def test_canonical_comparison_ignores_ids_and_event_order() -> None:
 def test_differences_name_the_field() -> None:
     want = Canon()(CASE.expect[3])
     got = {**want, "accounted": want["accounted"] + 1, "slots": [{**want["slots"][0], "tokens": [9]}]}
-    paths = [p for p, _, _ in differences(want, got)]
-    assert paths == ["slots[0].tokens", "accounted"]
+    found = differences(want, got, 3)
+    assert [f.rule for f in found] == ["slots[0].tokens", "accounted"]
+    assert {(f.kind, f.at) for f in found} == {("divergence", 3)}
+    assert found[1].to_json() == {"property": "accounted", "op": 3, "message": "the port differs at accounted",
+                                  "expected": want["accounted"], "port": want["accounted"] + 1}
 
 
 def test_faults_are_attached_to_the_operation_that_reaches_them() -> None:
@@ -83,6 +86,37 @@ def test_judge_names_what_an_observation_breaks() -> None:
     bad = {**obs, "ckpts": [{**c, "refs": c["refs"] + 1} for c in obs["ckpts"]], "accounted": obs["accounted"] + 3}
     named = {f.property for f in Judge(CASE.config, CASE.tags)(0, {"op": "update"}, bad)}
     assert {"REF-1", "ACC-1"} <= named
+    assert all(f.kind == "violation" and f.at == 0 for f in Judge(CASE.config, CASE.tags)(0, {"op": "update"}, bad))
+
+
+def _judged(*steps: tuple[dict[str, Any], dict[str, Any]]) -> set[str]:
+    j = Judge(CASE.config, CASE.tags)
+    return {f.property for i, (op, obs) in enumerate(steps) for f in j(i, op, obs)}
+
+
+def test_judge_settles_what_an_observation_leaves_open() -> None:
+    """The catalogue's checks over a replica (pcspec/conform/judge.py): a held checkpoint the port
+    does not report, a reported one nobody holds, a copy in a saved entry, the token limit."""
+    obs = next(o for o in CASE.expect if o["entries"] and o["slots"][0]["ckpts"] and o["entries"][0]["ckpts"])
+    obs = {**obs, "events": []}
+    ck = obs["ckpts"][0]
+    assert _judged(({"op": "update"}, {**obs, "ckpts": obs["ckpts"][1:]})) >= {"REF-1"}  # held, not reported
+    stray = {**ck, "id": 99, "refs": 0}
+    assert "REF-1" in _judged(({"op": "update"}, {**obs, "ckpts": [*obs["ckpts"], stray]}))  # nobody holds it
+    entry = obs["entries"][0]
+    copies = {**obs, "ckpts": [*obs["ckpts"], *({**c, "id": c["id"] + 100, "refs": 1} for c in obs["ckpts"]
+                                              if c["id"] in entry["ckpts"])],
+              "entries": [{**entry, "ckpts": [c + 100 for c in entry["ckpts"]]}, *obs["entries"][1:]]}
+    saved = {"kind": "entry_insert", "entry": entry["id"], "n_tokens": len(entry["tokens"]), "own_unique": 1,
+             "unique_after": 1, "limit": obs["limit"]}
+    slot = next(i for i, s in enumerate(obs["slots"]) if s["ckpts"])
+    found = _judged(({"op": "update"}, obs), ({"op": "save", "slot": slot}, {**copies, "events": [saved]}))
+    assert "PERF-1" in found  # the entry holds copies of the slot's checkpoints
+    over = {**obs, "limit": 0}
+    config = {**CASE.config, "limit_size": 0, "limit_tokens": 1}
+    for op, named in (({"op": "save", "slot": 0}, False), ({"op": "update"}, True)):  # update keeps the token limit
+        j = Judge(config, CASE.tags)
+        assert ("LIMIT-1" in {f.property for f in j(0, op, over)}) == named, op
 
 
 MISBEHAVING = [

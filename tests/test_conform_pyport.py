@@ -1,6 +1,6 @@
 """The conformance kit end to end with the Python port (no compiler needed).
 
-The Python port (``pcspec.conform.pyport``) is written from docs/SPEC.md; it must conform on the
+The Python port (``tests/support/pyport.py``) is written from docs/SPEC.md; it must conform on the
 golden suite and on fuzzed traces, and each of its broken builds must diverge with the property
 it breaks named. The command line is exercised with the port as a child process.
 """
@@ -12,17 +12,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.pyport import BREAKS, Core
 
 from pcspec.cli import main
 from pcspec.conform import golden
 from pcspec.conform.case import Case
 from pcspec.conform.fuzz import traces
-from pcspec.conform.pyport import BREAKS, Core
 from pcspec.conform.session import Divergence, compare
 from pcspec.model.variants import FIXED
 
-CASES = golden.load(Path(__file__).resolve().parent / "data" / "conform")
-PORT = f"{sys.executable} -m pcspec.conform.pyport"
+CASES = golden.load(golden.SUITE)
+PORT = f"{sys.executable} {Path(__file__).resolve().parent / 'support' / 'pyport.py'}"
 
 # The property each broken seam must be caught as (docs/SPEC.md section 8).
 CAUGHT_AS = {

@@ -1,7 +1,8 @@
 """What gets installed, and how the package is laid out.
 
 * A wheel built in a checkout where `pcspec verify` wrote pcspec-out/ (and an earlier build left
-  build/ and pcspec.egg-info/ behind) holds ``pcspec/`` and its metadata, nothing else.
+  build/ and pcspec.egg-info/ behind) holds ``pcspec/`` and its metadata, nothing else (the golden
+  suite of ``pcspec conform`` included).
 * ``pcspec --version``; the model imports nothing of pcspec outside ``pcspec.model``; ``import
   model`` from the repository root is refused; a copy made without symbolic links says so.
 """
@@ -94,6 +95,7 @@ def test_the_wheel_holds_only_the_package(tmp_path: Path) -> None:
     expected = {"pcspec", "pcspec/commands", "pcspec/logcheck", *(f"pcspec/{link}" for link in LINKS)}
     assert expected <= packages, sorted(packages)  # the linked sub-packages are in, as packages
     assert "pcspec/py.typed" in names
+    assert "pcspec/conform/suite/base.jsonl" in names  # the golden suite, for pcspec conform
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

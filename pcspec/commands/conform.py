@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--cmd", help='the port: a command line, e.g. "./build/pcspec-port" (split like a shell)')
     p.add_argument("--variant", default="fixed", help="the design the port implements (default fixed)")
-    p.add_argument("--suite", type=Path, help="golden suite folder or one case file (default tests/data/conform)")
+    p.add_argument("--suite", type=Path, help="golden suite folder or one case file (default: pcspec's own)")
     p.add_argument("--no-golden", action="store_true", help="skip the golden suite")
     p.add_argument("--fuzz", type=count, default=1000, help="fuzzed traces after the suite (default 1000)")
     p.add_argument("--seed", type=count, default=0, help="the fuzzing seed (default 0)")
@@ -44,19 +44,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--write-suite", nargs="?", const="", metavar="DIR",
-                   help="regenerate the golden suite (default tests/data/conform) and exit")
+                   help="regenerate the golden suite (default: pcspec's own, pcspec/conform/suite) and exit")
     p.add_argument("--check-suite", nargs="?", const="", metavar="DIR",
                    help="compare the golden suite with a regeneration; exit 1 on drift")
     p.set_defaults(func=run)
 
 
 def _suite_dir(arg: str) -> Path:
-    if arg:
-        return Path(arg)
-    found = golden.default_dir()
-    if found is None:
-        raise PcspecError("no tests/data/conform here (not a checkout): give the suite folder")
-    return found
+    return Path(arg) if arg else golden.SUITE
 
 
 def run(args: argparse.Namespace) -> int:

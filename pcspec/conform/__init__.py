@@ -11,13 +11,17 @@ Modules, one idea each:
 * ``observe``: an observation of the model's state (the port-visible variables);
 * ``lower``: a model trace turned into core operations with the expected observations;
 * ``canon``: canonical ids and the comparison of two observations;
-* ``judge``: the properties restated over observations (what names a divergence);
+* ``judge``: the catalogue's checks over a port's observations, loaded into model objects
+  (what names a divergence);
 * ``case``: a conformance case and its file format (the golden files);
 * ``scenarios``, ``witnesses``: the model traces of the golden suite (hand-written; and the
   counterexamples of ``pcspec verify``, one per property); ``golden``: the suite, regenerated
   and checked for drift;
-* ``fuzz``: fuzzed model traces from the Hypothesis state machine;
+* ``fuzz``: fuzzed model traces from pcspec's seeded walker;
 * ``port``: running a port program; ``session``: comparing it, shrinking a divergence;
   ``run``: the whole ``pcspec conform`` run; ``report``: its text and JSON;
-* ``pyport``: a reference port in Python, written from docs/SPEC.md.
+* ``suite/``: the golden suite's files (package data).
+
+The ports themselves live outside the package: ``ports/cpp/`` (C++), and a small Python port the
+kit's tests run (``tests/support/pyport.py``).
 """

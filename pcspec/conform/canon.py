@@ -5,7 +5,8 @@ trace); the model names them by its heap counter. Both are renamed 1, 2, ... per
 order of first appearance over the trace: in each observation, first the state (slots in
 order, each list in order, then the entries in order), then the ids only events name. Events of
 one operation are compared as a multiset (a port may erase front to back where the model
-erases back to front). Two observations conform when their canonical forms are equal.
+erases back to front). Two observations conform when their canonical forms are equal; where
+they do not, each field that differs is a divergence (``pcspec.core.results``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from typing import Any
 
 from pcspec.conform.protocol import ID_FIELDS
+from pcspec.core.results import Finding, divergence
 
 Obs = dict[str, Any]
 
@@ -82,8 +84,9 @@ class Canon:
         }
 
 
-def differences(want: Obs, got: Obs) -> list[tuple[str, Any, Any]]:
-    """``(path, expected, observed)`` for every field where two canonical observations differ."""
+def differences(want: Obs, got: Obs, at: int = -1) -> list[Finding]:
+    """A divergence at operation ``at`` for every field where two canonical observations differ:
+    the field's path is its rule, ``data`` holds the ``expected`` and the ``port``'s value."""
     out: list[tuple[str, Any, Any]] = []
     we, ge = [_key(e) for e in want["events"]], [_key(e) for e in got["events"]]
     missing = [json.loads(k) for k in we if k not in ge or we.count(k) > ge.count(k)]
@@ -104,7 +107,7 @@ def differences(want: Obs, got: Obs) -> list[tuple[str, Any, Any]]:
     for k in ("accounted", "unique", "limit"):
         if want[k] != got[k]:
             out.append((k, want[k], got[k]))
-    return out
+    return [divergence(path, at, f"the port differs at {path}", expected=w, port=g) for path, w, g in out]
 
 
 def _dedup(items: list[Any]) -> list[Any]:

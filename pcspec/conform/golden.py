@@ -1,12 +1,12 @@
 """The golden suite: every scenario lowered under ``fixed``, one file per case.
 
-``write(DIR)`` regenerates the suite from ``scenarios.scenarios()``; ``drift(DIR)`` lists what
-differs between the files and a regeneration (a test runs it, so that the committed suite
-follows the model); ``load(DIR)`` reads the cases for a conformance run. The committed suite
-lives in ``tests/data/conform/``; ``default_dir()`` finds it in a checkout, and without one
-(an installed wheel) ``cases()`` regenerates it in memory, which ``drift`` keeps identical.
+``write(DIR)`` regenerates the suite from ``scenarios()``; ``drift(DIR)`` lists what differs
+between the files and a regeneration (a test runs it, so that the committed suite follows the
+model); ``load(DIR)`` reads the cases for a conformance run. The committed suite is package data
+(``SUITE``, ``pcspec/conform/suite/``): an installed pcspec runs it as a checkout does.
 
-Command: ``pcspec conform --write-suite [DIR]`` (regenerate), ``--check-suite`` (drift).
+Command: ``pcspec conform --write-suite [DIR]`` (regenerate; by default ``SUITE``),
+``--check-suite [DIR]`` (drift).
 """
 
 from __future__ import annotations
@@ -18,21 +18,12 @@ from pcspec.conform.scenarios import Scenario, base_scenarios, fault_scenarios
 from pcspec.conform.witnesses import witness_scenarios
 
 VARIANT = "fixed"
-
+SUITE = Path(__file__).resolve().with_name("suite")
 
 
 def scenarios() -> list[Scenario]:
     """Every scenario of the golden suite: the base ones, one per fault site, the witnesses."""
     return [*base_scenarios(), *fault_scenarios(), *witness_scenarios()]
-
-def default_dir() -> Path | None:
-    """``tests/data/conform`` of the checkout this package runs from (an editable install), or
-    of the current folder (a checkout with pcspec installed from it), if any."""
-    for root in (Path(__file__).resolve().parents[2], Path.cwd()):
-        here = root / "tests" / "data" / "conform"
-        if here.is_dir():
-            return here
-    return None
 
 
 def case_of(s: Scenario) -> Case:
@@ -62,9 +53,8 @@ def load(folder: Path) -> list[Case]:
 
 
 def cases(folder: Path | None = None) -> list[Case]:
-    """The suite: from ``folder``, else the checkout's, else regenerated."""
-    folder = folder or default_dir()
-    return load(folder) if folder is not None else generate()
+    """The suite in ``folder`` (default ``SUITE``)."""
+    return load(folder or SUITE)
 
 
 def drift(folder: Path) -> list[str]:

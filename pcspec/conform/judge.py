@@ -1,406 +1,320 @@
-"""The properties restated over observations: what a port's answers violate.
+"""The catalogue's properties judged over a port's observations: what names a divergence.
 
-The model judges its own state (``pcspec.properties``); a port shows only its observations, so
-the kit judges those, over the protocol's variables (docs/SPEC.md, "Properties"). This names
-the property a divergent port breaks. Each check is one function ``(ctx) -> [message]`` over
-the canonical observation before and after one operation; ``Judge`` keeps the history
-variables (what each checkpoint and entry held when first seen, each slot's task prompt).
+A port shows its observations only (docs/SPEC.md, section 9.2). The kit holds it to the very
+checks the model is held to (``pcspec.properties``, run by ``pcspec.properties.judge.Judge``),
+not to a restatement of them: each observation is loaded into the model's own state objects
+(``Replica``: slots with their prompts and the task each processes, ``Checkpoint``s,
+``CacheEntry``s, heap ``Buffer``s holding the content each state tag stands for,
+``Tags.content``), and each operation's events become the model's events with the numbers the
+checks read, emitted at the moments the model emits them, so that the judge's history
+(``pcspec.properties.history``) takes its snapshots as it does of the model: the cache before
+a save and the slot before a prompt start are snapshotted before the observation is loaded,
+the rest after.
 
-Properties about what a port does not report (the memory of a context: STATE-1; slot files:
-FILE-1, FILE-2; scheduling: PROGRESS-1; bytes loaded into a context: UNINIT-2, which valgrind
-sees in a native port) are not judged here.
+Why replay into the model's objects rather than adapt the checks: a property is then written
+once, and what a port breaks is named by the code that judges the model; the checks stay as
+fast as they are (the fuzzing judge, the hot path, is not touched), and this costs only when a
+port diverges (the answers up to the divergence are judged) and in the kit's tests.
+
+What an observation leaves open is settled as the port means it:
+
+* an observation names no buffer: each checkpoint and each entry owns its parts, so the
+  cache's unique bytes (``pcspec.model.cache.unique_bytes``, the one definition) count each
+  checkpoint once (``Replica.unique_bytes`` says when the port's own count is taken); a part
+  whose bytes are no whole state is a buffer no fill completed;
+* ``accounted`` is the port's ``size()``; a checkpoint a holder names and the port does not
+  report has no references, one it reports and no holder names stays allocated (REF-1);
+* the events carry what the port reports and what follows from the state around them: the
+  list's length at each erasure (erased in ``create_checkpoint``'s order: too close, cap,
+  supersede), the position a prompt start resumed at (``policy.restored_positions``), whether
+  an erasure, a re-creation or a clear concerns the checkpoint the task restored, and a
+  checkpoint the saved entry holds that is not the slot's (a copy: PERF-1);
+* the token limit is ``update``'s to keep (a save may exceed it until the update after it):
+  the replica has one only when an ``update`` is judged (LIMIT-1);
+* the model's judge skips checks after a decode step, which changes no storage in the model's
+  code; a port's answers are judged by every check after every operation.
+
+What a port cannot show stays out (``NOT_JUDGED`` says who sees each instead): the memory of
+a context (STATE-1; the replica has no context, so the premise of PERF-3 that the slot's memory
+was live holds), unwritten bytes (UNINIT-1, UNINIT-2), the process dying (RB-3, NOABORT-1),
+slot files (FILE-1, FILE-2), scheduling and the batch fill (PROGRESS-1, REUSE-1, REUSE-2,
+CKPT-3).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from pcspec.conform.observe import ROLE
 from pcspec.conform.tags import Tags
+from pcspec.core.results import Finding
+from pcspec.model import events as ev
+from pcspec.model import policy
+from pcspec.model.cache import CacheEntry, PromptCache
+from pcspec.model.checkpoint import Checkpoint, Prompt
+from pcspec.model.config import Config, MemoryKind
+from pcspec.model.context import Context
+from pcspec.model.heap import Buffer, Heap
+from pcspec.model.server import Server
+from pcspec.model.slot import Slot, Task
+from pcspec.model.variants import FIXED
+from pcspec.properties import judge
+from pcspec.properties.catalogue import CATALOGUE
 
 Obs = dict[str, Any]
 
-ALLOWED_ERASURES = ("invalidated", "cap", "too_close", "supersede", "context_shift")
-
-
-@dataclass
-class Finding:
-    property: str
-    op: int
-    message: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"property": self.property, "op": self.op, "message": self.message}
-
-
-@dataclass
-class Step:
-    """One operation as the checks see it."""
-
-    index: int
-    op: dict[str, Any]
-    before: Obs
-    after: Obs
-    config: dict[str, Any]
-    tags: Tags | None
-    judge: Judge
-
-    def events(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.after["events"] if e["kind"] == kind]
-
-    def ckpts(self, obs: Obs | None = None) -> dict[int, dict[str, Any]]:
-        return {c["id"]: c for c in (obs or self.after)["ckpts"]}
-
-
-def _fp(x: Any) -> str:
-    return json.dumps(x, sort_keys=True)
-
-
-def _size(parts: list[dict[str, Any]]) -> int:
-    return sum(p["size"] for p in parts)
-
-
-def unique_bytes(obs: Obs) -> int:
-    """The distinct buffers reachable from entries, each once: entry data plus the distinct
-    checkpoints their lists hold."""
-    ckpts = {c["id"]: c for c in obs["ckpts"]}
-    held = {cid for e in obs["entries"] for cid in e["ckpts"]}
-    return sum(_size(e["parts"]) for e in obs["entries"]) + sum(_size(ckpts[c]["parts"]) for c in held if c in ckpts)
-
-
-def describes(tags: Tags | None, part: dict[str, Any] | None, tokens: list[int], n: int) -> bool | None:
-    """Whether a checkpoint's target payload is the state of ``tokens[:n]`` (None: unknown)."""
-    if part is None or part["state"] is None:
-        return False
-    if tags is None:
-        return None
-    prefix = tags.prefix.get(part["state"])
-    return prefix is not None and n <= len(tokens) and list(prefix) == list(tokens[:n])
-
-
-def _tgt(c: dict[str, Any]) -> dict[str, Any] | None:
-    return next((p for p in c["parts"] if p["role"] == "tgt"), None)
-
-
-# -- the checks ---------------------------------------------------------------------------------------
-
-
-def imm1(s: Step) -> list[str]:
-    out = []
-    for c in s.after["ckpts"]:
-        fp = _fp({k: v for k, v in c.items() if k not in ("refs", "id")})
-        was = s.judge.published.setdefault(c["id"], fp)
-        if was != fp:
-            out.append(f"checkpoint #{c['id']} changed after publication: was {was}, now {fp}")
-    return out
-
-
-def imm2(s: Step) -> list[str]:
-    out = []
-    for e in s.after["entries"]:
-        fp = _fp({k: v for k, v in e.items() if k != "id"})
-        was = s.judge.sealed.setdefault(e["id"], fp)
-        if was != fp:
-            out.append(f"cache entry #{e['id']} changed while in the cache: was {was}, now {fp}")
-    return out
-
-
-def rb1(s: Step) -> list[str]:
-    return [
-        f"cache entry #{e['id']} ({len(e['tokens'])} tokens) holds a {p['role']} buffer that is not a complete state"
-        for e in s.after["entries"]
-        for p in e["parts"]
-        if p["state"] is None
-    ]
-
-
-def rb2(s: Step) -> list[str]:
-    if s.op["op"] != "save" or any(e["ok"] for e in s.events("save_end")):
-        return []
-    if _fp(s.before["entries"]) == _fp(s.after["entries"]) and s.before["limit"] == s.after["limit"]:
-        return []
-    ids = ([e["id"] for e in s.before["entries"]], [e["id"] for e in s.after["entries"]])
-    limits = f"limit {s.before['limit']} -> {s.after['limit']}"
-    return [f"a failed save changed the cache: entries {ids[0]} -> {ids[1]}, {limits}"]
-
-
-def acc1(s: Step) -> list[str]:
-    acc, u = s.after["accounted"], unique_bytes(s.after)
-    if acc != u:
-        return [f"the cache accounts {acc} bytes but holds {u} unique bytes"]
-    if acc != s.after["unique"]:  # (shared payloads of distinct checkpoint objects: only the port can count them)
-        return [f"the cache accounts {acc} bytes but reports {s.after['unique']} unique bytes"]
-    return []
-
-
-def acc2(s: Step) -> list[str]:
-    out = [
-        f"an entry of {e['own_unique']} unique bytes was rejected as oversize though the limit is {e['limit']}"
-        for e in s.events("save_reject_oversize")
-        if e["own_unique"] <= e["limit"]
-    ]
-    out += [
-        f"entry #{e['entry']} of {e['own_unique']} unique bytes admitted over the limit {e['limit']}"
-        for e in s.events("entry_insert")
-        if 0 < e["limit"] < e["own_unique"]
-    ]
-    if s.events("save_reject_oversize") and s.events("entry_evict"):
-        out.append("a rejected save evicted entries")
-    return out
-
-
-def acc3(s: Step) -> list[str]:
-    return [
-        f"entry #{e['entry']} evicted ({e['reason']}) though unique bytes {e['unique_total']} "
-        f"were within the limit {e['limit']}"
-        for e in s.events("entry_evict")
-        if e["reason"] in ("make_room", "limit_bytes") and e.get("unique_total", 0) <= e.get("limit", 0)
-    ]
-
-
-def limit1(s: Step) -> list[str]:
-    limit, cfg = s.after["limit"], s.config
-    out = [
-        f"entry #{e['entry']} published with {e['unique_after']} unique bytes over the limit {limit}"
-        for e in s.events("entry_insert")
-        if 0 < limit < e["unique_after"]
-    ]
-    u = unique_bytes(s.after)
-    if 0 < limit < u:
-        out.append(f"the cache holds {u} unique bytes over the limit {limit}")
-    if s.op["op"] != "update":  # the token limit is update's to keep (a save is always followed by one)
-        return out
-    n_tokens = sum(len(e["tokens"]) for e in s.after["entries"])
-    est = cfg["limit_tokens"]
-    if limit > 0:
-        per_token = max(1.0, s.after["accounted"] / max(1, n_tokens))
-        est = max(est, int(limit / per_token))
-    if cfg["limit_tokens"] > 0 and n_tokens > est:
-        out.append(f"the cache holds {n_tokens} tokens over the token limit {est}")
-    return out
-
-
-def live1(s: Step) -> list[str]:
-    want = s.config["limit_size"]
-    return [] if s.after["limit"] == want else [f"the byte limit is {s.after['limit']}, not {want}"]
-
-
-def ref1(s: Step) -> list[str]:
-    holders: dict[int, int] = {}
-    for h in [*s.after["slots"], *s.after["entries"]]:
-        for c in h["ckpts"]:
-            holders[c] = holders.get(c, 0) + 1
-    ckpts = s.ckpts()
-    out = [f"checkpoint #{c} is held but not reported" for c in holders if c not in ckpts]
-    out += [
-        f"checkpoint #{cid} has refcount {c['refs']} but {holders.get(cid, 0)} holders"
-        for cid, c in ckpts.items()
-        if c["refs"] != holders.get(cid, 0)
-    ]
-    return out
-
-
-def ckpt1(s: Step) -> list[str]:
-    out = []
-    cap, ckpts = s.config["n_ctx_checkpoints"], s.ckpts()
-    for i, slot in enumerate(s.after["slots"]):
-        cs = [ckpts[c] for c in slot["ckpts"] if c in ckpts]
-        if len(cs) > cap:
-            out.append(f"slot {i} holds {len(cs)} checkpoints, over the cap {cap}")
-        n = [c["n_tokens"] for c in cs]
-        if len(set(n)) != len(n):
-            out.append(f"slot {i} holds several checkpoints at one n_tokens ({n})")
-        for c in cs:
-            if not c["pos_min"] <= c["pos_max"] == c["n_tokens"] - 1:
-                out.append(f"slot {i}: checkpoint #{c['id']} breaks pos_min <= pos_max = n_tokens - 1")
-    return out
-
-
-def ckpt2(s: Step) -> list[str]:
-    out, ckpts = [], s.ckpts()
-    holders = [(f"slot {i}", h, s.judge.prompts.get(i)) for i, h in enumerate(s.after["slots"])]
-    holders += [(f"entry #{e['id']}", e, None) for e in s.after["entries"]]
-    for name, h, prompt in holders:
-        for cid in h["ckpts"]:
-            c = ckpts.get(cid)
-            if c is None:
-                continue
-            ok = describes(s.tags, _tgt(c), h["tokens"], c["n_tokens"])
-            if ok is False and prompt is not None:
-                ok = describes(s.tags, _tgt(c), prompt, c["n_tokens"])
-            if ok is False:
-                out.append(
-                    f"{name} holds checkpoint #{cid} (n_tokens {c['n_tokens']}) that is not the state of a "
-                    "prefix of its tokens"
-                )
-    return out
-
-
-def restore1(s: Step) -> list[str]:
-    if s.op["op"] != "prompt_start":
-        return []
-    out, ckpts = [], s.ckpts()
-    for e in s.events("prompt_start"):
-        r = e["restored"]
-        if r is not None and r in ckpts and ckpts[r]["pos_max"] > e["n_prefix"]:
-            out.append(f"restored checkpoint #{r} beyond pos_next {e['n_prefix']}")
-    for cid in s.after["slots"][s.op["slot"]]["ckpts"]:
-        c = ckpts.get(cid)
-        if c is not None and describes(s.tags, _tgt(c), s.op["prompt"], c["n_tokens"]) is False:
-            out.append(f"kept checkpoint #{cid} (n_tokens {c['n_tokens']}) is not a prefix of the new prompt")
-    return out
-
-
-def perf1(s: Step) -> list[str]:
-    out = [f"a {e['role']} payload of {e['bytes']} bytes was deep-copied" for e in s.events("copy_payload")]
-    if s.op["op"] == "save":
-        slot = s.after["slots"][s.op["slot"]]
-        for ins in s.events("entry_insert"):
-            e = next((x for x in s.after["entries"] if x["id"] == ins["entry"]), None)
-            if e is not None and e["ckpts"] != slot["ckpts"]:
-                out.append(f"the saved entry holds checkpoints {e['ckpts']}, not the slot's own {slot['ckpts']}")
-    return out
-
-
-def perf2(s: Step) -> list[str]:
-    op, out = s.op, []
-    if op["op"] == "prompt_start":
-        restored = {e["ckpt"] for e in s.events("ckpt_restore")}
-    elif op["op"] == "checkpoint":
-        r = s.before["slots"][op["slot"]]["restored"]
-        restored = {r} if r is not None else set()
-        before = s.ckpts(s.before)
-        for e in s.events("ckpt_create"):
-            old = before.get(r) if r is not None else None
-            if old is not None and old["n_tokens"] == e["n_tokens"]:
-                new = s.ckpts().get(e["ckpt"])
-                if new is not None and _tgt(new) == _tgt(old):
-                    what = f"byte-identical (n_tokens {e['n_tokens']})"
-                    out.append(f"the task re-created the checkpoint it restored, {what}")
-    else:
-        return []
-    out += [f"the task erased the checkpoint it restored (#{e['ckpt']}, {e['reason']})"
-            for e in s.events("ckpt_erase") if e["ckpt"] in restored]
-    return out
-
-
-def ckpt4(s: Step) -> list[str]:
-    out, cap = [], s.config["n_ctx_checkpoints"]
-    erasures = s.events("ckpt_erase")
-    if not erasures:
-        return []
-    for e in erasures:
-        if e["reason"] not in ALLOWED_ERASURES:
-            out.append(f"checkpoint #{e['ckpt']} erased as {e['reason']}: not an allowed reason")
-    if s.op["op"] == "checkpoint":
-        pre = len(s.before["slots"][s.op["slot"]]["ckpts"])
-        sweep = [e for e in erasures if e["reason"] == "too_close"]
-        # The k-th sweep erasure (k from 0) happens with pre - k in the list, which must be full.
-        if sweep and pre - (len(sweep) - 1) + 1 < cap:
-            out.append(f"{len(sweep)} checkpoint(s) swept as too close from a list of {pre} (cap {cap}): the "
-                       "last of them while the list was not full")
-        n_cap = sum(1 for e in erasures if e["reason"] == "cap")
-        if n_cap > max(0, pre - len(sweep) - cap + 1):
-            out.append(f"{n_cap} checkpoint(s) erased for the cap with {pre - len(sweep)} of {cap} in the list")
-    if s.op["op"] == "prompt_start" and not s.events("seq_rm_refused"):
-        out += _invalidations(s, erasures)
-    return out
-
-
-def _invalidations(s: Step, erasures: list[dict[str, Any]]) -> list[str]:
-    start = next(iter(s.events("prompt_start")), None)
-    if start is None:
-        return []
-    before = s.ckpts(s.before)
-    pos_next = start["n_prefix"] if s.op["cache_prompt"] else 0
-    restored = next(iter(s.events("ckpt_restore")), None)
-    if restored is not None and restored["ckpt"] in before:
-        r = before[restored["ckpt"]]
-        pos_next = min(pos_next, max(r["pos_min"] + 1, r["pos_max"]))
-    elif start["reprocess"] is not None:
-        pos_next = 0
-    out = []
-    for e in erasures:
-        c = before.get(e["ckpt"])
-        if e["reason"] != "invalidated" or c is None or start["reprocess"] == "checkpoint failed to load":
-            continue
-        if not (c["pos_max"] > pos_next or c["n_tokens"] > start["n_prefix"]):
-            out.append(f"checkpoint #{e['ckpt']} invalidated though it describes the prompt (pos_max {c['pos_max']} "
-                       f"<= pos_next {pos_next}, n_tokens {c['n_tokens']} <= n_prefix {start['n_prefix']})")
-    return out
-
-
-def perf3(s: Step) -> list[str]:
-    if s.op["op"] != "prompt_start" or s.config.get("memory") not in ("recurrent", "hybrid"):
-        return []
-    n_slot = len(s.before["slots"][s.op["slot"]]["tokens"])
-    out = []
-    for e in s.events("prompt_start"):
-        if 0 < e["n_prefix"] == n_slot < len(s.op["prompt"]) and (
-            e["restored"] is not None or e["reprocess"] is not None or e["n_past"] != e["n_prefix"]
-        ):
-            out.append(f"a prompt strictly extending the slot's {n_slot} live tokens did not resume from them")
-    return out
-
-
-CHECKS: dict[str, Callable[[Step], list[str]]] = {
-    "IMM-1": imm1,
-    "IMM-2": imm2,
-    "RB-1": rb1,
-    "RB-2": rb2,
-    "ACC-1": acc1,
-    "ACC-2": acc2,
-    "ACC-3": acc3,
-    "LIMIT-1": limit1,
-    "REF-1": ref1,
-    "CKPT-1": ckpt1,
-    "CKPT-2": ckpt2,
-    "RESTORE-1": restore1,
-    "LIVE-1": live1,
-    "PERF-1": perf1,
-    "CKPT-4": ckpt4,
-    "PERF-3": perf3,
-    "PERF-2": perf2,
+# Who sees, on a port, the properties its observations cannot show (docs/SPEC.md, section 8).
+NOT_JUDGED = {
+    "UNINIT-1": "valgrind memcheck on the port (an unwritten byte read back); on observations: a part with no state",
+    "UNINIT-2": "valgrind memcheck on the port (an unwritten byte loaded into a context)",
+    "RB-3": "the port process itself: an escaped std::bad_alloc ends it (the kit reports the exit)",
+    "NOABORT-1": "the port process itself: an abort ends it; ASan and UBSan reports end it too",
+    "STATE-1": "the model only (a port has no memory of its own: the fake context stands in for it)",
+    "PROGRESS-1": "the model only (scheduling is the environment's)",
+    "FILE-1": "the model only (slot files are the environment's)",
+    "FILE-2": "the model only (slot files are the environment's)",
+    "REUSE-1": "the model only (it judges on states; ports reproduce the resume of section 4 exactly)",
+    "REUSE-2": "the model only (slot selection is the environment's)",
+    "CKPT-3": "the model only (the batch fill is the environment's)",
 }
+JUDGED = tuple(p for p in CATALOGUE if p.id not in NOT_JUDGED)
+
+MODEL_ROLE = {port: model for model, port in ROLE.items()}
+ERASE_ORDER = {"too_close": 0, "cap": 1, "supersede": 2}  # create_checkpoint's, then the rest
 
 
-def initial(config: dict[str, Any]) -> Obs:
-    """The observation of a server that just started: empty slots, an empty cache."""
-    return {
-        "events": [],
-        "slots": [{"tokens": [], "ckpts": [], "restored": None} for _ in range(config["n_slots"])],
-        "ckpts": [],
-        "entries": [],
-        "accounted": 0,
-        "unique": 0,
-        "limit": config["limit_size"] if config["cache"] else 0,
-    }
+def config_of(port: dict[str, Any]) -> Config:
+    """The model configuration a port's says, as far as the checks read it."""
+    cache_ram = (port["limit_size"] or -1) if port["cache"] else 0  # (-1: a cache with no byte limit)
+    return Config(n_ctx_checkpoints=port["n_ctx_checkpoints"], memory=MemoryKind(port["memory"]), cache_ram=cache_ram)
 
 
-@dataclass
+class _Cache(PromptCache):
+    accounted = 0
+
+    def size(self) -> int:
+        return self.accounted  # the port's server_prompt_cache::size
+
+
+class Replica(Server):
+    """A server whose state is the last observation loaded, as model objects. Checkpoints and
+    buffers keep their identity across observations (by canonical id), and a buffer whose
+    part changed took a write (``version``), as the judge's fingerprints compare them."""
+
+    def __init__(self, config: dict[str, Any], tags: Tags) -> None:
+        self.variant = FIXED
+        self.heap = Heap(host_ram=1 << 62)
+        self.crash = None
+        self.tags = tags
+        self.ckpts: dict[int, Checkpoint] = {}
+        self.bufs: dict[tuple[str, int, str], Buffer] = {}
+        self.tasks: dict[int, Task] = {}  # slot -> the task whose prompt it processes
+        self.configure(config)
+
+    def configure(self, config: dict[str, Any]) -> None:
+        """A server that just started: empty slots, an empty cache."""
+        self.port_config = config
+        self.cfg = config_of(config)
+        self.slots = [Slot(i) for i in range(config["n_slots"])]
+        self.tasks.clear()
+        self.port_cache = _Cache(self.cfg, self.variant, self.heap) if config["cache"] else None
+        self.cache = self.port_cache
+        self.reported_unique = 0
+        self.reported: set[int] = set()  # the checkpoints the last observation reports
+
+    def contexts(self) -> list[Context]:
+        return []  # a port shows no memory
+
+    @property
+    def unique_bytes(self) -> int:
+        """The model's count over the replica, where each checkpoint owns its payloads; where it
+        agrees with the port's accounting, the port's own count (``unique``), which knows the
+        payloads distinct checkpoint objects share (as #27451's copies do): so ACC-1 holds the
+        accounting to both."""
+        counted = super().unique_bytes
+        return self.reported_unique if counted == self.accounted_bytes else counted
+
+    def load(self, obs: Obs, limit_tokens: bool) -> None:
+        """Make the state the observation's (``limit_tokens``: whether the token limit holds now)."""
+        self.heap.live = {}
+        self.reported_unique = obs["unique"]
+        self.reported = set()
+        for c in obs["ckpts"]:
+            cid = c["id"]
+            self.reported.add(cid)
+            if cid not in self.ckpts:
+                self.ckpts[cid] = Checkpoint(cid, 0, -1, -1, -1)
+            ck = self.ckpts[cid]
+            ck.n_tokens, ck.id_task, ck.pos_min, ck.pos_max, ck.refs = (
+                c["n_tokens"], c["id_task"], c["pos_min"], c["pos_max"], c["refs"])
+            parts = self._parts("ckpt", cid, c["parts"])
+            ck.tgt, ck.dft, ck.spec = parts.get("tgt"), parts.get("dft"), parts.get("spec")
+
+        def held(ids: list[int]) -> list[Checkpoint]:
+            for cid in ids:
+                if cid not in self.reported:  # held but not reported: nothing references it
+                    self.ckpts[cid] = Checkpoint(cid, 0, -1, -1, -1)
+            return [self.ckpts[cid] for cid in ids]
+
+        self.slots = [
+            Slot(i, Prompt(tuple(s["tokens"]), held(s["ckpts"])), task=self.tasks.get(i),
+                 restored=self.ckpts.get(s["restored"]) if s["restored"] is not None else None)
+            for i, s in enumerate(obs["slots"])
+        ]
+        cache = self.port_cache
+        if cache is not None:
+            cache.entries = []
+            for e in obs["entries"]:
+                parts = self._parts("entry", e["id"], e["parts"])
+                prompt = Prompt(tuple(e["tokens"]), held(e["ckpts"]))
+                cache.entries.append(CacheEntry(e["id"], prompt, parts.get("main"), parts.get("drft")))
+            cache.limit_size, cache.accounted = obs["limit"], obs["accounted"]
+            cache.limit_tokens = self.port_config["limit_tokens"] if limit_tokens else 0
+
+    def prompts(self) -> list[Prompt]:
+        """Every holder's prompt: the slots', then the entries'."""
+        return [s.prompt for s in self.slots] + [e.prompt for e in (self.cache.entries if self.cache else [])]
+
+    def _parts(self, owner: str, oid: int, parts: list[dict[str, Any]]) -> dict[str, Buffer]:
+        out = {}
+        for p in parts:
+            role, size = p["role"], p["size"]
+            b = self.bufs.get((owner, oid, role))
+            if b is None:
+                b = self.bufs[(owner, oid, role)] = Buffer(self.heap.new_id(), size, MODEL_ROLE.get(role, role),
+                                                           zeroed=False, refs=1)
+            content = self.tags.content(p["state"])
+            filled = size if content is not None else 0
+            if (b.size, b.filled, b.content) != (size, filled, content):
+                b.size, b.filled, b.content = size, filled, content
+                b.version += 1
+            self.heap.live[b.id] = b
+            out[role] = b
+        return out
+
+
+@dataclass(frozen=True)
+class Before:
+    """What the model's events read of the operation's slot before it: its tokens, the
+    checkpoint its task restored, and each checkpoint's ``(pos_min, pos_max, n_tokens, the
+    target's content)``."""
+
+    n_tokens: int
+    restored: int | None
+    held: dict[int, tuple[int, int, int, object]]
+
+    @classmethod
+    def of(cls, slot: Slot) -> Before:
+        held = {ck.id: (ck.pos_min, ck.pos_max, ck.n_tokens, ck.tgt.content if ck.tgt else None)
+                for ck in slot.prompt.checkpoints}
+        return cls(len(slot.prompt.tokens), slot.restored.id if slot.restored is not None else None, held)
+
+
 class Judge:
-    """Judges the canonical observations of one trace in order."""
+    """Judges the canonical observations of one trace in order (``judge(index, op, obs)``)."""
 
-    config: dict[str, Any]
-    tags: Tags | None = None
-    published: dict[int, str] = field(default_factory=dict)
-    sealed: dict[int, str] = field(default_factory=dict)
-    prompts: dict[int, list[int]] = field(default_factory=dict)  # slot -> the prompt it processes
-    before: Obs | None = None
+    def __init__(self, config: dict[str, Any], tags: Tags) -> None:
+        self.replica = Replica(config, tags)
+        self.judge = judge.Judge(self.replica, JUDGED, shortcuts=False)
+        self.published: set[int] = set()
 
     def __call__(self, index: int, op: dict[str, Any], obs: Obs) -> list[Finding]:
-        if op["op"] == "restart":
-            self.config = op["config"]
-            self.prompts.clear()
-            self.before = None
-        before = self.before or initial(self.config)
-        self.before = obs
-        if op["op"] == "prompt_start":
-            self.prompts[op["slot"]] = list(op["prompt"])
-        step = Step(index, op, before, obs, self.config, self.tags, self)
-        out = [Finding(pid, index, msg) for pid, check in CHECKS.items() for msg in check(step)]
-        if op["op"] in ("release", "install") and "slot" in op:
-            self.prompts.pop(op["slot"], None)
-        return out
+        r, name, events = self.replica, op["op"], obs["events"]
+        if name == "restart":
+            r.configure(op["config"])
+        heap, slot = r.heap, op.get("slot", -1)
+        heap.op = index
+        before = Before.of(r.slots[slot] if 0 <= slot < len(r.slots) else Slot(slot))
+        start = next((e for e in events if e["kind"] == "prompt_start"), None) if name == "prompt_start" else None
+        for e in events:  # (what the judge's history takes before a save and a prompt start change anything)
+            if e["kind"] == "save_end":
+                heap.emit(ev.SaveBegin(slot=slot, n_tokens=before.n_tokens))
+        if start is not None:
+            heap.emit(ev.PromptBegin(slot=slot, task=op["task"]))
+            r.tasks[slot] = Task(op["task"], tuple(op["prompt"]), cache_prompt=op["cache_prompt"])
+        elif name in ("release", "install"):
+            r.tasks.pop(slot, None)
+        r.load(obs, limit_tokens=name == "update")
+        for prompt in r.prompts():  # a checkpoint is published when it first enters a holder's list
+            for ck in prompt.checkpoints:
+                if ck.id not in self.published and ck.id in r.reported:
+                    self.published.add(ck.id)
+                    heap.emit(ev.PublishCkpt(ckpt=ck.id, checkpoint=ck))
+        for e in model_events(r, op, events, start, before):
+            heap.emit(e)
+        return self.judge()
+
+
+def model_events(
+    r: Replica, op: dict[str, Any], events: list[dict[str, Any]], start: dict[str, Any] | None, before: Before
+) -> Iterator[ev.Event]:
+    """A port's events of ``op`` as the model's, with what the checks read (the module's docstring)."""
+    slot = op.get("slot", -1)
+    task = r.tasks[slot].id if slot in r.tasks else -1
+    restores = {e["ckpt"] for e in events if e["kind"] == "ckpt_restore"}
+    pos_next, cause = 0, None
+    if start is not None:
+        pos_next = start["n_prefix"] if op["cache_prompt"] else 0
+        got = next((before.held[c] for c in restores if c in before.held), None)
+        if got is not None:
+            pos_next = policy.restored_positions(pos_next, got[0], got[1], got[2])[0]
+        elif start["reprocess"] is not None:
+            pos_next = 0
+        if any(e["kind"] == "seq_rm_refused" for e in events):
+            cause = "seq_rm refused"
+        elif start["reprocess"] == "checkpoint failed to load":
+            cause = "failed to load"
+    erasures = sorted((e for e in events if e["kind"] == "ckpt_erase"), key=lambda e: ERASE_ORDER.get(e["reason"], 3))
+    for k, e in enumerate(erasures):
+        was = before.held.get(e["ckpt"])
+        rule = start is not None and e["reason"] == "invalidated"  # judged on these numbers
+        yield ev.CkptErase(
+            slot=slot, ckpt=e["ckpt"], reason=e["reason"], task=task, n_tokens=e["n_tokens"],
+            restored_by_task=e["ckpt"] in restores if start is not None else e["ckpt"] == before.restored,
+            list_len=len(before.held) - k,
+            pos_max=was[1] if rule and was is not None else None,
+            pos_next=pos_next if rule else None,
+            n_prefix=start["n_prefix"] if rule and start is not None else None,
+            cause=cause if rule else None,
+        )
+    was_restored = before.held.get(before.restored) if before.restored is not None else None
+    copied = False
+    for e in events:
+        kind = e["kind"]
+        if kind == "save_end":
+            yield ev.SaveEnd(slot=slot, ok=bool(e["ok"]))
+        elif kind == "entry_insert":
+            yield ev.EntryInsert(entry=e["entry"], n_tokens=e["n_tokens"], own_unique=e["own_unique"],
+                                 unique_after=e["unique_after"], limit=e["limit"])
+        elif kind == "entry_evict":
+            yield ev.EntryEvict(entry=e["entry"], reason=e["reason"], n_tokens=e["n_tokens"],
+                                unique_total=e.get("unique_total"), limit=e.get("limit"))
+        elif kind == "save_reject_oversize":
+            yield ev.SaveRejectOversize(size=e["size"], own_unique=e["own_unique"], limit=e["limit"])
+        elif kind == "copy_payload":
+            copied = True
+            yield ev.CopyPayload(src=0, dst=0, bytes=e["bytes"], role=MODEL_ROLE.get(e["role"], e["role"]))
+        elif kind == "ckpt_create":
+            new = r.ckpts.get(e["ckpt"])
+            identical = (was_restored is not None and new is not None and new.tgt is not None
+                         and was_restored[2] == e["n_tokens"] and was_restored[3] == new.tgt.content)
+            yield ev.CkptCreate(slot=slot, ckpt=e["ckpt"], task=task, n_tokens=e["n_tokens"],
+                                pos_min=e["pos_min"], pos_max=e["pos_max"], identical_to_restored=identical)
+    if start is not None:
+        yield ev.PromptStart(
+            slot=slot, task=op["task"], n_prefix=start["n_prefix"], n_slot_tokens=before.n_tokens,
+            n_past=start["n_past"], restored=start["restored"], reprocess=start["reprocess"],
+            pos_next=start["n_past"], prompt=tuple(op["prompt"]), cache_prompt=op["cache_prompt"],
+        )
+    if op["op"] == "clear":
+        yield ev.PromptClear(slot=slot, n_tokens=before.n_tokens, task=task, restored_by_task=before.restored)
+    if op["op"] == "save" and not copied and r.cache is not None and 0 <= slot < len(r.slots):
+        # A checkpoint the saved entry holds that is not one of the slot's is a copy of one.
+        mine = {ck.id for ck in r.slots[slot].prompt.checkpoints}
+        inserted = {e["entry"] for e in events if e["kind"] == "entry_insert"}
+        for entry in r.cache.entries:
+            for ck in entry.prompt.checkpoints if entry.id in inserted else ():
+                if ck.id not in mine:
+                    yield from (ev.CopyPayload(src=0, dst=b.id, bytes=b.size, role=b.role) for b in ck.buffers())

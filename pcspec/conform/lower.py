@@ -92,8 +92,7 @@ class Lowerer:
         self.tasks: dict[int, tuple[tuple[int, ...], bool]] = {}
         self.model_op: dict[str, Any] = {}
         self.index = -1
-        self.pos_min: list[int] = []
-        self.live: list[list[list[int]]] = []
+        self.memory: tuple[int, list[list[int]]] = (-1, [])  # what the last prompt start read of the memory
         self.dead = False
         self.slept = False
         self.saving = False
@@ -107,17 +106,11 @@ class Lowerer:
                 break
             self.index, self.model_op = i, op
             self.slept = op.get("op") == "sleep_wake"
-            self._capture()
             for _ in model_ops.apply(self.srv, op):
                 if self.dead:
                     break
                 self._boundary()
-                self._capture()
         return self.out
-
-    def _capture(self) -> None:
-        self.pos_min = [seq.pos_range()[0] for seq in self.srv.ctx_tgt.seqs]
-        self.live = [[list(ctx.seqs[i].pos_range()) for ctx in self.srv.contexts()] for i in range(len(self.pos_min))]
 
     def _boundary(self) -> None:
         """The end of a model operation (or of one step of a run)."""
@@ -229,6 +222,12 @@ class Lowerer:
         self._start_lazy(op, lambda x: isinstance(x, ev.Free) or (
             isinstance(x, ev.CkptErase) and x.reason == "context_shift"))
 
+    def _on_prompt_begin(self, e: ev.PromptBegin) -> None:
+        # The memory as the start reads it, when it reads it: not as the step began (in a unified
+        # KV cache, another slot's batch earlier in the step can move this slot's SWA cells).
+        seqs = [ctx.seqs[e.slot] for ctx in self.srv.contexts()]
+        self.memory = (seqs[0].pos_range()[0], [list(m.pos_range()) for m in seqs])
+
     def _on_prompt_start(self, e: ev.PromptStart) -> None:
         slot, task = e.slot, e.task
         op = {
@@ -237,8 +236,8 @@ class Lowerer:
             "task": task,
             "prompt": list(e.prompt),
             "cache_prompt": self.tasks[task][1],
-            "pos_min": self.pos_min[slot],
-            "live": self.live[slot],
+            "pos_min": self.memory[0],
+            "live": self.memory[1],
             "seq_rm_ok": not any(x["kind"] == "seq_rm_refused" for x in self.evbuf),
         }
         self._emit_now(op)

@@ -125,7 +125,7 @@ OPS: tuple[OpSpec, ...] = (
         "prompt_start",
         True,
         "server-context.cpp:3121-3407 (update_slots, SLOT_STATE_STARTED: threshold 3278, restore "
-        "3330-3364, invalidation 3369-3378 with seed 001's n_prefix rule, n_past -= 1 3383-3388, "
+        "3330-3364, invalidation 3369-3378 with #30137's n_prefix rule, n_past -= 1 3383-3388, "
         "keep_first 3395) and the first fill's seq_rm 3422-3426",
         "a new prompt starts on the slot: restore a checkpoint or not, invalidate, keep the prefix",
         (
@@ -145,7 +145,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(
         "checkpoint",
         True,
-        "server-context.cpp:2290-2345 (create_checkpoint; seed 001: make_shared, fill, push_back), "
+        "server-context.cpp:2290-2345 (create_checkpoint; #30137: make_shared, fill, push_back), "
         "called at 3615; common.cpp:2288-2323 (update_tgt, update_dft)",
         "make room in the slot's checkpoint list and add a checkpoint of the state before the batch",
         (
@@ -195,7 +195,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(
         "install",
         False,
-        "server-context.cpp:2576-2640 (POST /slots/N?action=restore, seed 001's checkpoint appendix)",
+        "server-context.cpp:2576-2640 (POST /slots/N?action=restore, #30137's checkpoint appendix, #26004)",
         "a slot file was restored: the slot's prompt is replaced by these tokens and new checkpoints",
         (
             SLOT,

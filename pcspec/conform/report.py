@@ -64,10 +64,10 @@ def divergence_text(div: Divergence, written: Path | None) -> list[str]:
         out.append("  violates no property the kit judges: the port differs from the spec without breaking one")
     if div.diffs:
         out.append("  differences (expected, then the port's):")
-        for path, want, got in div.diffs[:12]:
-            out.append(f"    {path}:")
-            out.append(f"      expected {_short(want)}")
-            out.append(f"      port     {_short(got)}")
+        for d in div.diffs[:12]:
+            out.append(f"    {d.rule}:")
+            out.append(f"      expected {_short(d.data['expected'])}")
+            out.append(f"      port     {_short(d.data['port'])}")
     lines = trace_lines(div)
     out.append(f"  the core trace ({len(lines)} lines: begin, then the operations):")
     for ln in lines[:MAX_TRACE_LINES]:
@@ -119,7 +119,7 @@ def as_json(result: Result, cmd: str, variant: str, written: Path | None) -> dic
             "error": d.error,
             "properties": d.properties,
             "findings": [f.to_json() for f in d.findings],
-            "differences": [{"path": p, "expected": w, "port": g} for p, w, g in d.diffs],
+            "differences": [{"path": f.rule, **f.data} for f in d.diffs],
             "trace": [json.loads(ln) for ln in trace_lines(d)],
             "source": d.case.source.ops if d.case.source is not None else None,
             "shrunk_from": d.shrunk_from,

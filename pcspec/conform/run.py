@@ -22,9 +22,10 @@ def golden_cases(variant: Variant, suite: Path | None) -> list[Case]:
         if suite is not None and suite.is_file():
             return [Case.loads(suite.read_text(encoding="utf-8"), str(suite))]
         return golden.cases(suite)
-    from pcspec.conform.golden import scenarios
-
-    return [Case.from_trace(s.name, replace(s.trace(), variant=variant), s.purpose, list(s.shows)) for s in scenarios()]
+    return [
+        Case.from_trace(s.name, replace(s.trace(), variant=variant), s.purpose, list(s.shows))
+        for s in golden.scenarios()
+    ]
 
 
 def fuzz_cases(variant: Variant, count: int, seed: int, result: Result) -> Iterator[Case]:

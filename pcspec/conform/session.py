@@ -17,8 +17,9 @@ from typing import Any
 
 from pcspec.conform.canon import Canon, differences
 from pcspec.conform.case import Case
-from pcspec.conform.judge import Finding, Judge
+from pcspec.conform.judge import Judge
 from pcspec.conform.port import Port, PortError
+from pcspec.core.results import Finding, violation
 from pcspec.core.shrink import shrink_list, simpler_op
 
 
@@ -28,8 +29,8 @@ class Divergence:
     index: int  # the core operation whose answer differs (-1: the port failed before any)
     want: dict[str, Any] | None
     got: dict[str, Any] | None
-    diffs: list[tuple[str, Any, Any]]
-    findings: list[Finding]
+    diffs: list[Finding]  # divergences: each field that differs
+    findings: list[Finding]  # violations: the properties the port's answers break
     error: str | None = None  # the port's own error line, or how it failed
     shrunk_from: int | None = None  # model operations before shrinking
 
@@ -59,7 +60,7 @@ def compare(case: Case, answers: list[dict[str, Any]]) -> Divergence | None:
             return _diverged(case, i, answers, want, got, [], error=str(got["error"]))
         cgot = mine(got)
         if cgot != want:
-            diffs = differences(want, cgot)
+            diffs = differences(want, cgot, i)
             if diffs:
                 return _diverged(case, i, answers, want, cgot, diffs)
     return None
@@ -71,7 +72,7 @@ def _diverged(
     answers: list[dict[str, Any]],
     want: dict[str, Any],
     got: dict[str, Any],
-    diffs: list[tuple[str, Any, Any]],
+    diffs: list[Finding],
     error: str | None = None,
 ) -> Divergence:
     judge, canon = Judge(case.config, case.tags), Canon()
@@ -104,7 +105,7 @@ SANITIZER_FINDINGS = (
 def sanitizer_findings(text: str) -> list[Finding]:
     for needle, also, pid, what in SANITIZER_FINDINGS:
         if needle in text and also in text:
-            return [Finding(pid, -1, f"{what} (the port's standard error says so)")]
+            return [violation(pid, -1, f"{what} (the port's standard error says so)")]
     return []
 
 
@@ -202,7 +203,7 @@ def shrink(session: Session, div: Divergence, max_runs: int = 400) -> Divergence
             best[0] = found
         return found is not None
 
-    # The shared loop of pcspec/shrink.py: the same candidates as a property's shrinking.
+    # The core's shrinker (pcspec/core/shrink.py): the same candidates as a property's shrinking.
     ops = shrink_list(list(source.ops), diverges, simpler_op)
     out = best[0]
     # The last divergent run is the shortest: re-run it so that the report matches the trace.

@@ -4,12 +4,15 @@ The model's buffers carry what a fill wrote (a ``StateImage``: the state of a to
 one scope; or a speculative stash of a prefix). A port never sees those: the lowering names
 each distinct content by a tag, 1, 2, ... in order of first use within a trace, and keeps what
 each tag describes (the token prefix) for the judge. Tag 0 is every content that is no state
-(a slot-file payload that does not decode); loading it fails.
+(a slot-file payload that does not decode); loading it fails. ``content`` goes back: the
+content a tag stands for, which the judge puts into the buffers of a port's state
+(``pcspec.conform.judge``).
 """
 
 from __future__ import annotations
 
-from pcspec.model.memory import StateImage, Tokens
+from pcspec.model.config import MemoryKind
+from pcspec.model.memory import FULL, StateImage, Tokens
 
 GARBAGE = 0
 
@@ -19,6 +22,7 @@ class Tags:
         self.by_content: dict[object, int] = {}
         self.prefix: dict[int, Tokens | None] = {GARBAGE: None}
         self.by_buffer: dict[tuple[int, int], int] = {}  # (buffer id, version) -> tag, for speed
+        self._contents: dict[int, object] = {}  # tag -> content (``content``)
 
     def tag(self, content: object) -> int:
         """The tag of a content (assigned at its first use)."""
@@ -34,6 +38,20 @@ class Tags:
             self.by_content[content] = t
             self.prefix[t] = described
         return t
+
+    def content(self, tag: int | None) -> object:
+        """What a buffer whose bytes decode to ``tag`` holds, as a model buffer holds it (None:
+        no whole state): the content the tag was given to; for a tag read from a case file, a
+        state image of the prefix it describes; a tag that describes nothing is no state."""
+        if tag is None:
+            return None
+        if len(self._contents) != len(self.by_content):
+            self._contents = {t: c for c, t in self.by_content.items()}
+        got = self._contents.get(tag)
+        if got is not None:
+            return got
+        prefix = self.prefix.get(tag)
+        return ("no state", tag) if prefix is None else StateImage(MemoryKind.KV, FULL, prefix, None, 0)
 
     def table(self) -> dict[str, list[int] | None]:
         """What each tag describes, for trace files (JSON keys are strings)."""

@@ -5,7 +5,7 @@ and ``<!-- end: NAME -->``: the operations and their fields (``conform.protocol.
 events (``EVENTS``), the port's configuration, the JSON Schemas of the protocol's lines, the
 fault sites (``Faults.SITES`` with the comment the model gives each), the seams (``Variant``'s
 fields with their comments and each design's value) and the property catalogue (statements
-from ``properties.catalogue``, who judges each on a port from ``conform.judge``).
+from ``properties.catalogue``, which of them ``conform.judge`` judges on a port, and who sees the others).
 ``python -m pcspec.tools.specgen`` rewrites the blocks; ``tests/test_spec_doc.py`` fails when the file
 and the code drift apart, and when a block, an operation's section or a property's
 restatement is missing.
@@ -24,29 +24,12 @@ from enum import Enum
 from pathlib import Path
 
 from pcspec.conform import protocol
-from pcspec.conform.judge import CHECKS
+from pcspec.conform.judge import NOT_JUDGED
 from pcspec.model import heap, variants
 from pcspec.model.variants import DESIGNS, Variant
 from pcspec.properties.catalogue import CATALOGUE
 
 SPEC = Path(__file__).resolve().parents[1] / "docs" / "SPEC.md"
-
-# What a sanitizer, valgrind or nothing on the port side sees, for the properties the kit's
-# judge does not restate over observations (every other catalogue ID is judged; a test keeps
-# this table and the catalogue in step).
-NOT_JUDGED = {
-    "UNINIT-1": "valgrind memcheck on the port (an unwritten byte read back); on observations: a part with no state",
-    "UNINIT-2": "valgrind memcheck on the port (an unwritten byte loaded into a context)",
-    "RB-3": "the port process itself: an escaped std::bad_alloc ends it (the kit reports the exit)",
-    "NOABORT-1": "the port process itself: an abort ends it; ASan and UBSan reports end it too",
-    "STATE-1": "the model only (a port has no memory of its own: the fake context stands in for it)",
-    "PROGRESS-1": "the model only (scheduling is the environment's)",
-    "FILE-1": "the model only (slot files are the environment's)",
-    "FILE-2": "the model only (slot files are the environment's)",
-    "REUSE-1": "the model only (it judges on states; ports reproduce the resume of section 4 exactly)",
-    "REUSE-2": "the model only (slot selection is the environment's)",
-    "CKPT-3": "the model only (the batch fill is the environment's)",
-}
 
 # The seams a port of `fixed` implements, and the core operations each shapes; the others are
 # the environment's (the model decides them and lowers their effect into the trace).
@@ -203,7 +186,7 @@ def _value(v: object) -> str:
 def catalogue_table() -> str:
     lines = ["| ID | statement (the catalogue's) | judged on a port by |", "|---|---|---|"]
     for p in CATALOGUE:
-        who = "the kit's judge (`conform/judge.py`)" if p.id in CHECKS else NOT_JUDGED.get(p.id, "?")
+        who = NOT_JUDGED.get(p.id, "its check, over the port's observations (`conform/judge.py`)")
         lines.append(f"| {p.id} | {_cell(p.statement)} | {_cell(who)} |")
     return "\n".join(lines)
 

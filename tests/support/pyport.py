@@ -1,8 +1,9 @@
-"""A port of the core of the ``fixed`` design in Python, written from docs/SPEC.md.
+"""A port of the core of the ``fixed`` design in Python, written from docs/SPEC.md: a fixture of
+the conformance kit's tests.
 
 It is what ports/cpp/ is in C++, kept small: it shows that the spec is precise enough to
 implement, lets the kit be tested without a compiler, and answers the protocol on standard
-input (``python -m pcspec.conform.pyport``). Buffers are real ``bytearray``s filled by a fake
+input (``python tests/support/pyport.py [--break NAME]``). Buffers are real ``bytearray``s filled by a fake
 context with the bytes of ``protocol.encode_state``; checkpoints are shared objects with a
 holder count; nothing here imports the model.
 
@@ -566,7 +567,7 @@ def serve(lines: Any, out: Any, broken: str = "") -> None:
         op = json.loads(line)
         if op.get("op") == "begin":
             core = Core(op["config"], broken)
-            name = "pcspec.conform.pyport" + (f" ({broken})" if broken else "")
+            name = "tests/support/pyport.py" + (f" ({broken})" if broken else "")
             answer: dict[str, Any] = {"schema": SCHEMA, "port": name}
         elif core is None:
             answer = {"error": "no begin line"}
