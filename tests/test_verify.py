@@ -135,7 +135,7 @@ def test_every_saved_trace_replays(verified: tuple[dict[str, Any], Path]) -> Non
     assert len(traces) == sum(1 for c in data["fuzz"] if c["verdict"] == "violated")
     for path in traces:
         assert main(["replay", str(path), "--json"]) == 0, path.name
-    snippets = sorted(out.glob("test_*.py"))
+    snippets = sorted(out.glob("repro_*.py"))
     assert len(snippets) == len(traces)
 
 
