@@ -34,11 +34,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pcspec.core.results import Finding
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.cache import LOAD_LINES, SAVE_LINES, UPDATE_LINES, CacheChecker
 from pcspec.logcheck.context import Context, Deviations
 from pcspec.logcheck.options import Options, Rules, resolve
-from pcspec.logcheck.rules import Deviation
 from pcspec.logcheck.scan import RunSummary, opens_run, scan_runs
 from pcspec.logcheck.selection import SCAN_LINES, Selection
 from pcspec.logcheck.slots import SlotChecker
@@ -58,7 +58,7 @@ class CheckResult:
     source: str
     n_lines: int
     n_events: int
-    deviations: list[Deviation]
+    deviations: list[Finding]
     notes: list[str]
     stats: Stats
     runs: list[Rules]
@@ -72,7 +72,7 @@ class CheckResult:
             "lines": self.n_lines,
             "events": self.stats.event_counts(),
             "deviation_count": self.n_deviations,
-            "deviations": [d.as_dict() for d in self.deviations],
+            "deviations": [d.to_json() for d in self.deviations],
             "stats": self.stats.as_dict(),
             "runs": [r.as_dict() for r in self.runs],
             "weakened_checks": dict(self.weakened),
