@@ -48,7 +48,7 @@ def test_short_live_session(kind: str, models: Path, tmp_path: Path) -> None:
                    run_requests=SESSION_REQUESTS, timeout=15, do_shrink=False, concurrency=False)
     assert rep.requests >= SESSION_REQUESTS
     assert rep.transparency_checks > 0 and rep.compared_segments > 0
-    bad = [f"{r.finding.cls} at op {r.finding.op}: {r.finding.detail} ({r.directory})" for r in rep.unexplained]
+    bad = [f"{r.finding.rule} at op {r.finding.op}: {r.finding.message} ({r.directory})" for r in rep.unexplained]
     assert not bad, "unexplained findings:\n" + "\n".join(bad)
 
 
@@ -64,7 +64,7 @@ def _replay(name: str, models: Path, tmp_path: Path, timeout: float = 15) -> tup
         out = execute(Target(BINARY, model, kind, flags), tmp_path / "run", refs.get(flags), ops=ops, timeout=timeout)
     finally:
         refs.close()
-    return out, [(f.cls, explain(f, out)) for f in out.analysis.findings]
+    return out, [(f.rule, explain(f, out)) for f in out.analysis.findings]
 
 
 def test_swa_off_by_one_after_restore(models: Path, tmp_path: Path) -> None:

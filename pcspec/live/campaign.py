@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pcspec.core.results import Finding
 from pcspec.core.trace import Trace
 from pcspec.live import calibrate
-from pcspec.live.analyze import Finding
+from pcspec.live.analyze import is_observation, to_json
 from pcspec.live.client import Client
 from pcspec.live.explain import explain
 from pcspec.live.fuzz import Fuzzer
@@ -71,7 +72,7 @@ class KindReport:
 
     @property
     def unexplained(self) -> list[Reported]:
-        return [r for r in self.reported if r.explanation is None and not r.finding.is_observation]
+        return [r for r in self.reported if r.explanation is None and not is_observation(r.finding)]
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -83,7 +84,7 @@ class KindReport:
             "compared_segments": self.compared_segments,
             "classes_seen": self.classes_seen,
             "findings": [
-                {**r.finding.to_json(), "directory": str(r.directory) if r.directory else None,
+                {**to_json(r.finding), "directory": str(r.directory) if r.directory else None,
                  "explanation": r.explanation, "shrunk_ops": r.shrunk_ops, "original_ops": r.original_ops}
                 for r in self.reported
             ],
@@ -152,16 +153,16 @@ def campaign(binary: Path, kind: str, models_dir: Path, out_dir: Path, *, seed: 
             rep.max_logprob_diff = max(rep.max_logprob_diff, out.analysis.max_logprob_diff)
             rep.compared_segments += out.analysis.n_compared
             say(f"[{kind}] run {rep.runs}: {out.n_requests} requests, flags {' '.join(f.argv())}, "
-                f"findings: {', '.join(sorted({x.cls for x in out.analysis.findings})) or 'none'}")
+                f"findings: {', '.join(sorted({x.rule for x in out.analysis.findings})) or 'none'}")
             for fd in out.analysis.findings:
-                rep.classes_seen[fd.cls] = rep.classes_seen.get(fd.cls, 0) + 1
+                rep.classes_seen[fd.rule] = rep.classes_seen.get(fd.rule, 0) + 1
             # the run's first divergence (what stops it) and each observation class are shrunk;
             # the other classes of the run are written as they are (consequences, most often)
             primary = out.analysis.first()
             for fd in _firsts(out.analysis.findings):
-                if any(r.finding.cls == fd.cls for r in rep.reported):
+                if any(r.finding.rule == fd.rule for r in rep.reported):
                     continue
-                shrink_it = do_shrink and (fd is primary or fd.is_observation)
+                shrink_it = do_shrink and (fd is primary or is_observation(fd))
                 rep.reported.append(_report(fd, out, target, run_seed, out_dir, refs, shrink_it, shrink_seconds,
                                             timeout, variant, say))
     finally:
@@ -174,8 +175,8 @@ def _firsts(findings: list[Finding]) -> list[Finding]:
     seen: set[str] = set()
     out: list[Finding] = []
     for f in findings:
-        if f.cls not in seen:
-            seen.add(f.cls)
+        if f.rule not in seen:
+            seen.add(f.rule)
             out.append(f)
     return out
 
@@ -185,23 +186,23 @@ def _report(fd: Finding, out: Outcome, target: Target, seed: int, out_dir: Path,
             say: Callable[[str], None]) -> Reported:
     ops: list[LiveOp] = out.ops
     best, attempts, finding = out, 0, fd
-    safe = fd.cls.replace(":", "-")
+    safe = fd.rule.replace(":", "-")
     directory = out_dir / target.kind / safe
     if do_shrink:
-        say(f"[{target.kind}] shrinking {fd.cls} ({len(ops)} ops)")
+        say(f"[{target.kind}] shrinking {fd.rule} ({len(ops)} ops)")
 
         def runner(cand: list[LiveOp], wd: Path) -> Outcome:
             return execute(target, wd, refs.get(target.flags), ops=cand, timeout=timeout, variant=variant)
 
-        small, got, attempts = shrink(ops, runner, same_class(fd.cls), directory / "shrink", seconds=shrink_seconds,
+        small, got, attempts = shrink(ops, runner, same_class(fd.rule), directory / "shrink", seconds=shrink_seconds,
                                        upto=fd.op, sent=out.run.observations if literal_ok(fd) else None)
         if got is not None:
             best = got
-            finding = same_class(fd.cls)(got) or fd
+            finding = same_class(fd.rule)(got) or fd
             ops = small
     write_finding(directory, finding, best, seed=seed, original_ops=len(out.ops), attempts=attempts,
                   model_trace=model_trace(best, variant))
     why = explain(finding, best)
-    say(f"[{target.kind}] {finding.cls}: {len(out.ops)} -> {len(best.ops)} ops; "
+    say(f"[{target.kind}] {finding.rule}: {len(out.ops)} -> {len(best.ops)} ops; "
         f"{'explained: ' + why if why else 'UNEXPLAINED'}; {directory}")
     return Reported(finding, directory, why, len(best.ops), len(out.ops))

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from pcspec.live.analyze import Finding
+from pcspec.core.results import Finding
+from pcspec.live.analyze import is_bug, is_observation
 from pcspec.live.driver import Observation
 from pcspec.live.ops import LiveOp, renumber
 from pcspec.live.session import Outcome
@@ -51,12 +52,12 @@ def _flatten(us: list[list[LiveOp]]) -> list[LiveOp]:
 
 def literal_ok(f: Finding) -> bool:
     """Whether the server shows ``f`` by itself (see ``shrink``'s ``sent``)."""
-    return f.is_bug or f.is_observation or f.cls.startswith("logcheck:")
+    return is_bug(f) or is_observation(f) or f.rule.startswith("logcheck:")
 
 
 def same_class(cls: str) -> Callable[[Outcome], Finding | None]:
     def pred(o: Outcome) -> Finding | None:
-        return next((f for f in o.analysis.findings if f.cls == cls), None)
+        return next((f for f in o.analysis.findings if f.rule == cls), None)
     return pred
 
 
