@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pcspec.cli import main
+from pcspec.core.campaign import blocks
 from pcspec.core.errors import PcspecError
 from pcspec.engines import campaign
 
@@ -18,8 +19,8 @@ PROPS = ["ACC-1", "LIMIT-1", "REF-1"]
 
 
 def test_blocks_are_disjoint_and_cover_the_range() -> None:
-    assert campaign.blocks(10, 21, 3) == [(10, 14), (14, 18), (18, 21)]
-    assert campaign.blocks(0, 2, 4) == [(0, 1), (1, 2)]
+    assert blocks(10, 21, 3) == [(10, 14), (14, 18), (18, 21)]
+    assert blocks(0, 2, 4) == [(0, 1), (1, 2)]
 
 
 def _campaign(tmp: Path, *args: str) -> dict[str, Any]:
