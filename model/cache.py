@@ -9,8 +9,10 @@ the cache accounts is the accounting seam; every decision itself is a rule of
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from typing import TypeVar
 
 from pcspec.model import events as ev
 from pcspec.model import policy
@@ -54,19 +56,56 @@ class CacheEntry:
         return sum(b.size for b in self.data_buffers()) + sum(ck.size() for ck in self.prompt.checkpoints)
 
 
+# -- accounting over numbers ---------------------------------------------------------------
+# What an entry holds, as ``(identity, size)`` pairs: the same buffer held by several entries
+# (a checkpoint shared since #30137) has one identity. The model passes its buffers; the log
+# checker, which sees only what a log prints, passes its checkpoints (by the line that created
+# them) and each entry's own data, in MiB.
+
+N = TypeVar("N", int, float)
+Held = Iterable[tuple[Hashable, N]]
+
+
+def distinct_total(held: Held[N]) -> N:
+    """Unique bytes: every identity counted once, whoever holds it."""
+    seen: dict[Hashable, N] = {}
+    for key, size in held:
+        seen[key] = size
+    return sum(seen.values())
+
+
+def unique_sizes(entries: Sequence[Held[N]], new: Iterable[Hashable] = ()) -> list[N]:
+    """Each entry's size under unique accounting, front first: what no later entry (and not
+    the candidate, whose identities are ``new``) holds. Evicting front first then frees exactly
+    that, so the sizes add up to the unique total and the FIFO rules of ``policy`` (make_room,
+    update_evictions) apply unchanged."""
+    seen = set(new)
+    sizes: list[N] = []
+    for held in reversed(entries):
+        s: N = 0
+        for key, size in held:
+            if key not in seen:
+                seen.add(key)
+                s += size
+        sizes.append(s)
+    sizes.reverse()
+    return sizes
+
+
+def _held(e: CacheEntry) -> Iterator[tuple[int, int]]:
+    """``e.buffers()`` as pairs, without its lists (the judge counts this after every operation)."""
+    for b in (e.main, e.drft):
+        if b is not None:
+            yield b.id, b.size
+    for ck in e.prompt.checkpoints:
+        for b in (ck.tgt, ck.dft, ck.spec):
+            if b is not None:
+                yield b.id, b.size
+
+
 def unique_bytes(entries: Iterable[CacheEntry], extra: Iterable[Buffer] = ()) -> int:
     """Distinct buffers reachable from ``entries`` (plus ``extra``), each counted once."""
-    seen: dict[int, int] = {b.id: b.size for b in extra}
-    for e in entries:
-        # ``e.buffers()`` without its lists (the judge counts this after every operation)
-        for b in (e.main, e.drft):
-            if b is not None:
-                seen[b.id] = b.size
-        for ck in e.prompt.checkpoints:
-            for b in (ck.tgt, ck.dft, ck.spec):
-                if b is not None:
-                    seen[b.id] = b.size
-    return sum(seen.values())
+    return distinct_total(chain(((b.id, b.size) for b in extra), *map(_held, entries)))
 
 
 class PromptCache:
@@ -97,24 +136,7 @@ class PromptCache:
                 sum(b.size for b in e.data_buffers()) + sum(ck.size() for ck in e.prompt.checkpoints if ck.refs <= 1)
                 for e in self.entries
             ]
-        seen = {b.id for b in new_bufs}
-        sizes: list[int] = []
-        for e in reversed(self.entries):
-            s = 0
-            # ``e.buffers()`` in its order, without its lists (the judge reads the cache's size
-            # after every operation)
-            for b in (e.main, e.drft):
-                if b is not None and b.id not in seen:
-                    seen.add(b.id)
-                    s += b.size
-            for ck in e.prompt.checkpoints:
-                for b in (ck.tgt, ck.dft, ck.spec):
-                    if b is not None and b.id not in seen:
-                        seen.add(b.id)
-                        s += b.size
-            sizes.append(s)
-        sizes.reverse()
-        return sizes
+        return unique_sizes([_held(e) for e in self.entries], (b.id for b in new_bufs))
 
     def size(self) -> int:
         """server_prompt_cache::size."""

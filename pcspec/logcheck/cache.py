@@ -27,7 +27,7 @@ from fractions import Fraction
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.context import Context
 from pcspec.logcheck.doubt import Doubt, settle
-from pcspec.logcheck.mib import Approx, total
+from pcspec.logcheck.mib import Approx, prints_as, total
 from pcspec.logcheck.slots import SlotChecker
 from pcspec.logcheck.state import Ckpt, Entry
 from pcspec.logcheck.stats import avoidable_evictions, shared_with_slots_mib, unique_mib
@@ -349,7 +349,7 @@ class CacheChecker:
                         f"cache holds {self._lengths()}")
             self.exact = False
         for c in t.cands:
-            if c.length > 0 and abs(c.lcp / c.length - c.f_keep) > 0.0005 + 1e-6:
+            if c.length > 0 and not prints_as(c.lcp / c.length, c.f_keep):
                 ctx.deviate(c.line, "load-scan",
                             f"entry of {c.length} tokens with lcp {c.lcp} printed f_keep = "
                             f"{c.f_keep:.3f}, lcp / length is {c.lcp / c.length:.4f}")
@@ -403,7 +403,7 @@ class CacheChecker:
             computed = [base, *cands]
             # use the exact values only when they print as the log does (the tracked slot
             # length could be stale)
-            if all(abs(a - x) <= 0.0005 + 1e-6 and abs(b - y) <= 0.0005 + 1e-6
+            if all(prints_as(x, a) and prints_as(y, b)
                    for (a, b), (x, y) in zip(printed, computed, strict=True)):
                 return {policy.load_select(base[0], base[1], cands)}
         base_keep: _Val = ((Fraction(-1), Fraction(-1)) if t.head.f_keep == -1.0
@@ -530,10 +530,7 @@ class CacheChecker:
             ctx.deviate(t.tokens_ev[0].line if t.tokens_ev else t.line, "cache-limit",
                         f"token limit estimate {cur}, but token_limit_estimate({size.show()}, "
                         f"{toks} tokens, limit, {limit_tokens}) gives {est_lo}..{est_hi}")
-        k, left = 0, toks
-        while k < len(rest) and left > cur:
-            left -= rest[k].n_tokens
-            k += 1
+        k = policy.token_evictions([x.n_tokens for x in rest], cur)
         if k != len(t.tokens_ev):
             ctx.deviate(t.tokens_ev[0].line if t.tokens_ev else t.line, "cache-evict",
                         f"update evicted {len(t.tokens_ev)} entries for the token limit, but "
@@ -695,20 +692,11 @@ def _possible_choices(base_keep: _Val, base_sim: _Val,
             budget[0] -= 1
             return True
         fk, fs = cands[i]
-        floor = policy.LOAD_F_KEEP_FLOOR
-        # "don't trash large prompts": f_keep < 0.25 is skipped
-        can_skip = fk[0] < floor
-        can_pass = fk[1] >= floor
-        options: list[bool] = []  # True = taken as the new best
-        if can_pass:
-            surely = keep[1] < fk[0] and sim[1] < fs[0]
-            maybe = keep[0] < fk[1] and sim[0] < fs[1]
-            if surely:
-                options = [True] if not can_skip else [True, False]
-            elif maybe:
-                options = [True, False]
-            else:
-                options = [False]
+        # load_takes at the ends of the intervals: with the values most and least in favour
+        if policy.load_takes(keep[1], sim[1], fk[0], fs[0]):
+            options = [True]  # True = taken as the new best
+        elif policy.load_takes(keep[0], sim[0], fk[1], fs[1]):
+            options = [True, False]
         else:
             options = [False]
         for take in options:

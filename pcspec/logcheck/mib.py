@@ -71,6 +71,11 @@ class Approx:
         return f"{self.lo:.4f}..{self.hi:.4f} MiB"
 
 
+def prints_as(value: float, printed: float) -> bool:
+    """Whether a fraction (f_keep, f_sim) prints with %.3f as ``printed``."""
+    return abs(value - printed) <= HALF_UNIT + 1e-6
+
+
 def total(values: list[Approx]) -> Approx:
     acc = Approx(0.0, 0.0)
     for v in values:

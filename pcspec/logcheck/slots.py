@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.context import Context
-from pcspec.logcheck.mib import Approx
+from pcspec.logcheck.mib import Approx, prints_as
 from pcspec.logcheck.state import UNKNOWN_TASK, Ckpt, PromptStart, SlotState, find
 from pcspec.model import policy
 
-_BIG = 1 << 60  # "no bound": n_prefix under the pos_max-only rule, pos_next before #24411
+_BIG = 1 << 60  # "no bound": pos_next in the restore choice of before #24411
 
 _Erasure = ev.CheckpointErasedTooClose | ev.CheckpointErasedOld | ev.CheckpointSuperseded
 
@@ -130,7 +130,7 @@ class SlotChecker:
         s = self.slot(sid)
         if s.busy() or s.n_tokens is None or s.n_tokens <= 0 or lcp <= 0:
             return
-        if abs(lcp / s.n_tokens - f_keep) > 0.0005 + 1e-6:
+        if not prints_as(lcp / s.n_tokens, f_keep):
             self._silent_restore(s, None)
 
     def _silent_restore(self, s: SlotState, n_tokens: int | None) -> None:
@@ -393,7 +393,7 @@ class SlotChecker:
             for x in sup:
                 self._erase_logged(s, x, e.task)
             return
-        same = [i for i, c in enumerate(s.ckpts) if c.n_tokens == e.n_tokens]
+        same = policy.superseded([c.n_tokens for c in s.ckpts], e.n_tokens)
         expected = same if ctx.rules.supersede else []
         wrong = [x for x in sup if x.n_tokens != e.n_tokens]
         if wrong or len(sup) != len(expected):
@@ -526,7 +526,7 @@ class SlotChecker:
         if thold is not None and thold > 0 and n_swa is not None:
             cands = [q for q in (thold + n_swa, thold + n_swa + 1)
                      if policy.pos_min_threshold(q, n_swa, q < n_task) == thold
-                     or (legacy and max(0, q - n_swa) == thold)]
+                     or (legacy and policy.pos_min_threshold(q, n_swa, True) == thold)]
             if cands:
                 return cands, True
         # enumerate every value at which some outcome changes
@@ -597,7 +597,8 @@ class SlotChecker:
         # the threshold of the "against" number (update_slots, #24110)
         if thold is not None and n_swa is not None:
             expect = policy.pos_min_threshold(p, n_swa, p < n_task)
-            if thold != expect and not (rules.legacy_restore and thold == max(0, p - n_swa)):
+            legacy = policy.pos_min_threshold(p, n_swa, True)  # before #24110: no has_new_tokens term
+            if thold != expect and not (rules.legacy_restore and thold == legacy):
                 return (0, "restore-threshold",
                         f"checked against {thold} but n_past = {p}, n_swa = {n_swa}, "
                         f"has_new_tokens = {p < n_task} give pos_min_threshold = {expect}",
@@ -653,13 +654,13 @@ class SlotChecker:
                         f"invalidation logged pos_next = {x.pos_next} but the prompt start "
                         f"leaves pos_next = {pos_next}", x.line)
         if exact:
-            n_prefix = p if invalidation == "n-prefix" else _BIG
+            n_prefix_rule = invalidation == "n-prefix"
             pairs = [(c.pos_max, c.n_tokens if c.n_tokens is not None else c.pos_max + 1)
                      for c in ckpts]
-            expected = set(policy.invalidated(pairs, pos_next, n_prefix))
+            expected = set(policy.invalidated(pairs, pos_next, p, n_prefix_rule))
             # n_prefix not in the log: the pos_max rule alone is accepted too
-            pos_max_only = (set(policy.invalidated(pairs, pos_next, _BIG))
-                            if not prefix_known and n_prefix != _BIG else expected)
+            pos_max_only = (set(policy.invalidated(pairs, pos_next, p, False))
+                            if not prefix_known and n_prefix_rule else expected)
             observed: set[int] = set()
             for x in st.invalidated:
                 i = find(ckpts, x.pos_min, x.pos_max, x.n_tokens)
@@ -682,12 +683,11 @@ class SlotChecker:
                         else (cached.line if cached is not None else new.line))
                 return (3, "invalidate",
                         "; ".join(parts) + f" (pos_next = {pos_next}, n_prefix = "
-                        f"{'n/a' if n_prefix == _BIG else n_prefix}, rule {invalidation})",
+                        f"{p if n_prefix_rule else 'n/a'}, rule {invalidation})",
                         line)
         # [TAG_PROMPT_LOGITS]: a prompt fully in cache evaluates its last token again
-        final = n_past
-        if n_past == n_task and n_task > 0:
-            final = n_past - 1
+        final = policy.resume_point(n_past, n_task) if n_task > 0 else n_past
+        if final != n_past:
             if st.need is None and cached is not None:
                 return (4, "n-past",
                         f"n_past = {n_past} covers the whole prompt but no 'need to evaluate' "
@@ -718,7 +718,7 @@ class SlotChecker:
                       count: bool = True) -> None:
         """Apply an erasure line without judging it (the checks ran elsewhere, or cannot)."""
         if isinstance(e, ev.CheckpointSuperseded):
-            idx = next((i for i, c in enumerate(s.ckpts) if c.n_tokens == e.n_tokens), None)
+            idx = next(iter(policy.superseded([c.n_tokens for c in s.ckpts], e.n_tokens)), None)
             reason = "superseded"
         else:
             idx = find(s.ckpts, e.pos_min, e.pos_max, e.n_tokens)
