@@ -31,6 +31,7 @@ from pcspec.core.results import Finding, divergence
 from pcspec.live.client import Reply, cache_n, prompt_n
 from pcspec.live.compare import Difference, diff
 from pcspec.live.driver import Observation, Run
+from pcspec.live.ops import together
 from pcspec.live.predict import Prediction, Predictor
 from pcspec.live.schedule import read_schedule
 from pcspec.live.slotfiles import Source, compare
@@ -76,16 +77,8 @@ class Analysis:
 
 def segments(run: Run) -> list[list[int]]:
     """Op indices that ran together: one synchronous op, or async requests and their wait."""
-    out: list[list[int]] = []
-    cur: list[int] = []
-    for obs in run.observations:
-        cur.append(obs.index)
-        if not obs.op.is_async:
-            out.append(cur)
-            cur = []
-    if cur:
-        out.append(cur)
-    return out
+    obs = run.observations
+    return [[obs[i].index for i in g] for g in together([o.op for o in obs])]
 
 
 def server_records(log: bytes, obs_list: list[Observation]) -> tuple[list[Logged], list[ev.Event]]:
@@ -102,23 +95,13 @@ def _served(reply: Reply | None) -> Served | None:
     return None if c is None or p is None else Served(c, p)
 
 
-def _slot_file(reply: Reply | None, action: str) -> SlotFile | None:
-    if reply is None:
-        return None
-    if not reply.ok:
-        return SlotFile("failed", None)
-    key = {"save": "n_saved", "restore": "n_restored", "erase": "n_erased"}[action]
-    v = reply.data.get(key)
-    return SlotFile(action, int(v) if isinstance(v, int) else None)
-
-
-def _model_slot_file(res: dict[str, object] | None, action: str) -> SlotFile | None:
+def _slot_file(res: dict[str, Any] | None, ok: bool, action: str) -> SlotFile | None:
+    """A slot-file action's result (the server's reply, or the model's) as the record."""
     if res is None:
         return None
-    if "error" in res:
+    if not ok:
         return SlotFile("failed", None)
-    key = {"save": "n_saved", "restore": "n_restored", "erase": "n_erased"}[action]
-    v = res.get(key)
+    v = res.get({"save": "n_saved", "restore": "n_restored", "erase": "n_erased"}[action])
     return SlotFile(action, int(v) if isinstance(v, int) else None)
 
 
@@ -190,8 +173,9 @@ def _judge_segment(a: Analysis, run: Run, obs_list: list[Observation], srv_recs:
                                              f"model {s_mod.show()}"))
         elif op.op in ("slot_save", "slot_restore", "slot_erase"):
             action = op.op[5:]
-            sf_srv = _slot_file(o.reply, action)
-            sf_mod = _model_slot_file(predictor.slot_results.get(o.index), action)
+            res = predictor.slot_results.get(o.index)
+            sf_srv = _slot_file(o.reply.data if o.reply else None, o.reply is not None and o.reply.ok, action)
+            sf_mod = _slot_file(res, res is not None and "error" not in res, action)
             if sf_srv is not None and sf_mod is not None and not sf_srv.matches(sf_mod):
                 a.findings.append(divergence("model:slot_file", o.index,
                                              f"server {sf_srv.show()}, model {sf_mod.show()}"))

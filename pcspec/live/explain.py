@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 
 from pcspec.core.results import Finding
-from pcspec.live.analyze import is_observation
+from pcspec.live.analyze import is_observation, segments
 from pcspec.live.session import Outcome
 
 Explainer = Callable[[Finding, Outcome], str | None]
@@ -28,16 +28,11 @@ def pinned_busy(f: Finding, out: Outcome) -> str | None:
     """FINDINGS F1: a task pinned to a busy slot runs the cache update on it before it is
     deferred (server-context.cpp:1534-1631, deferral at 2417). Explains a finding of the
     concurrent group where that happened (or a request without an answer then)."""
-    first = f.op
-    while first > 0 and out.run.observations[first - 1].op.is_async:
-        first -= 1
-    last = f.op
     obs = out.run.observations
-    while last + 1 < len(obs) and obs[last].op.is_async:
-        last += 1
-    if first > last or not any(o.op.is_async for o in obs[first:last + 1]):
+    group = [obs[i] for i in next((g for g in segments(out.run) if f.op in g), [])]
+    if not any(o.op.is_async for o in group):
         return None
-    text = out.log[obs[first].log_start:max(o.log_end for o in obs[first:last + 1])].decode("utf-8", "replace")
+    text = out.log[group[0].log_start:max(o.log_end for o in group)].decode("utf-8", "replace")
     if _PINNED_BUSY_UPDATE.search(text):
         return "F1 (server): a pinned task runs the cache update on its busy slot before deferring"
     return None

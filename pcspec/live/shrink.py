@@ -21,22 +21,18 @@ from pcspec.core.results import Finding
 from pcspec.core.shrink import shrink_list
 from pcspec.live.analyze import is_bug, is_observation
 from pcspec.live.driver import Observation
-from pcspec.live.ops import LiveOp, renumber
+from pcspec.live.ops import LiveOp, renumber, together
 from pcspec.live.session import Outcome
 
 Runner = Callable[[list[LiveOp], Path], Outcome]
 
 
 def units(ops: list[LiveOp]) -> list[list[LiveOp]]:
-    out: list[list[LiveOp]] = []
-    cur: list[LiveOp] = []
-    for op in ops:
-        cur.append(op)
-        if not op.is_async:
-            out.append(cur)
-            cur = []
-    if cur:
-        out.append([*cur, LiveOp("wait")])
+    """The operations that run together (``ops.together``), a last concurrent group with its
+    ``wait``."""
+    out = [[ops[i] for i in g] for g in together(ops)]
+    if out and out[-1][-1].is_async:
+        out[-1].append(LiveOp("wait"))
     return out
 
 

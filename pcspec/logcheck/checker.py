@@ -136,7 +136,7 @@ class _Run:
             ev.ContextShift: self._shift,
             ev.PromptCleared: self._cleared,
             ev.LoraCleared: self._cleared,
-            ev.SlotPurged: self._purged,
+            ev.SlotPurged: self._cleared,
             ev.SlotReleased: self.slots.on_released,
             ev.PromptLoadFailed: self._load_failed,
             ev.IdleSlotSave: self._idle_save,
@@ -203,9 +203,7 @@ class _Run:
         if e.is_child:
             # a child task (n_cmpl > 1) starts from a clone of its parent's prompt
             # (copy_state_to), which the log does not show
-            self.slots.settle(s)
-            s.replace_ckpts([], False)
-            s.n_tokens = None
+            self.slots.drop(s, None, exact=False, counted=False)
 
     def _update_start(self, e: ev.CacheUpdateStart) -> None:
         self.ctx.stats.cache_updates += 1
@@ -234,15 +232,12 @@ class _Run:
 
     # ---- slot state changes ----------------------------------------------------------------------
 
-    def _cleared(self, e: ev.PromptCleared | ev.LoraCleared) -> None:
-        self.slots.clear(e.slot)
-
-    def _purged(self, e: ev.SlotPurged) -> None:
+    def _cleared(self, e: ev.PromptCleared | ev.LoraCleared | ev.SlotPurged) -> None:
         self.slots.clear(e.slot)
 
     def _shift(self, e: ev.ContextShift) -> None:
         # the shift ends with prompt.clear() and a re-insert of the kept tokens
-        self.slots.forget(e.slot)
+        self.slots.drop(self.slots.slot(e.slot), None)
 
     def _load_failed(self, e: ev.PromptLoadFailed) -> None:
         self.slots.clear(e.slot)

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pcspec.core.results import Finding, deviation
-from pcspec.logcheck.mib import MIB, Approx
+from pcspec.logcheck.mib import Approx
 from pcspec.logcheck.options import Rules
 from pcspec.logcheck.rules import RULES
 from pcspec.logcheck.stats import Stats
@@ -42,10 +42,6 @@ class RunConfig:
             self.no_limit, self.limit = True, None
         else:
             self.no_limit, self.limit = False, Approx.exact(float(mib))
-
-    @staticmethod
-    def exact_bytes(mib: int) -> int:
-        return mib * MIB
 
 
 MAX_KEPT_DEVIATIONS = 10_000  # a log deviating at every line must not fill the memory

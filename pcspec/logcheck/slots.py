@@ -30,6 +30,8 @@ from pcspec.model import policy
 _BIG = 1 << 60  # "no bound": pos_next in the restore choice of before #24411
 
 _Erasure = ev.CheckpointErasedTooClose | ev.CheckpointErasedOld | ev.CheckpointSuperseded
+_COUNTERS = {"too_close": "ckpt_erased_too_close", "old": "ckpt_erased_old",
+             "superseded": "ckpt_superseded", "invalidated": "ckpt_invalidated"}
 
 
 class SlotChecker:
@@ -66,20 +68,23 @@ class SlotChecker:
     def all_ckpts(self) -> list[Ckpt]:
         return [c for s in self.slots.values() for c in s.ckpts]
 
+    def drop(self, s: SlotState, n_tokens: int | None, exact: bool = True, restore: bool = False,
+             counted: bool = True) -> None:
+        """The slot's prompt replaced by ``n_tokens`` tokens (None: not known) and no
+        checkpoint, or none the log shows (``exact`` False): ``prompt.clear()``, a slot-file
+        restore (``restore``, counted as one), a context shift. The checkpoints that go count
+        as cleared when ``counted``."""
+        self.settle(s)
+        if counted:
+            self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
+        self.ctx.stats.slot_file_restores += restore
+        s.replace_ckpts([], exact)
+        s.n_tokens = n_tokens
+
     def clear(self, sid: int) -> None:
         s = self.slot(sid)
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        s.clear()
+        self.drop(s, 0)
         s.clear_after_save = False
-
-    def forget(self, sid: int, n_tokens: int | None = None) -> None:
-        """The slot's tokens changed in a way the log does not detail (context shift)."""
-        s = self.slot(sid)
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        s.replace_ckpts([], True)
-        s.n_tokens = n_tokens
 
     def hand_over(self, sid: int, ckpts: list[Ckpt] | None, n_tokens: int | None,
                   lcp: int | None) -> None:
@@ -99,11 +104,7 @@ class SlotChecker:
         is not in the log (a cell count is a lower bound at most: an SWA cache holds a window,
         a recurrent one prints no line), so it becomes unknown."""
         s = self.slot(e.seq_id)
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        self.ctx.stats.slot_file_restores += 1
-        s.replace_ckpts([], True)
-        s.n_tokens = None
+        self.drop(s, None, restore=True)
         s.prefix_hint = None
 
     def on_seen_count(self, sid: int, n_tokens: int) -> None:
@@ -119,7 +120,7 @@ class SlotChecker:
             return  # a slot pinned while it works (F1) holds what its task has processed
         stale = s.n_tokens is not None and s.n_tokens != n_tokens
         if stale or (n_tokens == 0 and s.exact and s.ckpts):
-            self._silent_restore(s, n_tokens)
+            self.drop(s, n_tokens, restore=True)
         s.n_tokens = n_tokens
 
     def on_seen_length(self, sid: int, lcp: int, f_keep: float) -> None:
@@ -131,14 +132,7 @@ class SlotChecker:
         if s.busy() or s.n_tokens is None or s.n_tokens <= 0 or lcp <= 0:
             return
         if not prints_as(lcp / s.n_tokens, f_keep):
-            self._silent_restore(s, None)
-
-    def _silent_restore(self, s: SlotState, n_tokens: int | None) -> None:
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        self.ctx.stats.slot_file_restores += 1
-        s.replace_ckpts([], True)
-        s.n_tokens = n_tokens
+            self.drop(s, None, restore=True)
 
     def on_unexplained_read(self, e: ev.StateRead) -> None:
         """A state read into a slot the log has not shown idle or working (a log that starts
@@ -148,8 +142,7 @@ class SlotChecker:
         self.settle(s)
         self.ctx.weaken("a state read into a slot whose task the log did not show: its "
                         "checkpoints are unknown after it")
-        s.replace_ckpts([], False)
-        s.n_tokens = None
+        self.drop(s, None, exact=False, counted=False)
 
     # ---- event handlers ------------------------------------------------------------------
 
@@ -228,13 +221,7 @@ class SlotChecker:
         """The November code's appendix line after a slot-file restore: the file's checkpoints
         replace the list; their positions are not logged, so only an empty list is known.
         ``counted``: the restore was already seen (its state lines came just before)."""
-        s = self.slot(e.slot)
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        if not counted:
-            self.ctx.stats.slot_file_restores += 1
-        s.replace_ckpts([], e.count == 0)
-        s.n_tokens = None
+        self.drop(self.slot(e.slot), None, exact=e.count == 0, restore=not counted)
 
     # ---- create_checkpoint ---------------------------------------------------------------------
 
@@ -747,15 +734,9 @@ class SlotChecker:
             })
 
     def _count_kind(self, reason: str) -> None:
-        st = self.ctx.stats
-        if reason == "too_close":
-            st.ckpt_erased_too_close += 1
-        elif reason == "old":
-            st.ckpt_erased_old += 1
-        elif reason == "superseded":
-            st.ckpt_superseded += 1
-        elif reason == "invalidated":
-            st.ckpt_invalidated += 1
+        name = _COUNTERS.get(reason)
+        if name is not None:
+            setattr(self.ctx.stats, name, getattr(self.ctx.stats, name) + 1)
 
     @staticmethod
     def _show(ckpts: list[Ckpt]) -> str:

@@ -34,9 +34,6 @@ class Ckpt:
     line: int
     uid: int = field(default_factory=lambda: next(_uids))
 
-    def key(self) -> tuple[int, int]:
-        return (self.pos_min, self.pos_max)
-
     def matches(self, pos_min: int, pos_max: int, n_tokens: int | None) -> bool:
         if self.pos_min != pos_min or self.pos_max != pos_max:
             return False
