@@ -184,13 +184,11 @@ def campaign(binary: Path, kind: str, models_dir: Path, out_dir: Path, *, seed: 
 
 
 def _firsts(findings: list[Finding]) -> list[Finding]:
-    seen: set[str] = set()
-    out: list[Finding] = []
+    """The first finding of each class."""
+    first: dict[str, Finding] = {}
     for f in findings:
-        if f.rule not in seen:
-            seen.add(f.rule)
-            out.append(f)
-    return out
+        first.setdefault(f.rule, f)
+    return list(first.values())
 
 
 def _report(fd: Finding, out: Outcome, target: Target, seed: int, out_dir: Path, refs: References,

@@ -284,20 +284,17 @@ class CacheChecker:
         ctx = self.ctx
         before = t.before_room if t.before_room is not None else list(self.entries)
         n = len(t.room)
-        if lim == (0, 0):
-            n_lo = n_hi = 0
-        else:
-            if policy.is_oversize(t.new_size.bytes_lo(), lim[1]):
-                ctx.deviate(t.head.line, "cache-oversize",
-                            f"entry of {t.new_size.show()} saved although it exceeds the limit "
-                            f"of {ctx.config.limit.show() if ctx.config.limit else '?'}")
-                return
-            # an unsettled obsolete removal (L2): the count must fit one of its views
-            fits = [(policy.make_room([x.size.bytes_lo() for x in v], t.new_size.bytes_lo(),
-                                      lim[1]),
-                     policy.make_room([x.size.bytes_hi() for x in v], t.new_size.bytes_hi(),
-                                      lim[0])) for v in self._views(before)]
-            n_lo, n_hi = next(((lo, hi) for lo, hi in fits if lo <= n <= hi), fits[0])
+        # (no byte limit, (0, 0): nothing is oversize, make_room pops nothing)
+        if policy.is_oversize(t.new_size.bytes_lo(), lim[1]):
+            ctx.deviate(t.head.line, "cache-oversize",
+                        f"entry of {t.new_size.show()} saved although it exceeds the limit "
+                        f"of {ctx.config.limit.show() if ctx.config.limit else '?'}")
+            return
+        # an unsettled obsolete removal (L2): the count must fit one of its views
+        fits = [(policy.make_room([x.size.bytes_lo() for x in v], t.new_size.bytes_lo(), lim[1]),
+                 policy.make_room([x.size.bytes_hi() for x in v], t.new_size.bytes_hi(), lim[0]))
+                for v in self._views(before)]
+        n_lo, n_hi = next(((lo, hi) for lo, hi in fits if lo <= n <= hi), fits[0])
         if not n_lo <= n <= n_hi:
             want = str(n_lo) if n_lo == n_hi else f"{n_lo}..{n_hi}"
             line = t.room[-1].line if t.room else t.head.line
@@ -483,14 +480,9 @@ class CacheChecker:
             ctx.weaken("update evictions: which of two equal-length entries an obsolete "
                        "removal took is not in the log")
         elif self.exact and lim is not None:
-            if lim == (0, 0):
-                b_lo = b_hi = 0
-            else:
-                toks = [x.n_tokens for x in before]
-                b_lo = policy.update_evictions([x.size.bytes_lo() for x in before], toks,
-                                               lim[1], 0)[0]
-                b_hi = policy.update_evictions([x.size.bytes_hi() for x in before], toks,
-                                               lim[0], 0)[0]
+            toks = [x.n_tokens for x in before]
+            b_lo = policy.update_evictions([x.size.bytes_lo() for x in before], toks, lim[1], 0)[0]
+            b_hi = policy.update_evictions([x.size.bytes_hi() for x in before], toks, lim[0], 0)[0]
             if not b_lo <= n_b <= b_hi:
                 want = str(b_lo) if b_lo == b_hi else f"{b_lo}..{b_hi}"
                 ctx.deviate(t.bytes_ev[0].line if t.bytes_ev else t.line, "cache-evict",
@@ -520,12 +512,9 @@ class CacheChecker:
             return
         size = total([x.size for x in rest])
         toks = sum(x.n_tokens for x in rest)
-        if lim == (0, 0):
-            est_lo = est_hi = limit_tokens
-        else:
-            # the estimate falls as the size per token grows: bound it by both ends
-            est_lo = policy.token_limit_estimate(size.bytes_hi(), toks, lim[0], limit_tokens)
-            est_hi = policy.token_limit_estimate(size.bytes_lo(), toks, lim[1], limit_tokens)
+        # the estimate falls as the size per token grows: bound it by both ends
+        est_lo = policy.token_limit_estimate(size.bytes_hi(), toks, lim[0], limit_tokens)
+        est_hi = policy.token_limit_estimate(size.bytes_lo(), toks, lim[1], limit_tokens)
         if not est_lo <= cur <= est_hi and size.known:
             ctx.deviate(t.tokens_ev[0].line if t.tokens_ev else t.line, "cache-limit",
                         f"token limit estimate {cur}, but token_limit_estimate({size.show()}, "

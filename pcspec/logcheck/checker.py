@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_args
 
 from pcspec.core.results import Finding
 from pcspec.logcheck import events as ev
@@ -118,34 +118,23 @@ class _Run:
             ev.SlotSelected: self.selection.on_selected,
             ev.TaskLaunched: self._launched,
             ev.NewPrompt: self.slots.on_new_prompt,
-            ev.CacheReuse: self.slots.on_start_line,
-            ev.CheckpointChecked: self.slots.on_start_line,
-            ev.CheckpointRestored: self.slots.on_start_line,
-            ev.FullReprocess: self.slots.on_start_line,
-            ev.CheckpointInvalidated: self.slots.on_start_line,
-            ev.NeedEvaluate: self.slots.on_start_line,
-            ev.NPastSet: self.slots.on_start_line,
             ev.CachedTokens: self.slots.on_cached,
             ev.DoCheckpoint: self.slots.on_do_checkpoint,
             ev.CheckpointCreated: self.slots.on_created,
-            ev.CheckpointErasedOld: self.slots.on_erasure,
-            ev.CheckpointErasedTooClose: self.slots.on_erasure,
-            ev.CheckpointSuperseded: self.slots.on_erasure,
             ev.SlotFileCheckpoints: self._slot_file,
             ev.StateRead: self._state_read,
             ev.ContextShift: self._shift,
-            ev.PromptCleared: self._cleared,
-            ev.LoraCleared: self._cleared,
-            ev.SlotPurged: self._cleared,
             ev.SlotReleased: self.slots.on_released,
             ev.PromptLoadFailed: self._load_failed,
             ev.IdleSlotSave: self._idle_save,
             ev.CacheUpdateStart: self._update_start,
-            ev.CacheUpdateDone: lambda e: None,
             ev.PromptSave: self.cache.on_save,
             ev.LoadLookup: self.cache.on_lookup,
         }
         groups: list[tuple[tuple[type[ev.Event], ...], Callable[[Any], None]]] = [
+            (get_args(ev.StartLine), self.slots.on_start_line),
+            (get_args(ev.Erasure), self.slots.on_erasure),
+            ((ev.PromptCleared, ev.LoraCleared, ev.SlotPurged), self._cleared),
             (SAVE_LINES, self.cache.on_save_line),
             (LOAD_LINES, self.cache.on_load_line),
             (UPDATE_LINES, self.cache.on_update_line),

@@ -29,7 +29,6 @@ from pcspec.model import policy
 
 _BIG = 1 << 60  # "no bound": pos_next in the restore choice of before #24411
 
-_Erasure = ev.CheckpointErasedTooClose | ev.CheckpointErasedOld | ev.CheckpointSuperseded
 _COUNTERS = {"too_close": "ckpt_erased_too_close", "old": "ckpt_erased_old",
              "superseded": "ckpt_superseded", "invalidated": "ckpt_invalidated"}
 
@@ -155,11 +154,7 @@ class SlotChecker:
         s.last_cached = s.last_do = None
         self.ctx.stats.requests += 1
 
-    def on_start_line(
-        self,
-        e: ev.CheckpointChecked | ev.CheckpointRestored | ev.FullReprocess
-        | ev.CheckpointInvalidated | ev.NeedEvaluate | ev.NPastSet | ev.CacheReuse,
-    ) -> None:
+    def on_start_line(self, e: ev.StartLine) -> None:
         s = self.slot(e.slot)
         st = s.start
         if st is None or st.new.task != e.task:
@@ -205,7 +200,7 @@ class SlotChecker:
             self._finish_start(s, None)
         s.last_do = e
 
-    def on_erasure(self, e: _Erasure) -> None:
+    def on_erasure(self, e: ev.Erasure) -> None:
         s = self.slot(e.slot)
         if s.start is not None:
             self._finish_start(s, None)
@@ -701,7 +696,7 @@ class SlotChecker:
             line = lines[min(k, len(lines) - 1)] if lines else 0
             self._count_erasure(s, c, task, line, reason)
 
-    def _erase_logged(self, s: SlotState, e: ev.CheckpointInvalidated | _Erasure, task: int,
+    def _erase_logged(self, s: SlotState, e: ev.CheckpointInvalidated | ev.Erasure, task: int,
                       count: bool = True) -> None:
         """Apply an erasure line without judging it (the checks ran elsewhere, or cannot)."""
         if isinstance(e, ev.CheckpointSuperseded):

@@ -76,9 +76,7 @@ class SlotState:
     n_tokens: int | None = None  # tokens in the slot's prompt
     task: int = -1  # the task holding the slot; -1 none; UNKNOWN_TASK not shown by the log
     start: PromptStart | None = None
-    pending_create: list[
-        ev.CheckpointErasedTooClose | ev.CheckpointErasedOld | ev.CheckpointSuperseded
-    ] = field(default_factory=list)
+    pending_create: list[ev.Erasure] = field(default_factory=list)
     last_cached: ev.CachedTokens | None = None
     last_do: ev.DoCheckpoint | None = None
     prefix_hint: int | None = None  # from the slot selection / cache load before the task
