@@ -29,7 +29,7 @@ from typing import Any
 
 from pcspec.core.results import Finding, divergence
 from pcspec.live.client import Reply, cache_n, prompt_n
-from pcspec.live.compare import Difference, diff
+from pcspec.live.compare import diff
 from pcspec.live.driver import Observation, Run
 from pcspec.live.ops import together
 from pcspec.live.predict import Prediction, Predictor
@@ -38,7 +38,6 @@ from pcspec.live.slotfiles import Source, compare
 from pcspec.live.transparency import Reference
 from pcspec.live.waste import WasteWatch
 from pcspec.logcheck import check_events, parse_bytes
-from pcspec.logcheck import events as ev
 from pcspec.logcheck.logged import logged
 from pcspec.model.logged import Logged, Served, SlotFile
 from pcspec.model.processing import VOCAB_GEN
@@ -81,11 +80,9 @@ def segments(run: Run) -> list[list[int]]:
     return [[obs[i].index for i in g] for g in together([o.op for o in obs])]
 
 
-def server_records(log: bytes, obs_list: list[Observation]) -> tuple[list[Logged], list[ev.Event]]:
-    lo = obs_list[0].log_start
-    hi = max(o.log_end for o in obs_list)
-    events = parse_bytes(log[lo:hi]).events
-    return list(logged(events)), events
+def server_records(log: bytes, obs_list: list[Observation]) -> list[Logged]:
+    """The records of the server's log lines of these operations."""
+    return list(logged(parse_bytes(log[obs_list[0].log_start:max(o.log_end for o in obs_list)]).events))
 
 
 def _served(reply: Reply | None) -> Served | None:
@@ -128,7 +125,7 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
     watch = WasteWatch(n_slots)
     for k, seg in enumerate(segs):
         obs_list = [run.observations[i] for i in seg]
-        srv_recs, _ = server_records(log, obs_list)
+        srv_recs = server_records(log, obs_list)
         for index, cls, detail in watch.observe(obs_list, srv_recs):
             a.findings.append(divergence(cls, index, detail))
         _judge_segment(a, run, obs_list, srv_recs, preds[k] if k < len(preds) else None, predictor)
@@ -213,6 +210,3 @@ def _logcheck(a: Analysis, run: Run, log: bytes) -> None:
         a.findings.append(divergence(f"logcheck:{dv.rule}", op, f"log line {dv.line}: {dv.message}",
                                      line=dv.line))
 
-
-def differences(a: Analysis) -> list[Difference]:
-    return [Difference(**f.data["difference"]) for f in a.findings if "difference" in f.data]
