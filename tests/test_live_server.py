@@ -1,5 +1,5 @@
 """pcspec live against a real llama-server: a short fuzzed session per model kind, and the
-server bugs of live-findings.md reproduced from the workloads the fuzzer shrank.
+server bugs of docs/FINDINGS.md reproduced from the workloads the fuzzer shrank.
 
 Skipped without a built server (``python -m pcspec.live.build``, about 5 minutes on 2 cores,
 cached outside the checkout) or without the ``gguf`` package that makes the models.

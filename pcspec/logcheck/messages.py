@@ -2,8 +2,9 @@
 
 The reader (``pcspec.logcheck.reader``) strips the prefix and hands over the message with its
 leading " - " list markers removed. ``DISPATCH`` maps the first word of the message to a builder
-that tries the formats starting with that word (llama-server-behavior.md 5.2-5.5, both the
-older and the newer wording) and returns an event, or None when the line is something else.
+that tries the formats starting with that word (both the older and the newer wording of each
+message: ``pcspec.logcheck.builds`` names the eras) and returns an event, or None when the line
+is something else.
 """
 
 from __future__ import annotations
@@ -350,7 +351,7 @@ def _b_appendix(
     ln: int, lv: str, slot: int | None, task: int | None, body: str
 ) -> ev.Event | None:
     # "<invalid|truncated> context checkpoint appendix in '<path>' - ignored": the restore
-    # still succeeds, with no checkpoints (llama-server-behavior.md 2.13)
+    # still succeeds, with no checkpoints (the slot-file appendix of #30137)
     if slot is None or task is None or "context checkpoint appendix" not in body:
         return None
     return ev.SlotFileCheckpoints(ln, lv, slot, task, 0)

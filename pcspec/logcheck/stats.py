@@ -11,8 +11,8 @@ Full re-processings and why:
 * ``cache_miss``: a prompt that started from position 0 without that line: nothing in the slot
   or the prompt cache shared a prefix with it (a cold start, or a load that found nothing).
 
-Unique accounting (DESIGN.md glossary: *unique bytes* are the distinct buffers reachable from
-cache entries, each counted once). The server accounts every entry at ``data + sum of its
+Unique accounting (*unique bytes* are the distinct buffers reachable from cache entries, each
+counted once: ``pcspec.model.cache.distinct_total``). The server accounts every entry at ``data + sum of its
 checkpoint sizes`` (server_prompt_cache_state::size), so a checkpoint held by several entries
 counts once per entry. The checker tracks each checkpoint by identity: the "created" line that
 made it; a cache save or a load hand-over copies references, so two entries that hold "the same"
