@@ -43,6 +43,15 @@ def _ckpt_fields(body: str, rx: re.Pattern[str]) -> tuple[dict[str, str], re.Mat
     return d, m
 
 
+def _slot_ints(rx: re.Pattern[str], make: Callable[..., ev.Event]) -> Builder:
+    """The builder of a slot message of one format whose groups are all integers:
+    ``make(line, level, slot, task, *groups)``."""
+    def build(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
+        m = rx.match(body) if slot is not None and task is not None else None
+        return make(ln, lv, slot, task, *map(int, m.groups())) if m else None
+    return build
+
+
 # ---- slot messages -----------------------------------------------------------------------
 
 _RX_NEW_PROMPT = re.compile(r"new prompt, n_ctx_slot = \d+, n_keep = -?\d+, [\w.()]+ = (\d+)")
@@ -129,35 +138,8 @@ _RX_NEED = re.compile(
     r"need to evaluate at least 1 token for each active slot \(n_past = (\d+), "
     r"task\.n_tokens\(\) = (\d+)\)"
 )
-
-
-def _b_need(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_NEED.match(body)
-    return ev.NeedEvaluate(ln, lv, slot, task, int(m.group(1)), int(m.group(2))) if m else None
-
-
 _RX_NPAST = re.compile(r"n_past was set to (-?\d+)")
-
-
-def _b_npast(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_NPAST.match(body)
-    return ev.NPastSet(ln, lv, slot, task, int(m.group(1))) if m else None
-
-
 _RX_CACHED = re.compile(r"cached n_tokens = (\d+), memory_seq_rm \[(-?\d+), end\)")
-
-
-def _b_cached(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_CACHED.match(body)
-    return ev.CachedTokens(ln, lv, slot, task, int(m.group(1)), int(m.group(2))) if m else None
-
-
 _RX_DOCKPT = re.compile(r"main/do_checkpoint = (yes|no), pos_min = (-?\d+), pos_max = (-?\d+)")
 
 
@@ -215,25 +197,7 @@ def _b_erasing(ln: int, lv: str, slot: int | None, task: int | None, body: str) 
 
 
 _RX_SUPERSEDING = re.compile(r"superseding context checkpoint at n_tokens = (\d+)")
-
-
-def _b_superseding(
-    ln: int, lv: str, slot: int | None, task: int | None, body: str
-) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_SUPERSEDING.match(body)
-    return ev.CheckpointSuperseded(ln, lv, slot, task, int(m.group(1))) if m else None
-
-
 _RX_SHIFT = re.compile(r"slot context shift, n_keep = -?\d+, n_left = -?\d+, n_discard = (-?\d+)")
-
-
-def _b_slot(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_SHIFT.match(body)
-    return ev.ContextShift(ln, lv, slot, task, int(m.group(1))) if m else None
 
 
 def _b_reusing(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
@@ -309,13 +273,6 @@ def _b_clearing(
 
 
 _RX_STOP = re.compile(r"stop processing: n_tokens = (\d+)")
-
-
-def _b_stop(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_STOP.match(body)
-    return ev.SlotReleased(ln, lv, slot, task, int(m.group(1))) if m else None
 
 
 _RX_SAVING = re.compile(
@@ -559,20 +516,20 @@ DISPATCH: dict[str, Builder] = {
     "restored": _b_restored,
     "forcing": _b_forcing,
     "erased": _b_erased,
-    "need": _b_need,
-    "n_past": _b_npast,
-    "cached": _b_cached,
+    "need": _slot_ints(_RX_NEED, ev.NeedEvaluate),
+    "n_past": _slot_ints(_RX_NPAST, ev.NPastSet),
+    "cached": _slot_ints(_RX_CACHED, ev.CachedTokens),
     "main/do_checkpoint": _b_dockpt,
     "created": _b_created,
     "erasing": _b_erasing,
-    "superseding": _b_superseding,
-    "slot": _b_slot,
+    "superseding": _slot_ints(_RX_SUPERSEDING, ev.CheckpointSuperseded),
+    "slot": _slot_ints(_RX_SHIFT, ev.ContextShift),
     "reusing": _b_reusing,
     "selected": _b_selected,
     "skipping,": _b_skipping,
     "failed": _b_failed,
     "clearing": _b_clearing,
-    "stop": _b_stop,
+    "stop": _slot_ints(_RX_STOP, ev.SlotReleased),
     "saving": _b_saving,
     "processing": _b_processing,
     "invalid": _b_appendix,
