@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 from pcspec.logcheck import events as ev
 
@@ -49,6 +50,15 @@ def _slot_ints(rx: re.Pattern[str], make: Callable[..., ev.Event]) -> Builder:
     def build(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
         m = rx.match(body) if slot is not None and task is not None else None
         return make(ln, lv, slot, task, *map(int, m.groups())) if m else None
+    return build
+
+
+def _srv_line(rx: re.Pattern[str], make: Callable[..., ev.Event], *types: Callable[[str], Any]) -> Builder:
+    """The builder of a server (``srv``) message of one format: ``make(line, level, *groups)``,
+    each group converted by its type."""
+    def build(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
+        m = rx.match(body) if slot is None else None
+        return make(ln, lv, *(t(g) for t, g in zip(types, m.groups(), strict=True))) if m else None
     return build
 
 
@@ -370,25 +380,9 @@ def _b_prompt(ln: int, lv: str, slot: int | None, task: int | None, body: str) -
 _RX_OBSOLETE = re.compile(r"removing obsolete cached prompt with length (\d+)")
 
 
-def _b_removing(
-    ln: int, lv: str, slot: int | None, task: int | None, body: str
-) -> ev.Event | None:
-    if slot is not None:
-        return None
-    m = _RX_OBSOLETE.match(body)
-    return ev.CacheObsoleteRemoved(ln, lv, int(m.group(1))) if m else None
-
-
 _RX_MAKING = re.compile(
     r"making room for prompt cache entry, removing oldest entry \(size = " + _F + r" MiB\)"
 )
-
-
-def _b_making(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is not None:
-        return None
-    m = _RX_MAKING.match(body)
-    return ev.CacheMakeRoom(ln, lv, float(m.group(1))) if m else None
 
 
 _RX_LIMIT_REDUCED = re.compile(r"cache size limit reduced to " + _F + r" MiB")
@@ -444,13 +438,6 @@ def _b_looking(
 
 
 _RX_FOUND = re.compile(r"found better prompt with f_keep = " + _F + r", (?:f_)?sim = " + _F)
-
-
-def _b_found(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is not None:
-        return None
-    m = _RX_FOUND.match(body)
-    return ev.LoadFound(ln, lv, float(m.group(1)), float(m.group(2))) if m else None
 
 
 _RX_PURGING = re.compile(r"purging slot (\d+) with (\d+) tokens")
@@ -536,11 +523,11 @@ DISPATCH: dict[str, Builder] = {
     "truncated": _b_appendix,
     "updating": _b_updating,
     "prompt": _b_prompt,
-    "removing": _b_removing,
-    "making": _b_making,
+    "removing": _srv_line(_RX_OBSOLETE, ev.CacheObsoleteRemoved, int),
+    "making": _srv_line(_RX_MAKING, ev.CacheMakeRoom, float),
     "cache": _b_cache,
     "looking": _b_looking,
-    "found": _b_found,
+    "found": _srv_line(_RX_FOUND, ev.LoadFound, float, float),
     "purging": _b_purging,
     "initializing,": _b_initializing,
     "context": _b_context,
