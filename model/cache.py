@@ -1,16 +1,18 @@
 """The host-RAM prompt cache: ``server_prompt_cache`` (tools/server/server-task.cpp).
 
-``alloc`` / ``load`` / ``update`` mirror the C++ step by step (server-task.cpp:1711-1792,
-1793-1869 and 1870ff of the October tree); ``save_transactional`` is the ``fixed`` design's
-save (build and fill off the list, validate, then remove obsolete entries, make room and
-insert: nothing changes on failure). Which sizes the cache accounts is the accounting seam;
-every decision itself is a rule of ``pcspec.model.policy`` applied to those sizes.
+``alloc`` / ``load`` / ``update`` mirror the C++ step by step (behaviour notes section 1);
+``save_transactional`` is the ``fixed`` design's save (build and fill off the list, validate,
+then remove obsolete entries, make room and insert: nothing changes on failure). Which sizes
+the cache accounts is the accounting seam; every decision itself is a rule of
+``pcspec.model.policy`` applied to those sizes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from typing import TypeVar
 
 from pcspec.model import events as ev
 from pcspec.model import policy
@@ -54,39 +56,56 @@ class CacheEntry:
         return sum(b.size for b in self.data_buffers()) + sum(ck.size() for ck in self.prompt.checkpoints)
 
 
-def unique_shares(entries: Sequence[CacheEntry], elsewhere: Iterable[Buffer] = ()) -> list[int]:
-    """Unique bytes, the one definition: each entry's share of the distinct buffers reachable
-    from ``entries``, each buffer counted once, at the last entry that holds it, and not at all
-    when ``elsewhere`` holds it (a candidate entry's). Evicting front-first frees exactly the
-    shares, so they add up to the unique total and the FIFO rules of ``policy`` apply to them
-    unchanged (``fixed``'s accounting is these shares)."""
-    seen = {b.id for b in elsewhere}
-    sizes: list[int] = []
-    for e in reversed(entries):
-        s = 0
-        # ``e.buffers()`` in its order, without its lists (counted after every operation)
-        for b in (e.main, e.drft):
-            if b is not None and b.id not in seen:
-                seen.add(b.id)
-                s += b.size
-        for ck in e.prompt.checkpoints:
-            for b in (ck.tgt, ck.dft, ck.spec):
-                if b is not None and b.id not in seen:
-                    seen.add(b.id)
-                    s += b.size
+# -- accounting over numbers ---------------------------------------------------------------
+# What an entry holds, as ``(identity, size)`` pairs: the same buffer held by several entries
+# (a checkpoint shared since #30137) has one identity. The model passes its buffers; the log
+# checker, which sees only what a log prints, passes its checkpoints (by the line that created
+# them) and each entry's own data, in MiB.
+
+N = TypeVar("N", int, float)
+Held = Iterable[tuple[Hashable, N]]
+
+
+def distinct_total(held: Held[N]) -> N:
+    """Unique bytes: every identity counted once, whoever holds it."""
+    seen: dict[Hashable, N] = {}
+    for key, size in held:
+        seen[key] = size
+    return sum(seen.values())
+
+
+def unique_sizes(entries: Sequence[Held[N]], new: Iterable[Hashable] = ()) -> list[N]:
+    """Each entry's size under unique accounting, front first: what no later entry (and not
+    the candidate, whose identities are ``new``) holds. Evicting front first then frees exactly
+    that, so the sizes add up to the unique total and the FIFO rules of ``policy`` (make_room,
+    update_evictions) apply unchanged."""
+    seen = set(new)
+    sizes: list[N] = []
+    for held in reversed(entries):
+        s: N = 0
+        for key, size in held:
+            if key not in seen:
+                seen.add(key)
+                s += size
         sizes.append(s)
     sizes.reverse()
     return sizes
 
 
-def unique_bytes(entries: Sequence[CacheEntry], extra: Iterable[Buffer] = ()) -> int:
+def _held(e: CacheEntry) -> Iterator[tuple[int, int]]:
+    """``e.buffers()`` as pairs, without its lists (the judge counts this after every operation)."""
+    for b in (e.main, e.drft):
+        if b is not None:
+            yield b.id, b.size
+    for ck in e.prompt.checkpoints:
+        for b in (ck.tgt, ck.dft, ck.spec):
+            if b is not None:
+                yield b.id, b.size
+
+
+def unique_bytes(entries: Iterable[CacheEntry], extra: Iterable[Buffer] = ()) -> int:
     """Distinct buffers reachable from ``entries`` (plus ``extra``), each counted once."""
-    others = distinct_buffers(extra)
-    return sum(unique_shares(entries, others)) + sum(b.size for b in others)
-
-
-def distinct_buffers(bufs: Iterable[Buffer]) -> list[Buffer]:
-    return list({b.id: b for b in bufs}.values())
+    return distinct_total(chain(((b.id, b.size) for b in extra), *map(_held, entries)))
 
 
 class PromptCache:
@@ -105,8 +124,9 @@ class PromptCache:
     def accounted_sizes(self, new_bufs: Iterable[Buffer] = ()) -> list[int]:
         """Each entry's size as this variant's cache counts it, front first.
 
-        Unique accounting counts each entry's ``unique_shares`` (the candidate's buffers,
-        ``new_bufs``, counted with the candidate).
+        For unique accounting an entry counts the buffers no later entry (and not the
+        candidate) holds: evicting front-first then frees exactly that, so the sizes add up
+        to the unique total and the FIFO rules of ``policy`` apply unchanged.
         """
         acc = self.variant.accounting
         if acc == Accounting.PER_HOLDER:
@@ -116,7 +136,7 @@ class PromptCache:
                 sum(b.size for b in e.data_buffers()) + sum(ck.size() for ck in e.prompt.checkpoints if ck.refs <= 1)
                 for e in self.entries
             ]
-        return unique_shares(self.entries, new_bufs)
+        return unique_sizes([_held(e) for e in self.entries], (b.id for b in new_bufs))
 
     def size(self) -> int:
         """server_prompt_cache::size."""
@@ -134,7 +154,7 @@ class PromptCache:
         if acc == Accounting.UNDERCOUNT:
             # The slot already holds every one of them: "shared", so counted zero times.
             return data + sum(ck.size() for ck in ckpts if ck.refs == 0), shared
-        return data + sum(b.size for b in distinct_buffers(shared)), shared
+        return data + sum({b.id: b.size for b in shared}.values()), shared
 
     # -- eviction ----------------------------------------------------------------------------
 
@@ -182,7 +202,7 @@ class PromptCache:
     def _make_room(self, new_size: int, new_bufs: list[Buffer]) -> None:
         """alloc step 5 (FIFO; only with a byte limit)."""
         n = policy.make_room(self.accounted_sizes(new_bufs), new_size, self.limit_size)
-        data_new = new_size - sum(b.size for b in distinct_buffers(new_bufs))
+        data_new = new_size - sum({b.id: b.size for b in new_bufs}.values())
         self._evict_front(n, "make_room", new_bufs, max(0, data_new))
 
     def _contained(self, tokens: Tokens) -> bool:

@@ -9,6 +9,10 @@ decision. Every function cites the C++ it mirrors (file: function).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
+from typing import TypeVar
+
+Num = TypeVar("Num", int, float)  # sizes: bytes, or the MiB a log prints
 
 # server-task.cpp: server_prompt_cache::load -- "don't trash large prompts"
 LOAD_F_KEEP_FLOOR = 0.25
@@ -47,11 +51,16 @@ def load_select(f_keep_base: float, f_sim_base: float, candidates: Sequence[tupl
     best: int | None = None
     f_keep_best, f_sim_best = f_keep_base, f_sim_base
     for i, (f_keep, f_sim) in enumerate(candidates):
-        if f_keep < LOAD_F_KEEP_FLOOR:
-            continue
-        if f_keep_best < f_keep and f_sim_best < f_sim:
+        if load_takes(f_keep_best, f_sim_best, f_keep, f_sim):
             best, f_keep_best, f_sim_best = i, f_keep, f_sim
     return best
+
+
+def load_takes(f_keep_best: Fraction | float, f_sim_best: Fraction | float, f_keep: Fraction | float,
+               f_sim: Fraction | float) -> bool:
+    """One step of ``load_select``: whether an entry with ``(f_keep, f_sim)`` becomes the best
+    over the running best: not below the 0.25 floor, and strictly better on both."""
+    return f_keep >= LOAD_F_KEEP_FLOOR and f_keep_best < f_keep and f_sim_best < f_sim
 
 
 def sweep_too_close(
@@ -87,6 +96,13 @@ def sweep_too_close(
             continue
         last = n_tokens
     return erased
+
+
+def superseded(n_tokens: Sequence[int | None], n_tokens_new: int) -> list[int]:
+    """Indices of the checkpoints a new one at ``n_tokens_new`` supersedes: those at the same
+    ``n_tokens`` (server-context.cpp: create_checkpoint, after the sweep and the cap). An
+    ``n_tokens`` a log did not print (None) is never the same."""
+    return [i for i, n in enumerate(n_tokens) if n == n_tokens_new]
 
 
 def cap_evictions(n_ckpts: int, cap: int) -> int:
@@ -228,7 +244,7 @@ def is_oversize(new_size: int, limit_size: int) -> bool:
     return limit_size > 0 and new_size > limit_size
 
 
-def make_room(sizes: Sequence[int], new_size: int, limit_size: int) -> int:
+def make_room(sizes: Sequence[Num], new_size: Num, limit_size: Num) -> int:
     """How many entries ``alloc`` pops from the front so that the new one fits (FIFO,
     server-task.cpp: server_prompt_cache::alloc, #25070). ``sizes`` are the entries' sizes as
     the cache accounts them, front first."""
@@ -255,23 +271,23 @@ def update_evictions(
 ) -> tuple[int, int]:
     """``(byte evictions, token evictions)`` ``update`` pops from the front, in that order
     (server-task.cpp: server_prompt_cache::update). Since #25070 this may empty the cache."""
-    sizes = list(sizes)
-    toks = list(n_tokens)
-    n_bytes = 0
-    if limit_size > 0:
-        total = sum(sizes)
-        while n_bytes < len(sizes) and total > limit_size:
-            total -= sizes[n_bytes]
-            n_bytes += 1
-    rest_sizes, rest_toks = sizes[n_bytes:], toks[n_bytes:]
+    n_bytes = make_room(sizes, 0, limit_size)  # while size() > limit_size
+    rest_sizes, rest_toks = sizes[n_bytes:], n_tokens[n_bytes:]
     n_tok = 0
     if limit_tokens > 0:
         cur = token_limit_estimate(sum(rest_sizes), sum(rest_toks), limit_size, limit_tokens)
-        total_toks = sum(rest_toks)
-        while n_tok < len(rest_toks) and total_toks > cur:
-            total_toks -= rest_toks[n_tok]
-            n_tok += 1
+        n_tok = token_evictions(rest_toks, cur)
     return n_bytes, n_tok
+
+
+def token_evictions(n_tokens: Sequence[int], limit_tokens_cur: int) -> int:
+    """The token stage of ``update``: entries popped from the front while the cache holds more
+    than ``limit_tokens_cur`` tokens (server-task.cpp: server_prompt_cache::update)."""
+    total, n = sum(n_tokens), 0
+    while n < len(n_tokens) and total > limit_tokens_cur:
+        total -= n_tokens[n]
+        n += 1
+    return n
 
 
 def limit_after_bad_alloc(total_size: int) -> int:

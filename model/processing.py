@@ -419,7 +419,7 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
         if recycled is not None:
             heap.release(recycled)
         return None
-    for c in [c for c in ckpts if c.n_tokens == n_tokens_new]:
+    for c in [ckpts[i] for i in policy.superseded([c.n_tokens for c in ckpts], n_tokens_new)]:
         _erase(srv, slot, c, "supersede")
 
     ck = Checkpoint(heap.new_id(), n_tokens_new, task.id, pos_min, pos_max)

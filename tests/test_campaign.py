@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pcspec.cli import main
+from pcspec.core.campaign import blocks
 from pcspec.core.errors import PcspecError
 from pcspec.engines import campaign
 
@@ -18,8 +19,8 @@ PROPS = ["ACC-1", "LIMIT-1", "REF-1"]
 
 
 def test_blocks_are_disjoint_and_cover_the_range() -> None:
-    assert campaign.blocks(10, 21, 3) == [(10, 14), (14, 18), (18, 21)]
-    assert campaign.blocks(0, 2, 4) == [(0, 1), (1, 2)]
+    assert blocks(10, 21, 3) == [(10, 14), (14, 18), (18, 21)]
+    assert blocks(0, 2, 4) == [(0, 1), (1, 2)]
 
 
 def _campaign(tmp: Path, *args: str) -> dict[str, Any]:
@@ -29,6 +30,12 @@ def _campaign(tmp: Path, *args: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((tmp / "campaign.json").read_text())
     data["exit"] = code
     return data
+
+
+def _merge(tmp: Path) -> int:
+    """``pcspec campaign --merge`` of the records in ``tmp/a`` and ``tmp/b`` into ``tmp/m``."""
+    return main(["campaign", "--merge", str(tmp / "a/campaign.json"), str(tmp / "b/campaign.json"),
+                 "--out", str(tmp / "m")])
 
 
 def _comparable(data: dict[str, Any]) -> Any:
@@ -42,19 +49,7 @@ def test_one_process_two_processes_and_a_merge_agree(tmp_path: Path) -> None:
     two = _campaign(tmp_path / "two", "--seeds", "0:24", "--workers", "2")
     a = _campaign(tmp_path / "a", "--seeds", "0:10")
     b = _campaign(tmp_path / "b", "--seeds", "10:24")
-    assert (
-        main(
-            [
-                "campaign",
-                "--merge",
-                str(tmp_path / "a/campaign.json"),
-                str(tmp_path / "b/campaign.json"),
-                "--out",
-                str(tmp_path / "m"),
-            ]
-        )
-        == one["exit"]
-    )
+    assert _merge(tmp_path) == one["exit"]
     merged = json.loads((tmp_path / "m/campaign.json").read_text())
     assert _comparable(one) == _comparable(two) == _comparable(merged)
     assert a["seeds"]["covered"] == [[0, 10]] and b["seeds"]["covered"] == [[10, 24]]
@@ -74,19 +69,7 @@ def test_overlapping_records_are_not_merged(tmp_path: Path) -> None:
         spec, _req, part = campaign.from_json(json.loads((tmp_path / "a/campaign.json").read_text()), "a")
         _s, _r, other = campaign.from_json(json.loads((tmp_path / "b/campaign.json").read_text()), "b")
         part.absorb(other, spec.keep)
-    assert (
-        main(
-            [
-                "campaign",
-                "--merge",
-                str(tmp_path / "a/campaign.json"),
-                str(tmp_path / "b/campaign.json"),
-                "--out",
-                str(tmp_path / "m"),
-            ]
-        )
-        == 2
-    )
+    assert _merge(tmp_path) == 2
 
 
 def test_a_time_cap_gives_unknown_never_holds(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """pcspec live against a real llama-server: a short fuzzed session per model kind, and the
-server bugs of live-findings.md reproduced from the workloads the fuzzer shrank.
+server bugs of docs/FINDINGS.md reproduced from the workloads the fuzzer shrank.
 
 Skipped without a built server (``python -m pcspec.live.build``, about 5 minutes on 2 cores,
 cached outside the checkout) or without the ``gguf`` package that makes the models.
@@ -48,7 +48,7 @@ def test_short_live_session(kind: str, models: Path, tmp_path: Path) -> None:
                    run_requests=SESSION_REQUESTS, timeout=15, do_shrink=False, concurrency=False)
     assert rep.requests >= SESSION_REQUESTS
     assert rep.transparency_checks > 0 and rep.compared_segments > 0
-    bad = [f"{r.finding.cls} at op {r.finding.op}: {r.finding.detail} ({r.directory})" for r in rep.unexplained]
+    bad = [f"{r.finding.rule} at op {r.finding.op}: {r.finding.message} ({r.directory})" for r in rep.unexplained]
     assert not bad, "unexplained findings:\n" + "\n".join(bad)
 
 
@@ -64,7 +64,7 @@ def _replay(name: str, models: Path, tmp_path: Path, timeout: float = 15) -> tup
         out = execute(Target(BINARY, model, kind, flags), tmp_path / "run", refs.get(flags), ops=ops, timeout=timeout)
     finally:
         refs.close()
-    return out, [(f.cls, explain(f, out)) for f in out.analysis.findings]
+    return out, [(f.rule, explain(f, out)) for f in out.analysis.findings]
 
 
 def test_swa_off_by_one_after_restore(models: Path, tmp_path: Path) -> None:

@@ -231,18 +231,19 @@ def test_waste_watch_sees_a_restore_then_full_reprocessing() -> None:
 
 
 def test_explainers_name_known_causes_and_consequences(tmp_path: Path) -> None:
-    from pcspec.live.analyze import Analysis, Finding
+    from pcspec.core.results import divergence
+    from pcspec.live.analyze import Analysis
     from pcspec.live.driver import Observation, Run
     from pcspec.live.explain import explain
     from pcspec.live.session import Outcome, Target
 
     run = Run(observations=[Observation(i, LiveOp("request", id=i, segments=(("lit", (130,)),))) for i in range(3)])
-    released = Finding("model:released", 1, "", {"difference": {"kind": "released", "server": ["a", "b"],
-                                                                 "model": ["b", "a"]}})
-    later = Finding("model:selected", 2, "", {"difference": {"kind": "selected", "server": ["x"], "model": ["y"]}})
-    scan = Finding("logcheck:load-scan", 2, "log line 9: load scanned entries of [15, 2, 15] tokens but the cache "
-                   "holds [2, 15, 15]")
-    odd = Finding("model:ckpt_created", 0, "", {"difference": {"kind": "ckpt_created", "server": ["p"], "model": []}})
+    released = divergence("model:released", 1, "", difference={"kind": "released", "server": ["a", "b"],
+                                                                  "model": ["b", "a"]})
+    later = divergence("model:selected", 2, "", difference={"kind": "selected", "server": ["x"], "model": ["y"]})
+    scan = divergence("logcheck:load-scan", 2, "log line 9: load scanned entries of [15, 2, 15] tokens but the "
+                      "cache holds [2, 15, 15]")
+    odd = divergence("model:ckpt_created", 0, "", difference={"kind": "ckpt_created", "server": ["p"], "model": []})
     out = Outcome(Target(tmp_path, tmp_path, "kv", Flags()), [], run, Analysis([odd, released, later, scan]), b"",
                   tmp_path)
     # M7 is fixed in the model (releases in slot order after the decode): a release-order
@@ -255,16 +256,16 @@ def test_explainers_name_known_causes_and_consequences(tmp_path: Path) -> None:
     assert explain(odd, out) is None  # nothing known: unexplained, the campaign fails
     # M3 is fixed in the model (the SWA cache's cells, model/swa_ring.py): a checkpoint differing
     # in pos_min only is a finding again
-    m3 = Finding("model:ckpt_created", 1, "", {"difference": {
+    m3 = divergence("model:ckpt_created", 1, "", difference={
         "kind": "ckpt_created", "server": ["ckpt_created(slot=0, n_tokens=8, pos_min=3, pos_max=7)"],
-        "model": ["ckpt_created(slot=0, n_tokens=8, pos_min=0, pos_max=7)"]}})  # fmt: skip
+        "model": ["ckpt_created(slot=0, n_tokens=8, pos_min=0, pos_max=7)"]})  # fmt: skip
     swa = Outcome(Target(tmp_path, tmp_path, "swa", Flags()), [], run, Analysis([m3, later]), b"", tmp_path)
     assert explain(m3, swa) is None
     # What follows an explained divergence in the same run is explained by it: the SWA window
     # one cell short after a restore (F2, a transparency finding), then a later difference.
     log = b"restored context checkpoint ...\nneed to evaluate at least 1 token\n"
     run.observations[1].log_start, run.observations[1].log_end = 0, len(log)
-    f2 = Finding("transparency", 1, "")
+    f2 = divergence("transparency", 1, "")
     swa = Outcome(Target(tmp_path, tmp_path, "swa", Flags()), [], run, Analysis([f2, later]), log, tmp_path)
     assert (explain(f2, swa) or "").startswith("F2")
     assert (explain(later, swa) or "").startswith("after transparency")
@@ -306,7 +307,8 @@ def test_model_config_gives_the_model_the_real_state_sizes() -> None:
 def test_silent_restore_explains_only_a_restore_without_a_state_line(tmp_path: Path) -> None:
     """L1's explainer now covers only what the log checker cannot learn: a restore that
     printed no state_read_meta line; a restore the log shows explains nothing."""
-    from pcspec.live.analyze import Analysis, Finding
+    from pcspec.core.results import divergence
+    from pcspec.live.analyze import Analysis
     from pcspec.live.driver import Observation, Run
     from pcspec.live.explain import silent_restore
     from pcspec.live.session import Outcome, Target
@@ -315,7 +317,7 @@ def test_silent_restore_explains_only_a_restore_without_a_state_line(tmp_path: P
     restore = Observation(0, LiveOp("slot_restore", id_slot=0, filename="a"), log_start=0, log_end=17)
     restore.reply = Reply("POST", "/slots/0?action=restore", {}, status=200, data={"n_restored": 3})
     run = Run(observations=[restore, Observation(1, LiveOp("request", id=0, segments=(("lit", (130,)),)))])
-    f = Finding("logcheck:invalidate", 1, "")
+    f = divergence("logcheck:invalidate", 1, "")
     out = Outcome(Target(tmp_path, tmp_path, "kv", Flags()), [], run, Analysis([f]), log, tmp_path)
     assert (silent_restore(f, out) or "").startswith("L1")
     restore.log_end = len(log)

@@ -48,7 +48,7 @@ def test_invalid_utf8_and_crlf() -> None:
     assert read.n_lines == 3
 
 
-# a log in the formats of Feb-June 2026 builds (llama-server-behavior.md 5.5 "Older builds")
+# a log in the formats of Feb-June 2026 builds (the older eras of pcspec.logcheck.builds)
 OLD_BUILD = (Path(__file__).parent / "data" / "logs" / "old-build.log").read_text()
 
 

@@ -1,9 +1,10 @@
-"""Regression logs for false alarms of ``pcspec check-log`` on real logs (issue 8, sections 4
-and 5): each checks clean, and a copy changed in one place reports the deviation it should.
+"""Regression logs for false alarms of ``pcspec check-log`` on real logs (a slot-file restore, a
+pinned slot, the October rule set; docs/FINDINGS.md L1, L2): each checks clean, and a copy
+changed in one place reports the deviation it should.
 
 The logs (tests/data/logs, described in its README) are written in the formats, order and
-verbosity (-v) of ../shared/real-logs, for the same build (0c1e570) and model (gemma2, SWA
-window 32, a 256-cell SWA cache: checkpoints cover [pos_max - 255, pos_max]).
+verbosity (-v) of the real logs in tests/data/real, for the same build (0c1e570) and model
+(gemma2, SWA window 32, a 256-cell SWA cache: checkpoints cover [pos_max - 255, pos_max]).
 """
 
 from __future__ import annotations

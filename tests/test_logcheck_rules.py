@@ -1,9 +1,9 @@
 """Hand-written llama-server logs that each break one rule, and the deviation each produces.
 
-The logs are built from the exact message formats of the server (llama-server-behavior.md 5)
-with the timestamp/level prefix. Start-up: 1 slot, --ctx-checkpoints 3, --checkpoint-min-step
-64, --cache-ram 1. A "good" variant of each scenario checks clean, so each test shows that the
-one broken line, and nothing else, makes the rule fire.
+The logs are built from the exact message formats of the server (tools/server/server-context.cpp
+and server-task.cpp at 0c1e570) with the timestamp/level prefix. Start-up: 1 slot,
+--ctx-checkpoints 3, --checkpoint-min-step 64, --cache-ram 1. A "good" variant of each scenario
+checks clean, so each test shows that the one broken line, and nothing else, makes the rule fire.
 """
 
 from __future__ import annotations
@@ -327,8 +327,8 @@ def test_missing_invalidation() -> None:
     assert found(check(lines)) == [(line_of(lines, "cached n_tokens = 199"), "invalidate")]
 
 
-NOVEMBER = "build 7306 (e152332) with GNU 13.3.0 for Linux x86_64"  # seed 001's commit
-OCTOBER = "build 1 (0c1e570) with GNU 12.2.0 for Linux x86_64"  # ../shared/real-logs
+NOVEMBER = "build 7306 (e152332) with GNU 13.3.0 for Linux x86_64"  # the November tree (#30137)
+OCTOBER = "build 1 (0c1e570) with GNU 12.2.0 for Linux x86_64"  # the real logs of tests/data/real
 
 
 def with_build(lines: list[str], build: str) -> list[str]:

@@ -1,5 +1,5 @@
-"""The two real llama-server logs in ../shared/real-logs: they parse completely, check with no
-deviation, and their counts are those of the logs' README."""
+"""The two real llama-server logs in tests/data/real: they parse completely, check with no
+deviation, and their counts are those of the logs' README (README-logs.md)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import pytest
 from pcspec.cli import main
 from pcspec.logcheck import check_events, check_log, load_trace, read_log
 
-LOGS = Path(__file__).resolve().parent / "data" / "real"  # copies of ../shared/real-logs
+LOGS = Path(__file__).resolve().parent / "data" / "real"
 GROWING = LOGS / "01-growing.log"
 EVICTION = LOGS / "03-eviction.log"
 
 pytestmark = pytest.mark.skipif(not GROWING.exists(), reason="sample logs not present")
 
-# ../shared/real-logs/README.md
+# tests/data/real/README-logs.md
 EXPECTED = {
     GROWING: {"checkpoint_created": 30, "checkpoint_erased_old": 13,
               "checkpoint_erased_too_close": 9, "checkpoint_restored": 0},

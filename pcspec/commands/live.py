@@ -120,11 +120,12 @@ def _print(reports: list[Any]) -> None:
               f"{r.max_logprob_diff:7.4f}  {len(r.reported)} ({len(r.unexplained)} unexplained)")
         for rep in r.reported:
             why = rep.explanation or "UNEXPLAINED"
-            print(f"  - {rep.finding.cls}: {rep.finding.detail}")
+            print(f"  - {rep.finding.rule}: {rep.finding.message}")
             print(f"      {why}; {rep.shrunk_ops} ops (from {rep.original_ops}); {rep.directory}")
 
 
 def _replay(args: argparse.Namespace, binary: Path, models_dir: Path, out_dir: Path) -> int:
+    from pcspec.live.analyze import is_observation, to_json
     from pcspec.live.campaign import References
     from pcspec.live.explain import explain
     from pcspec.live.report import read_workload
@@ -142,10 +143,10 @@ def _replay(args: argparse.Namespace, binary: Path, models_dir: Path, out_dir: P
     found = [(f, explain(f, out)) for f in out.analysis.findings]
     if args.json:
         json.dump({"schema": 1, "requests": out.n_requests, "log": str(work / "server.log"),
-                   "findings": [{**f.to_json(), "explanation": w} for f, w in found]}, sys.stdout, indent=2)
+                   "findings": [{**to_json(f), "explanation": w} for f, w in found]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print(f"{out.n_requests} requests; server log: {work / 'server.log'}")
         for f, w in found:
-            print(f"  op {f.op}: {f.cls}: {f.detail}" + (f"  [{w}]" if w else "  [UNEXPLAINED]"))
-    return 1 if any(w is None and not f.is_observation for f, w in found) else 0
+            print(f"  op {f.op}: {f.rule}: {f.message}" + (f"  [{w}]" if w else "  [UNEXPLAINED]"))
+    return 1 if any(w is None and not is_observation(f) for f, w in found) else 0

@@ -3,14 +3,14 @@
 A campaign walks the example seeds ``A..B-1`` of one variant (``pcspec.engines.walker``: example seed
 ``s`` is one configuration, one swarm, one walk), judging the chosen properties after every
 model operation, nothing failing (a survey). The range is cut into one contiguous block per
-worker; a worker walks its block in order and stops between two examples once the time cap
-passes, so what it covered is always a prefix of its block, and every covered example ran
-whole.
+worker by the one campaign runner (``pcspec.core.campaign``, which live campaigns use too); a
+worker walks its block in order and stops between two examples once the time cap passes, so
+what it covered is always a prefix of its block, and every covered example ran whole.
 
 Per property a worker keeps the ``keep`` shortest first-violation traces it met, ranked by
 (operations, example seed). Merging keeps the ``keep`` best of the union, which are the
 ``keep`` best of the whole range whatever the split (the best of a union are among the best of
-its parts), then shrinks each (``pcspec.shrink``) and reports the shortest shrunk trace, ties
+its parts), then shrinks each (``pcspec.core.shrink``) and reports the shortest shrunk trace, ties
 to the lower example seed. So a campaign's result is a function of (variant, properties, the
 seeds covered, steps, keep): one process, N processes or N machines whose results are merged
 with ``--merge`` give the same JSON (timings aside).
@@ -22,14 +22,15 @@ the range was covered, and is ``unknown`` when the time cap left some out (never
 from __future__ import annotations
 
 import bisect
+import functools
 import json
-import multiprocessing
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pcspec.core.campaign import cover, join_disjoint, joined, run_blocks
 from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace, parse
 from pcspec.engines.walker import STEPS, Walker
@@ -98,11 +99,7 @@ class Part:
         del best[keep:]
 
     def absorb(self, other: Part, keep: int) -> None:
-        for a, b in other.covered:
-            for lo, hi in self.covered:
-                if a < hi and lo < b:
-                    raise PcspecError(f"the seed ranges {a}:{b} and {lo}:{hi} overlap: merge disjoint campaigns only")
-        self.covered = _joined(self.covered + other.covered)
+        self.covered = join_disjoint(self.covered, other.covered)
         self.examples += other.examples
         self.steps += other.steps
         self.seconds += other.seconds
@@ -111,37 +108,14 @@ class Part:
                 self.offer(pid, c, keep)
 
 
-def _joined(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(r for r in ranges if r[0] < r[1]):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def blocks(start: int, stop: int, n: int) -> list[tuple[int, int]]:
-    """``[start, stop)`` cut into ``n`` contiguous blocks of (nearly) equal size, in order."""
-    size, extra = divmod(stop - start, n)
-    out, a = [], start
-    for i in range(n):
-        b = a + size + (1 if i < extra else 0)
-        out.append((a, b))
-        a = b
-    return [r for r in out if r[0] < r[1]]
-
-
 def walk_block(spec: Spec, start: int, stop: int, deadline: float) -> Part:
     """One worker: example seeds ``start..stop-1`` in order, until ``deadline`` (time.time())."""
     variant = get_variant(spec.variant)
     walker = Walker(variant, [get_property(p) for p in spec.properties])
     part = Part()
     t0 = time.monotonic()
-    seed = start
-    # Wall-clock deadline: workers on other machines or processes share it; checked between
-    # examples only, so a covered example is always a whole one.
-    while seed < stop and time.time() < deadline:
+
+    def example(seed: int) -> int:
         fuzz = walker.example(seed, spec.steps).fuzz
         part.examples += 1
         part.steps += fuzz.judged
@@ -150,14 +124,11 @@ def walk_block(spec: Spec, start: int, stop: int, deadline: float) -> Part:
                 expect = [{"property": pid, "op": v.op, "message": v.message}]
                 text = Trace(variant, cfg, list(ops), seed, expect).dumps()
                 part.offer(pid, Candidate(len(ops), seed, text), spec.keep)
-        seed += 1
-    part.covered = _joined([(start, seed)])
+        return seed + 1
+
+    part.covered = joined([(start, cover(start, stop, deadline, example))])
     part.seconds = time.monotonic() - t0
     return part
-
-
-def _walk_block_args(args: tuple[Spec, int, int, float]) -> Part:
-    return walk_block(*args)
 
 
 def run(spec: Spec, start: int, stop: int, workers: int, seconds: float) -> Part:
@@ -165,17 +136,8 @@ def run(spec: Spec, start: int, stop: int, workers: int, seconds: float) -> Part
     ``seconds``; the merged part."""
     if stop <= start:
         raise PcspecError(f"empty seed range {start}:{stop}")
-    deadline = time.time() + seconds
-    jobs = [(spec, a, b, deadline) for a, b in blocks(start, stop, workers)]
-    if len(jobs) == 1:
-        parts = [walk_block(*jobs[0])]
-    else:
-        # spawn, not fork: the same start-up on every platform, and no copy of a parent's
-        # state (locks, Hypothesis's globals) into the workers.
-        with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
-            parts = pool.map(_walk_block_args, jobs)
     out = Part()
-    for p in parts:
+    for p in run_blocks(functools.partial(walk_block, spec), start, stop, workers, seconds):
         out.absorb(p, spec.keep)
     return out
 

@@ -1,6 +1,10 @@
 """Judge one live run: what the server did against the oracles and the model.
 
-Finding classes (``Finding.cls``), and what each means:
+A finding is a ``pcspec.core.results.Finding`` of kind ``divergence``: the server did something
+else than the model or an oracle allows. ``rule`` is its class, ``at`` the operation where it
+shows, ``message`` the detail, ``data`` its figures; ``to_json`` below writes it as live's
+reports always have (``class``, ``op``, ``detail``, the figures). The classes, and what each
+means:
 
 =============================  ================================================================
 ``crash``                      the server process died (a GGML_ASSERT, a signal): a server bug
@@ -23,16 +27,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pcspec.core.results import Finding, divergence
 from pcspec.live.client import Reply, cache_n, prompt_n
-from pcspec.live.compare import Difference, diff
+from pcspec.live.compare import diff
 from pcspec.live.driver import Observation, Run
+from pcspec.live.ops import together
 from pcspec.live.predict import Prediction, Predictor
 from pcspec.live.schedule import read_schedule
 from pcspec.live.slotfiles import Source, compare
 from pcspec.live.transparency import Reference
 from pcspec.live.waste import WasteWatch
 from pcspec.logcheck import check_events, parse_bytes
-from pcspec.logcheck import events as ev
 from pcspec.logcheck.logged import logged
 from pcspec.model.logged import Logged, Served, SlotFile
 from pcspec.model.processing import VOCAB_GEN
@@ -40,23 +45,17 @@ from pcspec.model.processing import VOCAB_GEN
 SERVER_BUGS = ("crash", "no-answer", "transparency")
 
 
-@dataclass
-class Finding:
-    cls: str
-    op: int  # index of the operation where it shows
-    detail: str
-    data: dict[str, Any] = field(default_factory=dict)
+def is_bug(f: Finding) -> bool:
+    return f.rule in SERVER_BUGS
 
-    @property
-    def is_bug(self) -> bool:
-        return self.cls in SERVER_BUGS
 
-    @property
-    def is_observation(self) -> bool:
-        return self.cls.startswith("waste:")
+def is_observation(f: Finding) -> bool:
+    return f.rule.startswith("waste:")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"class": self.cls, "op": self.op, "detail": self.detail, **self.data}
+
+def to_json(f: Finding) -> dict[str, Any]:
+    """Live's own field names for a finding (``class``, ``op``, ``detail``, then its figures)."""
+    return {"class": f.rule, "op": f.at, "detail": f.message, **f.data}
 
 
 @dataclass
@@ -70,30 +69,20 @@ class Analysis:
 
     def first(self, *, observations: bool = False) -> Finding | None:
         for f in self.findings:
-            if observations or not f.is_observation:
+            if observations or not is_observation(f):
                 return f
         return None
 
 
 def segments(run: Run) -> list[list[int]]:
     """Op indices that ran together: one synchronous op, or async requests and their wait."""
-    out: list[list[int]] = []
-    cur: list[int] = []
-    for obs in run.observations:
-        cur.append(obs.index)
-        if not obs.op.is_async:
-            out.append(cur)
-            cur = []
-    if cur:
-        out.append(cur)
-    return out
+    obs = run.observations
+    return [[obs[i].index for i in g] for g in together([o.op for o in obs])]
 
 
-def server_records(log: bytes, obs_list: list[Observation]) -> tuple[list[Logged], list[ev.Event]]:
-    lo = obs_list[0].log_start
-    hi = max(o.log_end for o in obs_list)
-    events = parse_bytes(log[lo:hi]).events
-    return list(logged(events)), events
+def server_records(log: bytes, obs_list: list[Observation]) -> list[Logged]:
+    """The records of the server's log lines of these operations."""
+    return list(logged(parse_bytes(log[obs_list[0].log_start:max(o.log_end for o in obs_list)]).events))
 
 
 def _served(reply: Reply | None) -> Served | None:
@@ -103,23 +92,13 @@ def _served(reply: Reply | None) -> Served | None:
     return None if c is None or p is None else Served(c, p)
 
 
-def _slot_file(reply: Reply | None, action: str) -> SlotFile | None:
-    if reply is None:
-        return None
-    if not reply.ok:
-        return SlotFile("failed", None)
-    key = {"save": "n_saved", "restore": "n_restored", "erase": "n_erased"}[action]
-    v = reply.data.get(key)
-    return SlotFile(action, int(v) if isinstance(v, int) else None)
-
-
-def _model_slot_file(res: dict[str, object] | None, action: str) -> SlotFile | None:
+def _slot_file(res: dict[str, Any] | None, ok: bool, action: str) -> SlotFile | None:
+    """A slot-file action's result (the server's reply, or the model's) as the record."""
     if res is None:
         return None
-    if "error" in res:
+    if not ok:
         return SlotFile("failed", None)
-    key = {"save": "n_saved", "restore": "n_restored", "erase": "n_erased"}[action]
-    v = res.get(key)
+    v = res.get({"save": "n_saved", "restore": "n_restored", "erase": "n_erased"}[action])
     return SlotFile(action, int(v) if isinstance(v, int) else None)
 
 
@@ -135,7 +114,7 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
     segs = segments(run)
     if run.fatal is not None:
         f = run.fatal
-        a.findings.append(Finding("crash" if f.fatal == "crash" else "no-answer", f.index,
+        a.findings.append(divergence("crash" if f.fatal == "crash" else "no-answer", f.index,
                                   f"the server {'died' if f.fatal == 'crash' else 'gave no answer'} "
                                   f"during operation {f.index} ({f.op.op})"))
     preds: list[Prediction] = []
@@ -146,9 +125,9 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
     watch = WasteWatch(n_slots)
     for k, seg in enumerate(segs):
         obs_list = [run.observations[i] for i in seg]
-        srv_recs, _ = server_records(log, obs_list)
+        srv_recs = server_records(log, obs_list)
         for index, cls, detail in watch.observe(obs_list, srv_recs):
-            a.findings.append(Finding(cls, index, detail))
+            a.findings.append(divergence(cls, index, detail))
         _judge_segment(a, run, obs_list, srv_recs, preds[k] if k < len(preds) else None, predictor)
         if reference is not None:
             for o in obs_list:
@@ -159,11 +138,11 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
                     a.n_checked += 1
                     a.max_logprob_diff = max(a.max_logprob_diff, v.max_diff)
                     if not v.ok:
-                        a.findings.append(Finding("transparency", o.index, v.detail,
-                                                  {"max_diff": round(v.max_diff, 4), "step": v.step}))
+                        a.findings.append(divergence("transparency", o.index, v.detail,
+                                                     max_diff=round(v.max_diff, 4), step=v.step))
     if logcheck and log:
         _logcheck(a, run, log)
-    a.findings.sort(key=lambda f: (f.op, f.cls))
+    a.findings.sort(key=lambda f: (f.at, f.rule))
     return a
 
 
@@ -174,8 +153,7 @@ def _judge_segment(a: Analysis, run: Run, obs_list: list[Observation], srv_recs:
         return
     a.n_compared += 1
     for d in diff(srv_recs, pred.records, IGNORED):
-        data: dict[str, Any] = {"difference": d.to_json()}
-        a.findings.append(Finding(f"model:{d.kind}", first, d.show(), data))
+        a.findings.append(divergence(f"model:{d.kind}", first, d.show(), difference=d.to_json()))
     for o in obs_list:
         op = o.op
         if op.op == "request":
@@ -184,25 +162,26 @@ def _judge_segment(a: Analysis, run: Run, obs_list: list[Observation], srv_recs:
             srv_err = o.reply is not None and o.reply.status not in (0, 200)
             mod_err = op.id in predictor.errors or s_mod is None
             if srv_err != mod_err and not o.fatal:
-                a.findings.append(Finding("http", o.index, f"request {op.id}: server "
-                                          f"{'error ' + o.reply.error if srv_err and o.reply else 'ok'}, model "
-                                          f"{predictor.errors.get(op.id, 'no answer') if mod_err else 'ok'}"))
+                a.findings.append(divergence("http", o.index, f"request {op.id}: server "
+                                             f"{'error ' + o.reply.error if srv_err and o.reply else 'ok'}, model "
+                                             f"{predictor.errors.get(op.id, 'no answer') if mod_err else 'ok'}"))
             elif s_srv is not None and s_mod is not None and s_srv != s_mod:
-                a.findings.append(Finding("served", o.index, f"request {op.id}: server {s_srv.show()}, "
-                                          f"model {s_mod.show()}"))
+                a.findings.append(divergence("served", o.index, f"request {op.id}: server {s_srv.show()}, "
+                                             f"model {s_mod.show()}"))
         elif op.op in ("slot_save", "slot_restore", "slot_erase"):
             action = op.op[5:]
-            sf_srv = _slot_file(o.reply, action)
-            sf_mod = _model_slot_file(predictor.slot_results.get(o.index), action)
+            res = predictor.slot_results.get(o.index)
+            sf_srv = _slot_file(o.reply.data if o.reply else None, o.reply is not None and o.reply.ok, action)
+            sf_mod = _slot_file(res, res is not None and "error" not in res, action)
             if sf_srv is not None and sf_mod is not None and not sf_srv.matches(sf_mod):
-                a.findings.append(Finding("model:slot_file", o.index,
-                                          f"server {sf_srv.show()}, model {sf_mod.show()}"))
+                a.findings.append(divergence("model:slot_file", o.index,
+                                             f"server {sf_srv.show()}, model {sf_mod.show()}"))
             mod_file = predictor.files.get(o.index)
             if o.file is not None and mod_file is not None:
                 why = compare(o.file, mod_file, _sources(run, predictor, o.index), VOCAB_GEN)
                 if why is not None:
-                    a.findings.append(Finding("model:slot_file_contents", o.index,
-                                              f"{op.filename}: {why}"))
+                    a.findings.append(divergence("model:slot_file_contents", o.index,
+                                                 f"{op.filename}: {why}"))
 
 
 def _sources(run: Run, predictor: Predictor, before: int) -> list[Source]:
@@ -228,9 +207,6 @@ def _logcheck(a: Analysis, run: Run, log: bytes) -> None:
     for dv in result.deviations:
         off = starts[dv.line - 1] if 0 < dv.line <= len(starts) else 0
         op = next((o.index for o in run.observations if o.log_start <= off < max(o.log_end, o.log_start + 1)), -1)
-        a.findings.append(Finding(f"logcheck:{dv.rule}", op, f"log line {dv.line}: {dv.message}",
-                                  {"line": dv.line}))
+        a.findings.append(divergence(f"logcheck:{dv.rule}", op, f"log line {dv.line}: {dv.message}",
+                                     line=dv.line))
 
-
-def differences(a: Analysis) -> list[Difference]:
-    return [Difference(**f.data["difference"]) for f in a.findings if "difference" in f.data]

@@ -1,7 +1,8 @@
 """Build ``llama-server`` from the llama.cpp tree vendored in a PyPI source distribution.
 
-``llama-cpp-python==0.3.36`` vendors llama.cpp at 0c1e570 (2026-10-01), the tree in
-``../shared/llama-cpp-0c1e570/``. The sdist comes through pip (the ordinary client of the
+``llama-cpp-python==0.3.36`` vendors llama.cpp at 0c1e570 (2026-10-01), the October tree the
+C++ citations of pcspec name (``pip download llama-cpp-python==0.3.36 --no-deps --no-binary
+:all:``, its folder ``vendor/llama.cpp/``). The sdist comes through pip (the ordinary client of the
 registry); nothing else is downloaded. The binary is cached outside the checkout, keyed by the
 sdist version, the commit and the build flags, and reused: a second build is a cache hit.
 

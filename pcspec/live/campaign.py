@@ -1,5 +1,7 @@
 """A live campaign for one model kind: runs with drawn flags until a request count or a time
-budget, every finding shrunk (once per class) and written, explained or not.
+budget, every finding shrunk (once per class) and written, explained or not. The requests are a
+range covered by the one campaign runner (``pcspec.core.campaign``, which the model's walker
+campaigns use too), as one block in this process: one server run at a time.
 
 Each run is a fresh server with flags drawn from the seed (``draw_flags``) and a fuzzed
 workload; the uncached answers come from one reference server per batch geometry, kept for the
@@ -15,9 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pcspec.core.campaign import cover, run_blocks
+from pcspec.core.results import Finding
 from pcspec.core.trace import Trace
 from pcspec.live import calibrate
-from pcspec.live.analyze import Finding
+from pcspec.live.analyze import is_observation, to_json
 from pcspec.live.client import Client
 from pcspec.live.explain import explain
 from pcspec.live.fuzz import Fuzzer
@@ -71,7 +75,7 @@ class KindReport:
 
     @property
     def unexplained(self) -> list[Reported]:
-        return [r for r in self.reported if r.explanation is None and not r.finding.is_observation]
+        return [r for r in self.reported if r.explanation is None and not is_observation(r.finding)]
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -83,7 +87,7 @@ class KindReport:
             "compared_segments": self.compared_segments,
             "classes_seen": self.classes_seen,
             "findings": [
-                {**r.finding.to_json(), "directory": str(r.directory) if r.directory else None,
+                {**to_json(r.finding), "directory": str(r.directory) if r.directory else None,
                  "explanation": r.explanation, "shrunk_ops": r.shrunk_ops, "original_ops": r.original_ops}
                 for r in self.reported
             ],
@@ -134,36 +138,45 @@ def campaign(binary: Path, kind: str, models_dir: Path, out_dir: Path, *, seed: 
     rng = random.Random(f"{seed}:{kind}")
     refs = References(binary, model, out_dir / kind / "work", timeout, kind)
     t0 = time.monotonic()
+
+    def one_run(done: int, stop: int, deadline: float) -> int:
+        """One server run with drawn flags: the requests it sent are covered."""
+        f = flags or draw_flags(rng, kind)
+        run_seed = rng.randrange(1 << 30)
+        target = Target(binary, model, kind, f)
+        fuzzer = Fuzzer(run_seed, f.n_slots, f.n_ctx // f.n_slots, concurrency=concurrency)
+        workdir = out_dir / kind / "work" / f"run-{rep.runs:03d}"
+        out = execute(target, workdir, refs.get(f), fuzzer=fuzzer,
+                      max_requests=min(run_requests, stop - done), seconds=max(10.0, deadline - time.time()),
+                      timeout=timeout, variant=variant)
+        rep.runs += 1
+        rep.requests += out.n_requests
+        rep.live_seconds += out.run.seconds
+        rep.transparency_checks += out.analysis.n_checked
+        rep.max_logprob_diff = max(rep.max_logprob_diff, out.analysis.max_logprob_diff)
+        rep.compared_segments += out.analysis.n_compared
+        say(f"[{kind}] run {rep.runs}: {out.n_requests} requests, flags {' '.join(f.argv())}, "
+            f"findings: {', '.join(sorted({x.rule for x in out.analysis.findings})) or 'none'}")
+        for fd in out.analysis.findings:
+            rep.classes_seen[fd.rule] = rep.classes_seen.get(fd.rule, 0) + 1
+        # the run's first divergence (what stops it) and each observation class are shrunk;
+        # the other classes of the run are written as they are (consequences, most often)
+        primary = out.analysis.first()
+        for fd in _firsts(out.analysis.findings):
+            if any(r.finding.rule == fd.rule for r in rep.reported):
+                continue
+            shrink_it = do_shrink and (fd is primary or is_observation(fd))
+            rep.reported.append(_report(fd, out, target, run_seed, out_dir, refs, shrink_it, shrink_seconds,
+                                        timeout, variant, say))
+        return done + out.n_requests
+
+    def runs(start: int, stop: int, deadline: float) -> KindReport:
+        cover(start, stop, deadline, lambda done: one_run(done, stop, deadline))
+        return rep
+
     try:
-        while rep.requests < requests and time.monotonic() - t0 < seconds:
-            f = flags or draw_flags(rng, kind)
-            run_seed = rng.randrange(1 << 30)
-            target = Target(binary, model, kind, f)
-            fuzzer = Fuzzer(run_seed, f.n_slots, f.n_ctx // f.n_slots, concurrency=concurrency)
-            workdir = out_dir / kind / "work" / f"run-{rep.runs:03d}"
-            left = seconds - (time.monotonic() - t0)
-            out = execute(target, workdir, refs.get(f), fuzzer=fuzzer,
-                          max_requests=min(run_requests, requests - rep.requests), seconds=max(10.0, left),
-                          timeout=timeout, variant=variant)
-            rep.runs += 1
-            rep.requests += out.n_requests
-            rep.live_seconds += out.run.seconds
-            rep.transparency_checks += out.analysis.n_checked
-            rep.max_logprob_diff = max(rep.max_logprob_diff, out.analysis.max_logprob_diff)
-            rep.compared_segments += out.analysis.n_compared
-            say(f"[{kind}] run {rep.runs}: {out.n_requests} requests, flags {' '.join(f.argv())}, "
-                f"findings: {', '.join(sorted({x.cls for x in out.analysis.findings})) or 'none'}")
-            for fd in out.analysis.findings:
-                rep.classes_seen[fd.cls] = rep.classes_seen.get(fd.cls, 0) + 1
-            # the run's first divergence (what stops it) and each observation class are shrunk;
-            # the other classes of the run are written as they are (consequences, most often)
-            primary = out.analysis.first()
-            for fd in _firsts(out.analysis.findings):
-                if any(r.finding.cls == fd.cls for r in rep.reported):
-                    continue
-                shrink_it = do_shrink and (fd is primary or fd.is_observation)
-                rep.reported.append(_report(fd, out, target, run_seed, out_dir, refs, shrink_it, shrink_seconds,
-                                            timeout, variant, say))
+        # the requests [0, requests) as one block, in this process: one server run at a time
+        run_blocks(runs, 0, requests, 1, seconds)
     finally:
         refs.close()
         rep.seconds = time.monotonic() - t0
@@ -171,13 +184,11 @@ def campaign(binary: Path, kind: str, models_dir: Path, out_dir: Path, *, seed: 
 
 
 def _firsts(findings: list[Finding]) -> list[Finding]:
-    seen: set[str] = set()
-    out: list[Finding] = []
+    """The first finding of each class."""
+    first: dict[str, Finding] = {}
     for f in findings:
-        if f.cls not in seen:
-            seen.add(f.cls)
-            out.append(f)
-    return out
+        first.setdefault(f.rule, f)
+    return list(first.values())
 
 
 def _report(fd: Finding, out: Outcome, target: Target, seed: int, out_dir: Path, refs: References,
@@ -185,23 +196,23 @@ def _report(fd: Finding, out: Outcome, target: Target, seed: int, out_dir: Path,
             say: Callable[[str], None]) -> Reported:
     ops: list[LiveOp] = out.ops
     best, attempts, finding = out, 0, fd
-    safe = fd.cls.replace(":", "-")
+    safe = fd.rule.replace(":", "-")
     directory = out_dir / target.kind / safe
     if do_shrink:
-        say(f"[{target.kind}] shrinking {fd.cls} ({len(ops)} ops)")
+        say(f"[{target.kind}] shrinking {fd.rule} ({len(ops)} ops)")
 
         def runner(cand: list[LiveOp], wd: Path) -> Outcome:
             return execute(target, wd, refs.get(target.flags), ops=cand, timeout=timeout, variant=variant)
 
-        small, got, attempts = shrink(ops, runner, same_class(fd.cls), directory / "shrink", seconds=shrink_seconds,
+        small, got, attempts = shrink(ops, runner, same_class(fd.rule), directory / "shrink", seconds=shrink_seconds,
                                        upto=fd.op, sent=out.run.observations if literal_ok(fd) else None)
         if got is not None:
             best = got
-            finding = same_class(fd.cls)(got) or fd
+            finding = same_class(fd.rule)(got) or fd
             ops = small
     write_finding(directory, finding, best, seed=seed, original_ops=len(out.ops), attempts=attempts,
                   model_trace=model_trace(best, variant))
     why = explain(finding, best)
-    say(f"[{target.kind}] {finding.cls}: {len(out.ops)} -> {len(best.ops)} ops; "
+    say(f"[{target.kind}] {finding.rule}: {len(out.ops)} -> {len(best.ops)} ops; "
         f"{'explained: ' + why if why else 'UNEXPLAINED'}; {directory}")
     return Reported(finding, directory, why, len(best.ops), len(out.ops))

@@ -120,10 +120,6 @@ class Client:
         body = {"filename": filename} if action in ("save", "restore") else {}
         return self.call("POST", f"/slots/{id_slot}?action={action}", body, timeout)
 
-    def health(self, timeout: float = 2.0) -> bool:
-        r = self.call("GET", "/health", None, timeout)
-        return r.ok
-
 
 # -- what a completion reply says ---------------------------------------------------------------
 

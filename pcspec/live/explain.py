@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pcspec.live.analyze import Finding
+from pcspec.core.results import Finding
+from pcspec.live.analyze import is_observation, segments
 from pcspec.live.session import Outcome
 
 Explainer = Callable[[Finding, Outcome], str | None]
@@ -27,16 +28,11 @@ def pinned_busy(f: Finding, out: Outcome) -> str | None:
     """FINDINGS F1: a task pinned to a busy slot runs the cache update on it before it is
     deferred (server-context.cpp:1534-1631, deferral at 2417). Explains a finding of the
     concurrent group where that happened (or a request without an answer then)."""
-    first = f.op
-    while first > 0 and out.run.observations[first - 1].op.is_async:
-        first -= 1
-    last = f.op
     obs = out.run.observations
-    while last + 1 < len(obs) and obs[last].op.is_async:
-        last += 1
-    if first > last or not any(o.op.is_async for o in obs[first:last + 1]):
+    group = [obs[i] for i in next((g for g in segments(out.run) if f.op in g), [])]
+    if not any(o.op.is_async for o in group):
         return None
-    text = out.log[obs[first].log_start:max(o.log_end for o in obs[first:last + 1])].decode("utf-8", "replace")
+    text = out.log[group[0].log_start:max(o.log_end for o in group)].decode("utf-8", "replace")
     if _PINNED_BUSY_UPDATE.search(text):
         return "F1 (server): a pinned task runs the cache update on its busy slot before deferring"
     return None
@@ -52,7 +48,7 @@ _PINNED_BUSY_UPDATE = re.compile(
 
 def swa_off_by_one(f: Finding, out: Outcome) -> str | None:
     """FINDINGS F2: a restored SWA checkpoint one cell short when the prompt ends one before it."""
-    if out.target.kind != "swa" or f.cls != "transparency":
+    if out.target.kind != "swa" or f.rule != "transparency":
         return None
     text = _op_log(f, out)
     if "restored context checkpoint" in text and "need to evaluate at least 1 token" in text:
@@ -61,9 +57,9 @@ def swa_off_by_one(f: Finding, out: Outcome) -> str | None:
 
 
 def observation(f: Finding, out: Outcome) -> str | None:
-    if f.cls == "waste:restore-extend":
+    if f.rule == "waste:restore-extend":
         return "F3 (behaviour): a slot restore drops the checkpoints; the extension re-processes all"
-    if f.cls == "waste:unused-checkpoint":
+    if f.rule == "waste:unused-checkpoint":
         return "F4 (behaviour): full re-processing although a checkpoint is a prefix of the prompt"
     return None
 
@@ -75,7 +71,7 @@ def silent_restore(f: Finding, out: Outcome) -> str | None:
     f_keep, a save's length, an LCP pick's f_keep); this explains what is left: a finding after
     a restore that printed nothing when no such line came before the slot's next prompt (an
     LRU pick with the prompt cache off)."""
-    if not f.cls.startswith("logcheck:"):
+    if not f.rule.startswith("logcheck:"):
         return None
     for o in out.run.observations:
         if o.index >= f.op:
@@ -100,7 +96,7 @@ def _direct(f: Finding, out: Outcome) -> str | None:
 
 
 def _judged(f: Finding) -> bool:
-    return not f.is_observation and not f.cls.startswith("logcheck:")
+    return not is_observation(f) and not f.rule.startswith("logcheck:")
 
 
 def explain(f: Finding, out: Outcome) -> str | None:
@@ -113,5 +109,5 @@ def explain(f: Finding, out: Outcome) -> str | None:
         if g is not f and g.op <= f.op and _judged(g):
             cause = _direct(g, out)
             if cause is not None:
-                return f"after {g.cls} at operation {g.op} ({cause.split(':')[0]}): the states differ from there"
+                return f"after {g.rule} at operation {g.op} ({cause.split(':')[0]}): the states differ from there"
     return None

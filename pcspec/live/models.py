@@ -14,8 +14,8 @@ kind         arch        memory the server builds (``llama_model::create_memory`
 ``hybrid``   jamba       attention layers plus mamba layers (``llama_memory_hybrid``)
 ===========  ==========  ================================================================
 
-The shapes are those of the models behind ``../shared/real-logs`` and live-findings.md (gemma2:
-4 layers, n_embd 64, window 32; mamba: 2 layers, n_embd 64).
+The shapes are those of the models behind the real logs of ``tests/data/real`` and the live
+findings of docs/FINDINGS.md (gemma2: 4 layers, n_embd 64, window 32; mamba: 2 layers, n_embd 64).
 """
 
 from __future__ import annotations

@@ -117,6 +117,17 @@ class LiveOp:
             raise PcspecError(f"malformed live operation {d!r}: {exc}") from None
 
 
+def together(ops: list[LiveOp]) -> list[list[int]]:
+    """Indices of the operations that run together: one synchronous operation, or asynchronous
+    requests and the operation that waits for them (none at the end of a workload)."""
+    out: list[list[int]] = [[]]
+    for i, op in enumerate(ops):
+        out[-1].append(i)
+        if not op.is_async:
+            out.append([])
+    return [g for g in out if g]
+
+
 def resolve(op: LiveOp, prompts: dict[int, list[int]], replies: dict[int, list[int]]) -> list[int]:
     """The token ids of a request's prompt on one side (server or model)."""
     out: list[int] = []

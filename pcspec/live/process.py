@@ -2,7 +2,7 @@
 
 The server writes stdout and stderr to one log file (``-v``: DEBUG and TRACE lines, what the log
 checker reads). ``ServerProcess`` is a context manager: leaving it stops the process (SIGTERM,
-then SIGKILL after a grace period; the livelock of live-findings.md section 1 ignores the first
+then SIGKILL after a grace period; the livelock of F1 in docs/FINDINGS.md ignores the first
 SIGTERM), whatever happened inside.
 """
 

@@ -18,7 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pcspec.live.analyze import Finding
+from pcspec.core.results import Finding
+from pcspec.live.analyze import to_json
 from pcspec.live.ops import LiveOp
 from pcspec.live.process import Flags
 from pcspec.live.session import Outcome
@@ -104,13 +105,13 @@ def write_finding(directory: Path, finding: Finding, out: Outcome, *, seed: int 
     replies = [o.reply.to_json() for o in out.run.observations if o.reply is not None]
     (directory / "replies.json").write_text(json.dumps(replies, indent=1), encoding="utf-8")
     md = [
-        f"# {finding.cls} ({t.kind} model)",
+        f"# {finding.rule} ({t.kind} model)",
         "",
-        f"{finding.detail}",
+        f"{finding.message}",
         "",
         f"- operation {finding.op} of {len(out.ops)} (shrunk from {original_ops} in {attempts} runs)",
         f"- server flags: `{' '.join(t.flags.argv())}`",
-        f"- all findings of the shrunk run: {', '.join(sorted({f.cls for f in out.analysis.findings}))}",
+        f"- all findings of the shrunk run: {', '.join(sorted({f.rule for f in out.analysis.findings}))}",
         "",
         "## The workload",
         "",
@@ -125,7 +126,7 @@ def write_finding(directory: Path, finding: Finding, out: Outcome, *, seed: int 
         "```",
     ]
     (directory / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
-    (directory / "finding.json").write_text(json.dumps({**finding.to_json(), "model": t.kind,
+    (directory / "finding.json").write_text(json.dumps({**to_json(finding), "model": t.kind,
                                                         "flags": t.flags.to_json(), "seed": seed,
                                                         "ops": len(out.ops), "original_ops": original_ops,
                                                         "attempts": attempts}, indent=1), encoding="utf-8")

@@ -29,7 +29,6 @@ _UPDATE = re.compile(r"que +start_loop: update slots")
 _NEW_PROMPT = re.compile(r"\| task (\d+) \| new prompt, .*task\.n_tokens = (\d+)")
 _INIT = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)")
 _SWA = re.compile(r"creating +SWA KV cache, size = (\d+) cells")
-_BASE = re.compile(r"creating non-SWA KV cache, size = (\d+) cells|llama_kv_cache: +size = ")
 
 
 @dataclass

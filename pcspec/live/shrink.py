@@ -2,11 +2,12 @@
 
 The workload is cut into units (one synchronous operation, or a concurrent group with its
 ``wait``). What ran after the finding's operation cannot have caused it, so the first attempt
-drops it (one run instead of the several halvings that would get there). Then units are removed
-while a fresh run still shows a finding of the same class (delta debugging: halves, then
-quarters, ..., then single units), and the requests left ask for one generated token. Requests that referred to a
-removed request lose those segments (``ops.renumber``); a request left with no prompt is
-dropped. Every attempt is a real run on a fresh server, bounded in time and in attempts.
+drops it (one run instead of the several halvings that would get there). Then the one shrinker
+(``pcspec.core.shrink.shrink_list``) removes units while a fresh run still shows a finding of
+the same class (delta debugging: halves, then quarters, ..., then single units), and the
+requests left ask for one generated token. Requests that referred to a removed request lose
+those segments (``ops.renumber``); a request left with no prompt is dropped. Every attempt is a
+real run on a fresh server (each workload once), bounded in time and in attempts.
 """
 
 from __future__ import annotations
@@ -16,24 +17,22 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from pcspec.live.analyze import Finding
+from pcspec.core.results import Finding
+from pcspec.core.shrink import shrink_list
+from pcspec.live.analyze import is_bug, is_observation
 from pcspec.live.driver import Observation
-from pcspec.live.ops import LiveOp, renumber
+from pcspec.live.ops import LiveOp, renumber, together
 from pcspec.live.session import Outcome
 
 Runner = Callable[[list[LiveOp], Path], Outcome]
 
 
 def units(ops: list[LiveOp]) -> list[list[LiveOp]]:
-    out: list[list[LiveOp]] = []
-    cur: list[LiveOp] = []
-    for op in ops:
-        cur.append(op)
-        if not op.is_async:
-            out.append(cur)
-            cur = []
-    if cur:
-        out.append([*cur, LiveOp("wait")])
+    """The operations that run together (``ops.together``), a last concurrent group with its
+    ``wait``."""
+    out = [[ops[i] for i in g] for g in together(ops)]
+    if out and out[-1][-1].is_async:
+        out[-1].append(LiveOp("wait"))
     return out
 
 
@@ -51,12 +50,12 @@ def _flatten(us: list[list[LiveOp]]) -> list[LiveOp]:
 
 def literal_ok(f: Finding) -> bool:
     """Whether the server shows ``f`` by itself (see ``shrink``'s ``sent``)."""
-    return f.is_bug or f.is_observation or f.cls.startswith("logcheck:")
+    return is_bug(f) or is_observation(f) or f.rule.startswith("logcheck:")
 
 
 def same_class(cls: str) -> Callable[[Outcome], Finding | None]:
     def pred(o: Outcome) -> Finding | None:
-        return next((f for f in o.analysis.findings if f.cls == cls), None)
+        return next((f for f in o.analysis.findings if f.rule == cls), None)
     return pred
 
 
@@ -98,17 +97,27 @@ def shrink(ops: list[LiveOp], runner: Runner, keep: Callable[[Outcome], Finding 
     us = units(ops)
     best: Outcome | None = None
     attempts = 0
+    tried: dict[tuple[LiveOp, ...], Outcome | None] = {}  # a candidate is run once
 
     def attempt(cand: list[list[LiveOp]]) -> bool:
         nonlocal best, attempts
-        attempts += 1
-        out = runner(_flatten(cand), workdir / f"attempt-{attempts:03d}")
-        ok = keep(out) is not None
-        if log is not None:
-            log(f"  shrink attempt {attempts}: {sum(len(u) for u in cand)} ops -> {'kept' if ok else 'gone'}")
-        if ok:
-            best = out
-        return ok
+        flat = _flatten(cand)
+        key = tuple(flat)
+        if key not in tried:
+            attempts += 1
+            out = runner(flat, workdir / f"attempt-{attempts:03d}")
+            tried[key] = out if keep(out) is not None else None
+            if log is not None:
+                what = "kept" if tried[key] else "gone"
+                log(f"  shrink attempt {attempts}: {sum(len(u) for u in cand)} ops -> {what}")
+        kept = tried[key]
+        if kept is not None:
+            best = kept
+        return kept is not None
+
+    def fails(cand: list[list[LiveOp]]) -> bool:
+        """``attempt`` within the budget; False once it is spent (which ends the shrink)."""
+        return attempts < max_attempts and time.monotonic() <= deadline and attempt(cand)
 
     head = us if upto is None else through(us, upto)
     if sent is not None:
@@ -117,29 +126,11 @@ def shrink(ops: list[LiveOp], runner: Runner, keep: Callable[[Outcome], Finding 
             us = flat
     if len(head) < len(us) and attempt(head):
         us = head
-    n = 2
-    while len(us) >= 2 and attempts < max_attempts and time.monotonic() < deadline:
-        chunk = max(1, len(us) // n)
-        removed = False
-        for start in range(0, len(us), chunk):
-            if attempts >= max_attempts or time.monotonic() > deadline:
-                break
-            cand = us[:start] + us[start + chunk:]
-            if cand and attempt(cand):
-                us = cand
-                n = max(n - 1, 2)
-                removed = True
-                break
-        if not removed:
-            if chunk == 1:
-                break
-            n = min(len(us), n * 2)
-    # simpler requests: fewer generated tokens
-    for i, u in enumerate(us):
-        if attempts >= max_attempts or time.monotonic() > deadline:
-            break
-        if len(u) == 1 and u[0].op == "request" and u[0].n_predict > 1:
-            cand = [*us[:i], [replace(u[0], n_predict=1)], *us[i + 1:]]
-            if attempt(cand):
-                us = cand
-    return _flatten(us), best, attempts
+    return _flatten(shrink_list(us, fails, _one_token)), best, attempts
+
+
+def _one_token(u: list[LiveOp]) -> list[list[LiveOp]]:
+    """A simpler unit: a lone request asking for one generated token."""
+    if len(u) == 1 and u[0].op == "request" and u[0].n_predict > 1:
+        return [[replace(u[0], n_predict=1)]]
+    return []

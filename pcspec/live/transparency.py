@@ -14,7 +14,8 @@ The tolerance is per model kind, about twice the float noise measured between tw
 runs of the same prompts with other batch sizes (``-b 128 -ub 64`` against ``-b 32 -ub 16``,
 25 prompts of 20..600 tokens, 6 generated tokens; docs/LIVE.md): kv 0.044, swa 0.004, hybrid
 0.012, recurrent 0 (the scan is sequential: bit-identical). A cached state that is not the
-state of its tokens moves them by 0.05 and more (live-findings.md: 0.067..0.326).
+state of its tokens moves them by 0.05 and more (the SWA window one cell short of F2 in
+docs/FINDINGS.md moved them by 0.067 to 0.326).
 """
 
 from __future__ import annotations

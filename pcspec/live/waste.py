@@ -5,9 +5,9 @@ holds are followed through the synchronous operations; a request that re-process
 prompt (``forcing full prompt re-processing``) is an observation when
 
 * ``waste:restore-extend``: the slot's tokens came from a slot-file restore and share a prefix
-  with the prompt (live-findings section 3: the restore dropped the checkpoints);
+  with the prompt (F3 in docs/FINDINGS.md: the restore dropped the checkpoints);
 * ``waste:unused-checkpoint``: the slot held a checkpoint of at most the common prefix's length
-  (live-findings section 4: a recurrent prompt ending exactly on a checkpoint).
+  (F4 in docs/FINDINGS.md: a recurrent prompt ending exactly on a checkpoint).
 
 What cannot be followed (a concurrent group, a cache load into the slot) makes the slot unknown
 until a request or a clear makes it known again.

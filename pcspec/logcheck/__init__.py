@@ -39,7 +39,7 @@ from pcspec.core.errors import PcspecError
 from pcspec.logcheck.checker import CheckResult, LogChecker, check_events
 from pcspec.logcheck.options import Options, Rules, parse_options
 from pcspec.logcheck.reader import LogRead, ReadInfo, parse_bytes, parse_text, read_log, stream_events
-from pcspec.logcheck.rules import RULES, Deviation
+from pcspec.logcheck.rules import RULES
 from pcspec.logcheck.scan import scan_runs
 from pcspec.logcheck.source import LogFile
 from pcspec.logcheck.trace import TraceWriter, load_trace, write_trace
@@ -66,7 +66,6 @@ def check_log(path: str | Path, options: Options | None = None,
 __all__ = [
     "RULES",
     "CheckResult",
-    "Deviation",
     "LogRead",
     "Options",
     "Rules",

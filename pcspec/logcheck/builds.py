@@ -2,8 +2,8 @@
 
 Two questions, answered per server run from its lines (``pcspec.logcheck.scan`` feeds them):
 
-**The format era** (``EraDetector``): message formats changed over 2026
-(llama-server-behavior.md 5.2-5.5). Markers, oldest first:
+**The format era** (``EraDetector``): message formats changed over 2026, each era ended by the
+pull request that names it. Markers, oldest first:
 
 * ``pre-20287`` (before 2026-03): "created context checkpoint" without ``n_tokens``;
 * ``pre-25078`` (before 2026-06-28): ``Checking checkpoint``, or the restore / forcing /
@@ -12,17 +12,17 @@ Two questions, answered per server run from its lines (``pcspec.logcheck.scan`` 
 * otherwise ``current``.
 
 **Which current build** (``BuildEvidence``): the October 2026 code (0c1e570) and the November
-2026 code (seed 001, #30137) print the same formats but erase different checkpoints at prompt
+2026 code (e152332, #30137) print the same formats but erase different checkpoints at prompt
 start: October only those with ``pos_max > pos_next`` (server-context.cpp:3369-3378 at 0c1e570),
-November also those with ``n_tokens > n_prefix`` (seed 001, the hunk at 4317). Evidence, strongest
-first:
+November also those with ``n_tokens > n_prefix`` (server-context.cpp:4317-4323 at e152332).
+Evidence, strongest first:
 
 * the build line ``common_params_print_info: build N (commit)`` (common/common.cpp:402 at
   0c1e570; TRACE, so only in ``-v`` / ``-lv 4`` logs) naming a commit in ``KNOWN_BUILDS``;
 * a message only the November code prints: "restored N context checkpoint(s) from" and
   "<invalid|truncated> context checkpoint appendix" (the slot-file appendix, #26004 as adapted in
-  seed 001; the October tree has none: llama-cpp-0c1e570/README.md, server-context.cpp:2575-2640),
-  and "failed to save complete prompt state" (#30137, seed 001).
+  #30137; the October tree 0c1e570 has none: server-context.cpp:2575-2640), and "failed to save
+  complete prompt state" (#30137).
 
 Neither is there (a default-verbosity log, another commit): the build is unknown, and the
 checker accepts what either rule set allows (``pcspec.logcheck.options``).
@@ -40,9 +40,9 @@ _RANK = {era: i for i, era in enumerate(ERAS)}
 # full commit -> (rule set, description). A log prints a prefix of the commit (7+ hex digits).
 KNOWN_BUILDS: dict[str, tuple[str, str]] = {
     "0c1e57098bba43ac29e6e3b677cdceebdd22334f": (
-        "october", "llama.cpp 0c1e570 (2026-10-01, ../shared/llama-cpp-0c1e570)"),
+        "october", "llama.cpp 0c1e570 (2026-10-01, the October tree)"),
     "e152332a15986f4b15f79396df1980276b984001": (
-        "november", "llama.cpp e152332 (#30137, 2026-11-05, seed 001)"),
+        "november", "llama.cpp e152332 (#30137, 2026-11-05, the November tree)"),
 }
 RULE_SETS = ("october", "november")
 

@@ -27,7 +27,7 @@ from fractions import Fraction
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.context import Context
 from pcspec.logcheck.doubt import Doubt, settle
-from pcspec.logcheck.mib import Approx, total
+from pcspec.logcheck.mib import Approx, prints_as, total
 from pcspec.logcheck.slots import SlotChecker
 from pcspec.logcheck.state import Ckpt, Entry
 from pcspec.logcheck.stats import avoidable_evictions, shared_with_slots_mib, unique_mib
@@ -284,20 +284,17 @@ class CacheChecker:
         ctx = self.ctx
         before = t.before_room if t.before_room is not None else list(self.entries)
         n = len(t.room)
-        if lim == (0, 0):
-            n_lo = n_hi = 0
-        else:
-            if policy.is_oversize(t.new_size.bytes_lo(), lim[1]):
-                ctx.deviate(t.head.line, "cache-oversize",
-                            f"entry of {t.new_size.show()} saved although it exceeds the limit "
-                            f"of {ctx.config.limit.show() if ctx.config.limit else '?'}")
-                return
-            # an unsettled obsolete removal (L2): the count must fit one of its views
-            fits = [(policy.make_room([x.size.bytes_lo() for x in v], t.new_size.bytes_lo(),
-                                      lim[1]),
-                     policy.make_room([x.size.bytes_hi() for x in v], t.new_size.bytes_hi(),
-                                      lim[0])) for v in self._views(before)]
-            n_lo, n_hi = next(((lo, hi) for lo, hi in fits if lo <= n <= hi), fits[0])
+        # (no byte limit, (0, 0): nothing is oversize, make_room pops nothing)
+        if policy.is_oversize(t.new_size.bytes_lo(), lim[1]):
+            ctx.deviate(t.head.line, "cache-oversize",
+                        f"entry of {t.new_size.show()} saved although it exceeds the limit "
+                        f"of {ctx.config.limit.show() if ctx.config.limit else '?'}")
+            return
+        # an unsettled obsolete removal (L2): the count must fit one of its views
+        fits = [(policy.make_room([x.size.bytes_lo() for x in v], t.new_size.bytes_lo(), lim[1]),
+                 policy.make_room([x.size.bytes_hi() for x in v], t.new_size.bytes_hi(), lim[0]))
+                for v in self._views(before)]
+        n_lo, n_hi = next(((lo, hi) for lo, hi in fits if lo <= n <= hi), fits[0])
         if not n_lo <= n <= n_hi:
             want = str(n_lo) if n_lo == n_hi else f"{n_lo}..{n_hi}"
             line = t.room[-1].line if t.room else t.head.line
@@ -349,7 +346,7 @@ class CacheChecker:
                         f"cache holds {self._lengths()}")
             self.exact = False
         for c in t.cands:
-            if c.length > 0 and abs(c.lcp / c.length - c.f_keep) > 0.0005 + 1e-6:
+            if c.length > 0 and not prints_as(c.lcp / c.length, c.f_keep):
                 ctx.deviate(c.line, "load-scan",
                             f"entry of {c.length} tokens with lcp {c.lcp} printed f_keep = "
                             f"{c.f_keep:.3f}, lcp / length is {c.lcp / c.length:.4f}")
@@ -403,7 +400,7 @@ class CacheChecker:
             computed = [base, *cands]
             # use the exact values only when they print as the log does (the tracked slot
             # length could be stale)
-            if all(abs(a - x) <= 0.0005 + 1e-6 and abs(b - y) <= 0.0005 + 1e-6
+            if all(prints_as(x, a) and prints_as(y, b)
                    for (a, b), (x, y) in zip(printed, computed, strict=True)):
                 return {policy.load_select(base[0], base[1], cands)}
         base_keep: _Val = ((Fraction(-1), Fraction(-1)) if t.head.f_keep == -1.0
@@ -483,14 +480,9 @@ class CacheChecker:
             ctx.weaken("update evictions: which of two equal-length entries an obsolete "
                        "removal took is not in the log")
         elif self.exact and lim is not None:
-            if lim == (0, 0):
-                b_lo = b_hi = 0
-            else:
-                toks = [x.n_tokens for x in before]
-                b_lo = policy.update_evictions([x.size.bytes_lo() for x in before], toks,
-                                               lim[1], 0)[0]
-                b_hi = policy.update_evictions([x.size.bytes_hi() for x in before], toks,
-                                               lim[0], 0)[0]
+            toks = [x.n_tokens for x in before]
+            b_lo = policy.update_evictions([x.size.bytes_lo() for x in before], toks, lim[1], 0)[0]
+            b_hi = policy.update_evictions([x.size.bytes_hi() for x in before], toks, lim[0], 0)[0]
             if not b_lo <= n_b <= b_hi:
                 want = str(b_lo) if b_lo == b_hi else f"{b_lo}..{b_hi}"
                 ctx.deviate(t.bytes_ev[0].line if t.bytes_ev else t.line, "cache-evict",
@@ -520,20 +512,14 @@ class CacheChecker:
             return
         size = total([x.size for x in rest])
         toks = sum(x.n_tokens for x in rest)
-        if lim == (0, 0):
-            est_lo = est_hi = limit_tokens
-        else:
-            # the estimate falls as the size per token grows: bound it by both ends
-            est_lo = policy.token_limit_estimate(size.bytes_hi(), toks, lim[0], limit_tokens)
-            est_hi = policy.token_limit_estimate(size.bytes_lo(), toks, lim[1], limit_tokens)
+        # the estimate falls as the size per token grows: bound it by both ends
+        est_lo = policy.token_limit_estimate(size.bytes_hi(), toks, lim[0], limit_tokens)
+        est_hi = policy.token_limit_estimate(size.bytes_lo(), toks, lim[1], limit_tokens)
         if not est_lo <= cur <= est_hi and size.known:
             ctx.deviate(t.tokens_ev[0].line if t.tokens_ev else t.line, "cache-limit",
                         f"token limit estimate {cur}, but token_limit_estimate({size.show()}, "
                         f"{toks} tokens, limit, {limit_tokens}) gives {est_lo}..{est_hi}")
-        k, left = 0, toks
-        while k < len(rest) and left > cur:
-            left -= rest[k].n_tokens
-            k += 1
+        k = policy.token_evictions([x.n_tokens for x in rest], cur)
         if k != len(t.tokens_ev):
             ctx.deviate(t.tokens_ev[0].line if t.tokens_ev else t.line, "cache-evict",
                         f"update evicted {len(t.tokens_ev)} entries for the token limit, but "
@@ -695,20 +681,11 @@ def _possible_choices(base_keep: _Val, base_sim: _Val,
             budget[0] -= 1
             return True
         fk, fs = cands[i]
-        floor = policy.LOAD_F_KEEP_FLOOR
-        # "don't trash large prompts": f_keep < 0.25 is skipped
-        can_skip = fk[0] < floor
-        can_pass = fk[1] >= floor
-        options: list[bool] = []  # True = taken as the new best
-        if can_pass:
-            surely = keep[1] < fk[0] and sim[1] < fs[0]
-            maybe = keep[0] < fk[1] and sim[0] < fs[1]
-            if surely:
-                options = [True] if not can_skip else [True, False]
-            elif maybe:
-                options = [True, False]
-            else:
-                options = [False]
+        # load_takes at the ends of the intervals: with the values most and least in favour
+        if policy.load_takes(keep[1], sim[1], fk[0], fs[0]):
+            options = [True]  # True = taken as the new best
+        elif policy.load_takes(keep[0], sim[0], fk[1], fs[1]):
+            options = [True, False]
         else:
             options = [False]
         for take in options:

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_args
 
+from pcspec.core.results import Finding
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.cache import LOAD_LINES, SAVE_LINES, UPDATE_LINES, CacheChecker
 from pcspec.logcheck.context import Context, Deviations
 from pcspec.logcheck.options import Options, Rules, resolve
-from pcspec.logcheck.rules import Deviation
 from pcspec.logcheck.scan import RunSummary, opens_run, scan_runs
 from pcspec.logcheck.selection import SCAN_LINES, Selection
 from pcspec.logcheck.slots import SlotChecker
@@ -58,7 +58,7 @@ class CheckResult:
     source: str
     n_lines: int
     n_events: int
-    deviations: list[Deviation]
+    deviations: list[Finding]
     notes: list[str]
     stats: Stats
     runs: list[Rules]
@@ -72,7 +72,7 @@ class CheckResult:
             "lines": self.n_lines,
             "events": self.stats.event_counts(),
             "deviation_count": self.n_deviations,
-            "deviations": [d.as_dict() for d in self.deviations],
+            "deviations": [d.to_json() for d in self.deviations],
             "stats": self.stats.as_dict(),
             "runs": [r.as_dict() for r in self.runs],
             "weakened_checks": dict(self.weakened),
@@ -118,34 +118,23 @@ class _Run:
             ev.SlotSelected: self.selection.on_selected,
             ev.TaskLaunched: self._launched,
             ev.NewPrompt: self.slots.on_new_prompt,
-            ev.CacheReuse: self.slots.on_start_line,
-            ev.CheckpointChecked: self.slots.on_start_line,
-            ev.CheckpointRestored: self.slots.on_start_line,
-            ev.FullReprocess: self.slots.on_start_line,
-            ev.CheckpointInvalidated: self.slots.on_start_line,
-            ev.NeedEvaluate: self.slots.on_start_line,
-            ev.NPastSet: self.slots.on_start_line,
             ev.CachedTokens: self.slots.on_cached,
             ev.DoCheckpoint: self.slots.on_do_checkpoint,
             ev.CheckpointCreated: self.slots.on_created,
-            ev.CheckpointErasedOld: self.slots.on_erasure,
-            ev.CheckpointErasedTooClose: self.slots.on_erasure,
-            ev.CheckpointSuperseded: self.slots.on_erasure,
             ev.SlotFileCheckpoints: self._slot_file,
             ev.StateRead: self._state_read,
             ev.ContextShift: self._shift,
-            ev.PromptCleared: self._cleared,
-            ev.LoraCleared: self._cleared,
-            ev.SlotPurged: self._purged,
             ev.SlotReleased: self.slots.on_released,
             ev.PromptLoadFailed: self._load_failed,
             ev.IdleSlotSave: self._idle_save,
             ev.CacheUpdateStart: self._update_start,
-            ev.CacheUpdateDone: lambda e: None,
             ev.PromptSave: self.cache.on_save,
             ev.LoadLookup: self.cache.on_lookup,
         }
         groups: list[tuple[tuple[type[ev.Event], ...], Callable[[Any], None]]] = [
+            (get_args(ev.StartLine), self.slots.on_start_line),
+            (get_args(ev.Erasure), self.slots.on_erasure),
+            ((ev.PromptCleared, ev.LoraCleared, ev.SlotPurged), self._cleared),
             (SAVE_LINES, self.cache.on_save_line),
             (LOAD_LINES, self.cache.on_load_line),
             (UPDATE_LINES, self.cache.on_update_line),
@@ -203,9 +192,7 @@ class _Run:
         if e.is_child:
             # a child task (n_cmpl > 1) starts from a clone of its parent's prompt
             # (copy_state_to), which the log does not show
-            self.slots.settle(s)
-            s.replace_ckpts([], False)
-            s.n_tokens = None
+            self.slots.drop(s, None, exact=False, counted=False)
 
     def _update_start(self, e: ev.CacheUpdateStart) -> None:
         self.ctx.stats.cache_updates += 1
@@ -234,15 +221,12 @@ class _Run:
 
     # ---- slot state changes ----------------------------------------------------------------------
 
-    def _cleared(self, e: ev.PromptCleared | ev.LoraCleared) -> None:
-        self.slots.clear(e.slot)
-
-    def _purged(self, e: ev.SlotPurged) -> None:
+    def _cleared(self, e: ev.PromptCleared | ev.LoraCleared | ev.SlotPurged) -> None:
         self.slots.clear(e.slot)
 
     def _shift(self, e: ev.ContextShift) -> None:
         # the shift ends with prompt.clear() and a re-insert of the kept tokens
-        self.slots.forget(e.slot)
+        self.slots.drop(self.slots.slot(e.slot), None)
 
     def _load_failed(self, e: ev.PromptLoadFailed) -> None:
         self.slots.clear(e.slot)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pcspec.logcheck.mib import MIB, Approx
+from pcspec.core.results import Finding, deviation
+from pcspec.logcheck.mib import Approx
 from pcspec.logcheck.options import Rules
-from pcspec.logcheck.rules import RULES, Deviation
+from pcspec.logcheck.rules import RULES
 from pcspec.logcheck.stats import Stats
 
 
@@ -42,10 +43,6 @@ class RunConfig:
         else:
             self.no_limit, self.limit = False, Approx.exact(float(mib))
 
-    @staticmethod
-    def exact_bytes(mib: int) -> int:
-        return mib * MIB
-
 
 MAX_KEPT_DEVIATIONS = 10_000  # a log deviating at every line must not fill the memory
 
@@ -54,10 +51,10 @@ MAX_KEPT_DEVIATIONS = 10_000  # a log deviating at every line must not fill the 
 class Deviations:
     """A log's deviations: every one counted, the first ``MAX_KEPT_DEVIATIONS`` kept."""
 
-    kept: list[Deviation] = field(default_factory=list)
+    kept: list[Finding] = field(default_factory=list)
     count: int = 0
 
-    def add(self, d: Deviation) -> None:
+    def add(self, d: Finding) -> None:
         self.count += 1
         if len(self.kept) < MAX_KEPT_DEVIATIONS:
             self.kept.append(d)
@@ -93,7 +90,7 @@ class Context:
 
     def deviate(self, line: int, rule: str, message: str) -> None:
         assert rule in RULES, rule
-        self.deviations.add(Deviation(line, rule, message))
+        self.deviations.add(deviation(rule, line, message))
 
     def weaken(self, why: str) -> None:
         """Count a check that ran without an input the log did not show."""

@@ -582,3 +582,9 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     CacheSummary,
     CacheSummaryEntry,
 )
+
+# the erasures of one create_checkpoint, before its "created" line
+Erasure = CheckpointErasedTooClose | CheckpointErasedOld | CheckpointSuperseded
+# the lines of a prompt start between "new prompt" and the first "cached n_tokens"
+StartLine = (CheckpointChecked | CheckpointRestored | FullReprocess | CheckpointInvalidated | NeedEvaluate | NPastSet
+             | CacheReuse)

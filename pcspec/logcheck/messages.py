@@ -2,8 +2,9 @@
 
 The reader (``pcspec.logcheck.reader``) strips the prefix and hands over the message with its
 leading " - " list markers removed. ``DISPATCH`` maps the first word of the message to a builder
-that tries the formats starting with that word (llama-server-behavior.md 5.2-5.5, both the
-older and the newer wording) and returns an event, or None when the line is something else.
+that tries the formats starting with that word (both the older and the newer wording of each
+message: ``pcspec.logcheck.builds`` names the eras) and returns an event, or None when the line
+is something else.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 from pcspec.logcheck import events as ev
 
@@ -40,6 +42,24 @@ def _ckpt_fields(body: str, rx: re.Pattern[str]) -> tuple[dict[str, str], re.Mat
     if "pos_min" not in d or "pos_max" not in d:
         return None
     return d, m
+
+
+def _slot_ints(rx: re.Pattern[str], make: Callable[..., ev.Event]) -> Builder:
+    """The builder of a slot message of one format whose groups are all integers:
+    ``make(line, level, slot, task, *groups)``."""
+    def build(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
+        m = rx.match(body) if slot is not None and task is not None else None
+        return make(ln, lv, slot, task, *map(int, m.groups())) if m else None
+    return build
+
+
+def _srv_line(rx: re.Pattern[str], make: Callable[..., ev.Event], *types: Callable[[str], Any]) -> Builder:
+    """The builder of a server (``srv``) message of one format: ``make(line, level, *groups)``,
+    each group converted by its type."""
+    def build(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
+        m = rx.match(body) if slot is None else None
+        return make(ln, lv, *(t(g) for t, g in zip(types, m.groups(), strict=True))) if m else None
+    return build
 
 
 # ---- slot messages -----------------------------------------------------------------------
@@ -128,35 +148,8 @@ _RX_NEED = re.compile(
     r"need to evaluate at least 1 token for each active slot \(n_past = (\d+), "
     r"task\.n_tokens\(\) = (\d+)\)"
 )
-
-
-def _b_need(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_NEED.match(body)
-    return ev.NeedEvaluate(ln, lv, slot, task, int(m.group(1)), int(m.group(2))) if m else None
-
-
 _RX_NPAST = re.compile(r"n_past was set to (-?\d+)")
-
-
-def _b_npast(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_NPAST.match(body)
-    return ev.NPastSet(ln, lv, slot, task, int(m.group(1))) if m else None
-
-
 _RX_CACHED = re.compile(r"cached n_tokens = (\d+), memory_seq_rm \[(-?\d+), end\)")
-
-
-def _b_cached(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_CACHED.match(body)
-    return ev.CachedTokens(ln, lv, slot, task, int(m.group(1)), int(m.group(2))) if m else None
-
-
 _RX_DOCKPT = re.compile(r"main/do_checkpoint = (yes|no), pos_min = (-?\d+), pos_max = (-?\d+)")
 
 
@@ -214,25 +207,7 @@ def _b_erasing(ln: int, lv: str, slot: int | None, task: int | None, body: str) 
 
 
 _RX_SUPERSEDING = re.compile(r"superseding context checkpoint at n_tokens = (\d+)")
-
-
-def _b_superseding(
-    ln: int, lv: str, slot: int | None, task: int | None, body: str
-) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_SUPERSEDING.match(body)
-    return ev.CheckpointSuperseded(ln, lv, slot, task, int(m.group(1))) if m else None
-
-
 _RX_SHIFT = re.compile(r"slot context shift, n_keep = -?\d+, n_left = -?\d+, n_discard = (-?\d+)")
-
-
-def _b_slot(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_SHIFT.match(body)
-    return ev.ContextShift(ln, lv, slot, task, int(m.group(1))) if m else None
 
 
 def _b_reusing(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
@@ -310,13 +285,6 @@ def _b_clearing(
 _RX_STOP = re.compile(r"stop processing: n_tokens = (\d+)")
 
 
-def _b_stop(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is None or task is None:
-        return None
-    m = _RX_STOP.match(body)
-    return ev.SlotReleased(ln, lv, slot, task, int(m.group(1))) if m else None
-
-
 _RX_SAVING = re.compile(
     r"saving prompt with length (\d+), total state size = " + _F
     + r" MiB(?: \(draft: " + _F + r" MiB\))?"
@@ -350,7 +318,7 @@ def _b_appendix(
     ln: int, lv: str, slot: int | None, task: int | None, body: str
 ) -> ev.Event | None:
     # "<invalid|truncated> context checkpoint appendix in '<path>' - ignored": the restore
-    # still succeeds, with no checkpoints (llama-server-behavior.md 2.13)
+    # still succeeds, with no checkpoints (the slot-file appendix of #30137)
     if slot is None or task is None or "context checkpoint appendix" not in body:
         return None
     return ev.SlotFileCheckpoints(ln, lv, slot, task, 0)
@@ -412,25 +380,9 @@ def _b_prompt(ln: int, lv: str, slot: int | None, task: int | None, body: str) -
 _RX_OBSOLETE = re.compile(r"removing obsolete cached prompt with length (\d+)")
 
 
-def _b_removing(
-    ln: int, lv: str, slot: int | None, task: int | None, body: str
-) -> ev.Event | None:
-    if slot is not None:
-        return None
-    m = _RX_OBSOLETE.match(body)
-    return ev.CacheObsoleteRemoved(ln, lv, int(m.group(1))) if m else None
-
-
 _RX_MAKING = re.compile(
     r"making room for prompt cache entry, removing oldest entry \(size = " + _F + r" MiB\)"
 )
-
-
-def _b_making(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is not None:
-        return None
-    m = _RX_MAKING.match(body)
-    return ev.CacheMakeRoom(ln, lv, float(m.group(1))) if m else None
 
 
 _RX_LIMIT_REDUCED = re.compile(r"cache size limit reduced to " + _F + r" MiB")
@@ -486,13 +438,6 @@ def _b_looking(
 
 
 _RX_FOUND = re.compile(r"found better prompt with f_keep = " + _F + r", (?:f_)?sim = " + _F)
-
-
-def _b_found(ln: int, lv: str, slot: int | None, task: int | None, body: str) -> ev.Event | None:
-    if slot is not None:
-        return None
-    m = _RX_FOUND.match(body)
-    return ev.LoadFound(ln, lv, float(m.group(1)), float(m.group(2))) if m else None
 
 
 _RX_PURGING = re.compile(r"purging slot (\d+) with (\d+) tokens")
@@ -558,31 +503,31 @@ DISPATCH: dict[str, Builder] = {
     "restored": _b_restored,
     "forcing": _b_forcing,
     "erased": _b_erased,
-    "need": _b_need,
-    "n_past": _b_npast,
-    "cached": _b_cached,
+    "need": _slot_ints(_RX_NEED, ev.NeedEvaluate),
+    "n_past": _slot_ints(_RX_NPAST, ev.NPastSet),
+    "cached": _slot_ints(_RX_CACHED, ev.CachedTokens),
     "main/do_checkpoint": _b_dockpt,
     "created": _b_created,
     "erasing": _b_erasing,
-    "superseding": _b_superseding,
-    "slot": _b_slot,
+    "superseding": _slot_ints(_RX_SUPERSEDING, ev.CheckpointSuperseded),
+    "slot": _slot_ints(_RX_SHIFT, ev.ContextShift),
     "reusing": _b_reusing,
     "selected": _b_selected,
     "skipping,": _b_skipping,
     "failed": _b_failed,
     "clearing": _b_clearing,
-    "stop": _b_stop,
+    "stop": _slot_ints(_RX_STOP, ev.SlotReleased),
     "saving": _b_saving,
     "processing": _b_processing,
     "invalid": _b_appendix,
     "truncated": _b_appendix,
     "updating": _b_updating,
     "prompt": _b_prompt,
-    "removing": _b_removing,
-    "making": _b_making,
+    "removing": _srv_line(_RX_OBSOLETE, ev.CacheObsoleteRemoved, int),
+    "making": _srv_line(_RX_MAKING, ev.CacheMakeRoom, float),
     "cache": _b_cache,
     "looking": _b_looking,
-    "found": _b_found,
+    "found": _srv_line(_RX_FOUND, ev.LoadFound, float, float),
     "purging": _b_purging,
     "initializing,": _b_initializing,
     "context": _b_context,

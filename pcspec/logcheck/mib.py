@@ -1,7 +1,8 @@
 """Sizes as the log prints them: MiB with 3 decimals, kept as intervals.
 
-Every size in the cache and checkpoint lines is ``(float) bytes / 1024 / 1024`` printed with
-``%.3f`` (llama-server-behavior.md 5.5, "Notes for a parser"). A logged value ``v`` therefore
+Every size in the cache and checkpoint lines is MiB printed with ``%.3f``: ``bytes / (1024.0 *
+1024.0)`` in the cache's (server-task.cpp:1732-1899 at 0c1e570), ``(float) bytes / 1024 / 1024``
+in the checkpoints' (server-context.cpp:2301-2350, 3357, 3374). A logged value ``v`` therefore
 stands for any byte count whose MiB value lies within half a unit of the last digit
 (0.0005 MiB), widened by the float32 conversion (relative 2^-24, doubled for safety). Sums of
 logged values add their tolerances, so a comparison between a sum of ``n`` logged values and
@@ -69,6 +70,11 @@ class Approx:
         if self.hi - self.lo < 0.0011:
             return f"{self.mid:.3f} MiB"
         return f"{self.lo:.4f}..{self.hi:.4f} MiB"
+
+
+def prints_as(value: float, printed: float) -> bool:
+    """Whether a fraction (f_keep, f_sim) prints with %.3f as ``printed``."""
+    return abs(value - printed) <= HALF_UNIT + 1e-6
 
 
 def total(values: list[Approx]) -> Approx:

@@ -3,7 +3,7 @@
 Option (``--option KEY=VALUE``)   values (default first)      what changed
 ``sweep``                         auto, when-full, always, none
     The too-close sweep of create_checkpoint (#25472, 2026-07-12) first ran on every creation;
-    the October and November 2026 code (server-context.cpp:2297 at 0c1e570, seed 001) runs it
+    the October and November 2026 code (server-context.cpp:2297 at 0c1e570, and at e152332) runs it
     only while ``size() + 1 >= n_ctx_checkpoints``.
     Before #25472 there is no sweep.
 ``invalidation``                  auto, n-prefix, pos-max, either
@@ -27,7 +27,7 @@ November code prints tells October from November, and when nothing does the inva
 is ``either``. Resolution under ``auto``:
 
 * ``current``: sweep when-full, supersede on (both builds: server-context.cpp:2293-2310 and
-  2320-2331 at 0c1e570, and seed 001); invalidation pos-max (October), n-prefix (November) or
+  2320-2331 at 0c1e570, and e152332); invalidation pos-max (October), n-prefix (November) or
   either (build unknown);
 * ``pre-26271``: invalidation pos-max, supersede off, and the sweep is ``always`` when the log
   shows any too-close erasure (the era straddles #25472, so a build of it may have no sweep at

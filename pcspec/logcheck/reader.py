@@ -6,7 +6,7 @@ never swallows the newline, so line numbers are exact).
 ANSI colour codes are removed. Each line may carry the ``<min>.<ss>.<mmm>.<uuu> `` timestamp
 and the level letter (``I`` is both INFO and TRACE, server-common.h / common/log.h), or neither
 (``--no-log-prefix``). After them comes the ``SRV_x`` prefix ``srv  <func, 12 chars>: `` or the
-``SLT_x`` prefix ``slot <func, 12 chars>: id %2d | task %d | `` (llama-server-behavior.md 5.1).
+``SLT_x`` prefix ``slot <func, 12 chars>: id %2d | task %d | `` (server-common.h:28-35 at 0c1e570).
 The function tag is not used to recognise a message: builds before the lambda refactor print
 ``update_slots`` where newer ones print ``operator()``, so recognition goes by message text.
 
@@ -15,7 +15,7 @@ prefix regex, then a dictionary lookup on the first word of the message
 (``pcspec.logcheck.messages.DISPATCH``); only lines whose first word can start a known message
 reach a message regex. Everything else is skipped.
 
-Older message variants accepted (llama-server-behavior.md 5.2-5.5, see ``messages``): ``sim =``
+Older message variants accepted (the eras of ``builds``, see ``messages``): ``sim =``
 for ``f_sim =``, ``sim_best`` for ``f_sim_best``, ``Checking`` for ``checking``, any level
 letter, key=value pairs inside parentheses that may be absent (``n_tokens``, ``n_past``,
 ``n_swa``, ``pos_next``), the ``created prompt processing context checkpoint`` variant, a

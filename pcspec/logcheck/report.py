@@ -28,7 +28,7 @@ def to_json(results: Sequence[CheckResult]) -> dict[str, Any]:
         "lines": sum(r.n_lines for r in results),
         "events": stats.event_counts(),
         "deviation_count": sum(r.n_deviations for r in results),
-        "deviations": [dict(d.as_dict(), file=r.source) for r in results for d in r.deviations],
+        "deviations": [dict(d.to_json(), file=r.source) for r in results for d in r.deviations],
         "stats": stats.as_dict(),
         "logs": [r.as_dict() for r in results],
     }

@@ -1,14 +1,13 @@
 """The deviation rules of the log checker: id -> what it checks and the C++ it mirrors.
 
-A deviation is ``(line, rule, message)``: at ``line`` the log shows something rule ``rule``
-does not allow given everything observed before it. Rules only fire on what the log proves;
-when an input a rule needs is not in the log (verbosity, a log that starts mid-way, an older
-build without a field) the check is skipped or weakened, never guessed.
+A deviation is a ``pcspec.core.results.Finding`` of kind ``deviation``: at line ``at`` the log
+shows something rule ``rule`` does not allow given everything observed before it. Rules only
+fire on what the log proves; when an input a rule needs is not in the log (verbosity, a log
+that starts mid-way, an older build without a field) the check is skipped or weakened, never
+guessed.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 RULES: dict[str, str] = {
     # server-context.cpp: create_checkpoint
@@ -57,12 +56,3 @@ RULES: dict[str, str] = {
     "(server_prompt_cache::update)",
 }
 
-
-@dataclass(frozen=True, slots=True)
-class Deviation:
-    line: int
-    rule: str
-    message: str
-
-    def as_dict(self) -> dict[str, int | str]:
-        return {"line": self.line, "rule": self.rule, "message": self.message}

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.context import Context
-from pcspec.logcheck.mib import Approx
+from pcspec.logcheck.mib import Approx, prints_as
 from pcspec.logcheck.state import UNKNOWN_TASK, Ckpt, PromptStart, SlotState, find
 from pcspec.model import policy
 
-_BIG = 1 << 60  # "no bound": n_prefix under the pos_max-only rule, pos_next before #24411
+_BIG = 1 << 60  # "no bound": pos_next in the restore choice of before #24411
 
-_Erasure = ev.CheckpointErasedTooClose | ev.CheckpointErasedOld | ev.CheckpointSuperseded
+_COUNTERS = {"too_close": "ckpt_erased_too_close", "old": "ckpt_erased_old",
+             "superseded": "ckpt_superseded", "invalidated": "ckpt_invalidated"}
 
 
 class SlotChecker:
@@ -66,20 +67,23 @@ class SlotChecker:
     def all_ckpts(self) -> list[Ckpt]:
         return [c for s in self.slots.values() for c in s.ckpts]
 
+    def drop(self, s: SlotState, n_tokens: int | None, exact: bool = True, restore: bool = False,
+             counted: bool = True) -> None:
+        """The slot's prompt replaced by ``n_tokens`` tokens (None: not known) and no
+        checkpoint, or none the log shows (``exact`` False): ``prompt.clear()``, a slot-file
+        restore (``restore``, counted as one), a context shift. The checkpoints that go count
+        as cleared when ``counted``."""
+        self.settle(s)
+        if counted:
+            self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
+        self.ctx.stats.slot_file_restores += restore
+        s.replace_ckpts([], exact)
+        s.n_tokens = n_tokens
+
     def clear(self, sid: int) -> None:
         s = self.slot(sid)
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        s.clear()
+        self.drop(s, 0)
         s.clear_after_save = False
-
-    def forget(self, sid: int, n_tokens: int | None = None) -> None:
-        """The slot's tokens changed in a way the log does not detail (context shift)."""
-        s = self.slot(sid)
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        s.replace_ckpts([], True)
-        s.n_tokens = n_tokens
 
     def hand_over(self, sid: int, ckpts: list[Ckpt] | None, n_tokens: int | None,
                   lcp: int | None) -> None:
@@ -99,11 +103,7 @@ class SlotChecker:
         is not in the log (a cell count is a lower bound at most: an SWA cache holds a window,
         a recurrent one prints no line), so it becomes unknown."""
         s = self.slot(e.seq_id)
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        self.ctx.stats.slot_file_restores += 1
-        s.replace_ckpts([], True)
-        s.n_tokens = None
+        self.drop(s, None, restore=True)
         s.prefix_hint = None
 
     def on_seen_count(self, sid: int, n_tokens: int) -> None:
@@ -119,7 +119,7 @@ class SlotChecker:
             return  # a slot pinned while it works (F1) holds what its task has processed
         stale = s.n_tokens is not None and s.n_tokens != n_tokens
         if stale or (n_tokens == 0 and s.exact and s.ckpts):
-            self._silent_restore(s, n_tokens)
+            self.drop(s, n_tokens, restore=True)
         s.n_tokens = n_tokens
 
     def on_seen_length(self, sid: int, lcp: int, f_keep: float) -> None:
@@ -130,15 +130,8 @@ class SlotChecker:
         s = self.slot(sid)
         if s.busy() or s.n_tokens is None or s.n_tokens <= 0 or lcp <= 0:
             return
-        if abs(lcp / s.n_tokens - f_keep) > 0.0005 + 1e-6:
-            self._silent_restore(s, None)
-
-    def _silent_restore(self, s: SlotState, n_tokens: int | None) -> None:
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        self.ctx.stats.slot_file_restores += 1
-        s.replace_ckpts([], True)
-        s.n_tokens = n_tokens
+        if not prints_as(lcp / s.n_tokens, f_keep):
+            self.drop(s, None, restore=True)
 
     def on_unexplained_read(self, e: ev.StateRead) -> None:
         """A state read into a slot the log has not shown idle or working (a log that starts
@@ -148,8 +141,7 @@ class SlotChecker:
         self.settle(s)
         self.ctx.weaken("a state read into a slot whose task the log did not show: its "
                         "checkpoints are unknown after it")
-        s.replace_ckpts([], False)
-        s.n_tokens = None
+        self.drop(s, None, exact=False, counted=False)
 
     # ---- event handlers ------------------------------------------------------------------
 
@@ -162,11 +154,7 @@ class SlotChecker:
         s.last_cached = s.last_do = None
         self.ctx.stats.requests += 1
 
-    def on_start_line(
-        self,
-        e: ev.CheckpointChecked | ev.CheckpointRestored | ev.FullReprocess
-        | ev.CheckpointInvalidated | ev.NeedEvaluate | ev.NPastSet | ev.CacheReuse,
-    ) -> None:
+    def on_start_line(self, e: ev.StartLine) -> None:
         s = self.slot(e.slot)
         st = s.start
         if st is None or st.new.task != e.task:
@@ -212,7 +200,7 @@ class SlotChecker:
             self._finish_start(s, None)
         s.last_do = e
 
-    def on_erasure(self, e: _Erasure) -> None:
+    def on_erasure(self, e: ev.Erasure) -> None:
         s = self.slot(e.slot)
         if s.start is not None:
             self._finish_start(s, None)
@@ -228,13 +216,7 @@ class SlotChecker:
         """The November code's appendix line after a slot-file restore: the file's checkpoints
         replace the list; their positions are not logged, so only an empty list is known.
         ``counted``: the restore was already seen (its state lines came just before)."""
-        s = self.slot(e.slot)
-        self.settle(s)
-        self.ctx.stats.ckpt_dropped_by_clear += len(s.ckpts)
-        if not counted:
-            self.ctx.stats.slot_file_restores += 1
-        s.replace_ckpts([], e.count == 0)
-        s.n_tokens = None
+        self.drop(self.slot(e.slot), None, exact=e.count == 0, restore=not counted)
 
     # ---- create_checkpoint ---------------------------------------------------------------------
 
@@ -393,7 +375,7 @@ class SlotChecker:
             for x in sup:
                 self._erase_logged(s, x, e.task)
             return
-        same = [i for i, c in enumerate(s.ckpts) if c.n_tokens == e.n_tokens]
+        same = policy.superseded([c.n_tokens for c in s.ckpts], e.n_tokens)
         expected = same if ctx.rules.supersede else []
         wrong = [x for x in sup if x.n_tokens != e.n_tokens]
         if wrong or len(sup) != len(expected):
@@ -526,7 +508,7 @@ class SlotChecker:
         if thold is not None and thold > 0 and n_swa is not None:
             cands = [q for q in (thold + n_swa, thold + n_swa + 1)
                      if policy.pos_min_threshold(q, n_swa, q < n_task) == thold
-                     or (legacy and max(0, q - n_swa) == thold)]
+                     or (legacy and policy.pos_min_threshold(q, n_swa, True) == thold)]
             if cands:
                 return cands, True
         # enumerate every value at which some outcome changes
@@ -597,7 +579,8 @@ class SlotChecker:
         # the threshold of the "against" number (update_slots, #24110)
         if thold is not None and n_swa is not None:
             expect = policy.pos_min_threshold(p, n_swa, p < n_task)
-            if thold != expect and not (rules.legacy_restore and thold == max(0, p - n_swa)):
+            legacy = policy.pos_min_threshold(p, n_swa, True)  # before #24110: no has_new_tokens term
+            if thold != expect and not (rules.legacy_restore and thold == legacy):
                 return (0, "restore-threshold",
                         f"checked against {thold} but n_past = {p}, n_swa = {n_swa}, "
                         f"has_new_tokens = {p < n_task} give pos_min_threshold = {expect}",
@@ -653,13 +636,13 @@ class SlotChecker:
                         f"invalidation logged pos_next = {x.pos_next} but the prompt start "
                         f"leaves pos_next = {pos_next}", x.line)
         if exact:
-            n_prefix = p if invalidation == "n-prefix" else _BIG
+            n_prefix_rule = invalidation == "n-prefix"
             pairs = [(c.pos_max, c.n_tokens if c.n_tokens is not None else c.pos_max + 1)
                      for c in ckpts]
-            expected = set(policy.invalidated(pairs, pos_next, n_prefix))
+            expected = set(policy.invalidated(pairs, pos_next, p, n_prefix_rule))
             # n_prefix not in the log: the pos_max rule alone is accepted too
-            pos_max_only = (set(policy.invalidated(pairs, pos_next, _BIG))
-                            if not prefix_known and n_prefix != _BIG else expected)
+            pos_max_only = (set(policy.invalidated(pairs, pos_next, p, False))
+                            if not prefix_known and n_prefix_rule else expected)
             observed: set[int] = set()
             for x in st.invalidated:
                 i = find(ckpts, x.pos_min, x.pos_max, x.n_tokens)
@@ -682,12 +665,11 @@ class SlotChecker:
                         else (cached.line if cached is not None else new.line))
                 return (3, "invalidate",
                         "; ".join(parts) + f" (pos_next = {pos_next}, n_prefix = "
-                        f"{'n/a' if n_prefix == _BIG else n_prefix}, rule {invalidation})",
+                        f"{p if n_prefix_rule else 'n/a'}, rule {invalidation})",
                         line)
         # [TAG_PROMPT_LOGITS]: a prompt fully in cache evaluates its last token again
-        final = n_past
-        if n_past == n_task and n_task > 0:
-            final = n_past - 1
+        final = policy.resume_point(n_past, n_task) if n_task > 0 else n_past
+        if final != n_past:
             if st.need is None and cached is not None:
                 return (4, "n-past",
                         f"n_past = {n_past} covers the whole prompt but no 'need to evaluate' "
@@ -714,11 +696,11 @@ class SlotChecker:
             line = lines[min(k, len(lines) - 1)] if lines else 0
             self._count_erasure(s, c, task, line, reason)
 
-    def _erase_logged(self, s: SlotState, e: ev.CheckpointInvalidated | _Erasure, task: int,
+    def _erase_logged(self, s: SlotState, e: ev.CheckpointInvalidated | ev.Erasure, task: int,
                       count: bool = True) -> None:
         """Apply an erasure line without judging it (the checks ran elsewhere, or cannot)."""
         if isinstance(e, ev.CheckpointSuperseded):
-            idx = next((i for i, c in enumerate(s.ckpts) if c.n_tokens == e.n_tokens), None)
+            idx = next(iter(policy.superseded([c.n_tokens for c in s.ckpts], e.n_tokens)), None)
             reason = "superseded"
         else:
             idx = find(s.ckpts, e.pos_min, e.pos_max, e.n_tokens)
@@ -747,15 +729,9 @@ class SlotChecker:
             })
 
     def _count_kind(self, reason: str) -> None:
-        st = self.ctx.stats
-        if reason == "too_close":
-            st.ckpt_erased_too_close += 1
-        elif reason == "old":
-            st.ckpt_erased_old += 1
-        elif reason == "superseded":
-            st.ckpt_superseded += 1
-        elif reason == "invalidated":
-            st.ckpt_invalidated += 1
+        name = _COUNTERS.get(reason)
+        if name is not None:
+            setattr(self.ctx.stats, name, getattr(self.ctx.stats, name) + 1)
 
     @staticmethod
     def _show(ckpts: list[Ckpt]) -> str:

@@ -34,9 +34,6 @@ class Ckpt:
     line: int
     uid: int = field(default_factory=lambda: next(_uids))
 
-    def key(self) -> tuple[int, int]:
-        return (self.pos_min, self.pos_max)
-
     def matches(self, pos_min: int, pos_max: int, n_tokens: int | None) -> bool:
         if self.pos_min != pos_min or self.pos_max != pos_max:
             return False
@@ -79,9 +76,7 @@ class SlotState:
     n_tokens: int | None = None  # tokens in the slot's prompt
     task: int = -1  # the task holding the slot; -1 none; UNKNOWN_TASK not shown by the log
     start: PromptStart | None = None
-    pending_create: list[
-        ev.CheckpointErasedTooClose | ev.CheckpointErasedOld | ev.CheckpointSuperseded
-    ] = field(default_factory=list)
+    pending_create: list[ev.Erasure] = field(default_factory=list)
     last_cached: ev.CachedTokens | None = None
     last_do: ev.DoCheckpoint | None = None
     prefix_hint: int | None = None  # from the slot selection / cache load before the task

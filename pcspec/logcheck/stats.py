@@ -11,8 +11,8 @@ Full re-processings and why:
 * ``cache_miss``: a prompt that started from position 0 without that line: nothing in the slot
   or the prompt cache shared a prefix with it (a cold start, or a load that found nothing).
 
-Unique accounting (DESIGN.md glossary: *unique bytes* are the distinct buffers reachable from
-cache entries, each counted once). The server accounts every entry at ``data + sum of its
+Unique accounting (*unique bytes* are the distinct buffers reachable from cache entries, each
+counted once: ``pcspec.model.cache.distinct_total``). The server accounts every entry at ``data + sum of its
 checkpoint sizes`` (server_prompt_cache_state::size), so a checkpoint held by several entries
 counts once per entry. The checker tracks each checkpoint by identity: the "created" line that
 made it; a cache save or a load hand-over copies references, so two entries that hold "the same"
@@ -32,11 +32,14 @@ counts in full (no sharing assumed). Estimates:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from pcspec.logcheck.state import Ckpt, Entry
+from pcspec.model import policy
+from pcspec.model.cache import distinct_total, unique_sizes
 
 MAX_LISTED = 100  # restored-then-erased checkpoints listed (all are counted)
 
@@ -200,41 +203,27 @@ class Stats:
 
 
 # ---- unique accounting ----------------------------------------------------------------------
+# The model's accounting (``pcspec.model.cache``) over what the log shows: an entry holds its own
+# data and its checkpoints, each checkpoint by identity (the line that created it).
 
 
-def unique_mib(entries: Iterable[Entry], extra: Sequence[Ckpt] = (), extra_state: float = 0.0,
-               drop: int = 0) -> float:
-    """Unique MiB of ``entries[drop:]`` plus an optional new entry (``extra_state`` MiB of data
-    and the checkpoints ``extra``): every checkpoint identity counted once."""
-    seen: set[int] = set()
-    acc = 0.0
-    for e in list(entries)[drop:]:
-        if e.ckpts is None:
-            acc += e.size.mid
-            continue
-        acc += e.state_size().mid
-        for c in e.ckpts:
-            if c.uid not in seen:
-                seen.add(c.uid)
-                acc += c.size.mid
-    acc += extra_state
-    for c in extra:
-        if c.uid not in seen:
-            seen.add(c.uid)
-            acc += c.size.mid
-    return acc
+def held(e: Entry) -> list[tuple[Hashable, float]]:
+    """What an entry holds, in MiB: its data, and each of its checkpoints once whoever else holds
+    it (all of it as its own data when the log did not show which checkpoints it holds)."""
+    if e.ckpts is None:
+        return [(id(e), e.size.mid)]
+    return [(id(e), e.state_size().mid), *((c.uid, c.size.mid) for c in e.ckpts)]
+
+
+def unique_mib(entries: Iterable[Entry]) -> float:
+    """The unique size of ``entries``: every checkpoint identity counted once."""
+    return 0.0 + distinct_total(chain.from_iterable(map(held, entries)))
 
 
 def shared_with_slots_mib(entries: Iterable[Entry], slot_ckpts: Iterable[Ckpt]) -> float:
-    held = {c.uid for c in slot_ckpts}
-    seen: set[int] = set()
-    acc = 0.0
-    for e in entries:
-        for c in e.ckpts or ():
-            if c.uid in held and c.uid not in seen:
-                seen.add(c.uid)
-                acc += c.size.mid
-    return acc
+    """Checkpoint MiB in the cache that a slot holds too."""
+    slots = {c.uid for c in slot_ckpts}
+    return 0.0 + distinct_total((c.uid, c.size.mid) for e in entries for c in e.ckpts or () if c.uid in slots)
 
 
 def avoidable_evictions(
@@ -245,16 +234,14 @@ def avoidable_evictions(
     new_ckpts: Sequence[Ckpt] = (),
 ) -> tuple[int, float]:
     """Of the ``n_evicted`` front entries, how many (and how many accounted MiB) unique
-    accounting would have kept: it pops only while the unique size (plus the new entry, for
-    alloc's make-room) is over the limit."""
+    accounting would have kept: ``policy.make_room`` over the entries' unique sizes (update():
+    ``size() > limit``; alloc(): ``size() + new_size > limit``, with the new entry of
+    ``new_state`` MiB of data and the checkpoints ``new_ckpts`` when it is given)."""
     if n_evicted <= 0 or limit_mib <= 0:
         return 0, 0.0
-    n_unique = 0
-    while n_unique < n_evicted:
-        # update(): size() > limit; alloc(): size() + new_size > limit (the new entry is in
-        # the unique size when new_state is given)
-        if unique_mib(before, new_ckpts, new_state or 0.0, n_unique) <= limit_mib:
-            break
-        n_unique += 1
+    new: list[tuple[Hashable, float]] = [] if new_state is None else [
+        ("new", new_state), *((c.uid, c.size.mid) for c in new_ckpts)]
+    sizes = unique_sizes([held(e) for e in before], (k for k, _ in new))
+    n_unique = min(n_evicted, policy.make_room(sizes, distinct_total(new), limit_mib))
     kept = before[n_unique:n_evicted]
     return len(kept), sum(e.size.mid for e in kept)
