@@ -122,7 +122,8 @@ def test_prove_command_exports_and_rechecks(tmp_path: Path, capsys: pytest.Captu
 
 def test_verify_runs_the_proofs_and_counts_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``pcspec verify`` proves after it fuzzes: the proofs are in its JSON under ``proofs``
-    and in its verdict -- an unsettled proof (a 1 ms solver budget) makes the run unknown."""
+    and in its verdict -- an unsettled proof (a resource limit of 1 unit per query: a solver
+    budget that runs out whatever the machine's speed) makes the run unknown."""
     args = ["verify", "--variant", "mutant:undercount", "--json", "--out", str(tmp_path)]
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
@@ -137,6 +138,7 @@ def test_verify_runs_the_proofs_and_counts_them(tmp_path: Path, capsys: pytest.C
         "proof__ACC-1__mutant-undercount.jsonl",
         "proof__LIMIT-1__mutant-undercount.jsonl",
     ]
-    assert main([*args, "--proof-timeout", "1"]) == 3
+    assert main([*args, "--proof-rlimit", "1"]) == 3
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False and {p["result"] for p in data["proofs"]} == {"unknown"}
+    assert all("--proof-rlimit" in p["detail"] for p in data["proofs"])

@@ -171,34 +171,22 @@ def machine_for(
 # which costs more than finding and shrinking together, and our report is the trace itself.
 _PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
 
+def _profile(examples: int, steps: int, **more: Any) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=_PHASES,
+        **more,
+    )
+
+
 PROFILES = {
-    # Deterministic, bounded: what the test suite runs.
-    "ci": settings(
-        max_examples=60,
-        stateful_step_count=25,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        print_blob=False,
-        phases=_PHASES,
-    ),
-    "dev": settings(
-        max_examples=300,
-        stateful_step_count=40,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=_PHASES,
-    ),
-    "campaign": settings(
-        max_examples=5000,
-        stateful_step_count=60,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=_PHASES,
-    ),
+    "ci": _profile(60, 25, derandomize=True, print_blob=False),  # deterministic, bounded: the test suite's
+    "dev": _profile(300, 40),
+    "campaign": _profile(5000, 60),
 }
 
 __all__ = ["PROFILES", "CacheMachine", "DrawnBy", "Record", "machine_for", "strategy"]
