@@ -34,13 +34,13 @@ from pcspec.model.memory import FULL, PARTIAL_ONLY, StateImage
 from pcspec.model.processing import GEN_SPAN, VOCAB_GEN
 from pcspec.model.slotfile import (
     HEADER_BYTES,
-    LLAMA_STATE_SEQ_VERSION_LATEST,
     FileCheckpoint,
     SlotFile,
     encode_appendix,
     read_slot_file,
     write_slot_file,
 )
+from pcspec.model.state_versions import STATE_SEQ_VERSION_DEFAULT
 
 if TYPE_CHECKING:
     from pcspec.model.server import Server
@@ -123,16 +123,21 @@ def decode_content(blob: bytes) -> object | None:
     return None
 
 
+def symbolic_state_size(data: bytes, at: int) -> int | None:
+    """The length of the model's symbolic state blob at ``data[at:]`` (its own length field),
+    or None when no such blob starts there: what the model's ``state_read`` consumes."""
+    if at + 8 > len(data) or data[at : at + 4] != _MAGIC:
+        return None
+    size: int = struct.unpack_from("<I", data, at + 4)[0]
+    return size if size >= 4 else None
+
+
 def _peek_state_size(data: bytes) -> int | None:
     """What the target's ``state_read`` will consume: the blob's own length field."""
     if len(data) < HEADER_BYTES:
         return None
     (n_words,) = struct.unpack_from("<I", data, 8)
-    at = HEADER_BYTES + 4 * n_words
-    if at + 8 > len(data) or data[at : at + 4] != _MAGIC:
-        return None
-    size: int = struct.unpack_from("<I", data, at + 4)[0]
-    return size if size >= 4 else None
+    return symbolic_state_size(data, HEADER_BYTES + 4 * n_words)
 
 
 # -- actions -----------------------------------------------------------------------------------------
@@ -240,7 +245,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
             filename,
             None if v.restore_uncapped else cfg.n_ctx_checkpoints,
             state_size=_peek_state_size(data),
-            versions=(LLAMA_STATE_SEQ_VERSION_LATEST,),  # this build's loader takes its own only
+            expected_version=STATE_SEQ_VERSION_DEFAULT,  # this build's loader takes its own only
         )
     except PcspecError as exc:
         _fail(srv, slot, filename, exc.why)

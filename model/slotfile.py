@@ -1,18 +1,18 @@
 """Byte-exact llama-server slot files (``POST /slots/{id}?action=save|restore``).
 
 A slot file is what ``llama_state_seq_save_file`` writes, optionally followed by the context
-checkpoint appendix of PR #26004 (as #30137's merged diff writes and reads it). All integers
-are little-endian.
+checkpoint appendix of PR #26004 (as b11549 writes and reads it, and #30137's merged diff after
+it). All integers are little-endian.
 
 =========  ======================================================================================
 offset     field
 =========  ======================================================================================
 0          u32 magic ``LLAMA_STATE_SEQ_MAGIC`` = 0x67677371 ('ggsq'; on disk the bytes ``qsgg``)
-4          u32 state-sequence version (2 in the August 2026 code, 3 in the October 2026 build)
+4          u32 state-sequence version (``state_versions``: 3 in the October tree, 4 in b11434, b11549)
 8          u32 ``n_token_count``: the number of 32-bit words that follow
 12         the words: the packed ``server_tokens`` form (``-1`` marker, version 1, ``n``, the ``n``
            tokens, a media count, zero-padded to whole words) or a legacy plain token list
-12+4w      the sequence state: the memory's ``state_write`` output, with NO length prefix
+12+4w      the sequence state: the memory's ``state_write`` output (``state_layout``), NO length prefix
 ...        optional appendix: u32 0x504b4353 ('SCKP'), u32 version 1, u32 count, then per
            checkpoint i64 n_tokens, i32 pos_min, i32 pos_max and three blobs (u64 length + bytes):
            data_tgt, data_dft, data_spec
@@ -27,12 +27,19 @@ ssm rows of 8192 bytes, each behind an i32 type and a u64 row size). No appendix
 Where the state ends. The file stores no state length: ``llama_state_seq_load_file`` hands the
 file to the memory's ``state_read`` (KV cache, iSWA, recurrent, hybrid: each its own layout, and
 the layout changes with the state-sequence version), which consumes exactly what it needs, and
-returns ``file.tell()``; PR #26004 reads the appendix from there. This module is deliberately
-independent of any memory layout, so it delimits the state in one of two ways:
+returns ``file.tell()``; PR #26004 reads the appendix from there. This module is independent of
+any memory layout (``state_layout`` and ``state_reader`` know them), so it delimits the state in
+one of two ways:
 
-* ``state_size`` given (the caller knows what its context's ``state_read`` consumes, as the model
-  does for the files it writes): exact, the C++ behaviour. The appendix is read at that offset.
+* ``state_size`` given (what the target context's ``state_read`` consumes: the model knows it
+  for the files it writes, ``state_reader.parse_state`` finds it in a llama.cpp state): exact,
+  the C++ behaviour. The appendix is read at that offset.
 * ``state_size`` not given: a scan. See ``_locate_appendix`` for the rules and their limits.
+
+Versions (``state_versions``). A restore takes only its own build's version:
+``llama_state_seq_load_file`` refuses any other and the server answers "No available space in KV
+cache or invalid slot save file" and clears the slot. ``read_slot_file(expected_version=...)`` is
+that reader; without it every known version is read, as an inspector does.
 
 Errors in the mandatory part (header, tokens, state) make the restore fail in the server; here
 they raise ``PcspecError`` naming the byte offset. Problems in the appendix never fail the read:
@@ -54,27 +61,25 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pcspec.model.errors import PcspecError
+from pcspec.model.state_versions import STATE_SEQ_VERSION_DEFAULT, STATE_SEQ_VERSIONS, refusal
 
-# include/llama.h: LLAMA_FILE_MAGIC_GGSQ / LLAMA_STATE_SEQ_MAGIC. Checked against the first four
+# include/llama.h:43, 48: LLAMA_FILE_MAGIC_GGSQ / LLAMA_STATE_SEQ_MAGIC. Checked against the first four
 # bytes of the real file (b"qsgg" read little-endian).
 LLAMA_STATE_SEQ_MAGIC = 0x67677371
-# include/llama.h: LLAMA_STATE_SEQ_VERSION. 2 in the August 2026 snapshot, 3 in the build that wrote
-# the real file (October 2026). The header and the token words are the same in both; the bump is
-# about the memory's state layout, which this module treats as opaque.
-STATE_SEQ_VERSIONS: tuple[int, ...] = (2, 3)
-LLAMA_STATE_SEQ_VERSION_LATEST = 3
 # include/llama.h: LLAMA_TOKEN_NULL, the first word of the packed server_tokens form.
 LLAMA_TOKEN_NULL = -1
 # server-common.cpp: SERVER_TOKENS_STATE_VERSION
 SERVER_TOKENS_STATE_VERSION = 1
-# server-context.cpp: SLOT_CKPT_MAGIC ("SCKP" on disk) and SLOT_CKPT_VERSION (#26004, #30137's merged diff)
+# server-context.cpp:2588-2589 of b11549: SLOT_CKPT_MAGIC ("SCKP" on disk) and SLOT_CKPT_VERSION
 SLOT_CKPT_MAGIC = 0x504B4353
 SLOT_CKPT_MAGIC_BYTES = struct.pack("<I", SLOT_CKPT_MAGIC)
 SLOT_CKPT_VERSION = 1
 # A cap on the appendix count. The server writes at most n_ctx_checkpoints records (default 32,
 # --ctx-checkpoints); a count above 1024 is taken as a corrupted field and the appendix is invalid.
-# The cap is pcspec's: #30137's merged diff shows none, a public port of #26004's reader has this
-# one. It is not what keeps allocation bounded (every blob length is checked against the bytes
+# The cap is pcspec's: b11549 has none (server-context.cpp:2678 of b11549 reads any count, and a
+# file of more than 1024 records restores there; the model writes at most n_ctx_checkpoints <= 1024,
+# config.py), nor has #30137's merged diff; a public port of #26004's reader has this one. It is
+# not what keeps allocation bounded (every blob length is checked against the bytes
 # left, and each record consumes at least RECORD_MIN_BYTES), it bounds the work a corrupted
 # count can cause and gives a precise reason ("count over the cap") instead of a late "truncated".
 SLOT_CKPT_MAX_COUNT = 1024
@@ -366,10 +371,11 @@ def _check_token_ids(tokens: list[int], first_word: int, path: str, base: int) -
 
 
 def encode_appendix(checkpoints: Sequence[FileCheckpoint]) -> bytes:
-    """server-context.cpp: slot save checkpoint appendix writer (#26004, #30137's merged diff).
+    """server-context.cpp:2623-2655 of b11549: save_slot_checkpoints (#26004), appended to the
+    state (``std::ios::app``, 2628): magic, version, count, then per checkpoint n_tokens, pos_min,
+    pos_max and the three length-prefixed blobs (``ckpt_write_buf``, 2614-2620).
 
-    Nothing at all for an empty list ("the writer writes nothing when the slot has no
-    checkpoints"). Like the C++ it writes what it is given: a checkpoint with an empty
+    Nothing at all for an empty list (2625-2627). Like the C++ it writes what it is given: a checkpoint with an empty
     ``data_tgt``, or more than ``SLOT_CKPT_MAX_COUNT`` records, is written and then makes the
     appendix read back as invalid -- the model is meant to find that, not to have it hidden.
     """
@@ -408,17 +414,19 @@ def _parse_appendix(
     n_ctx_checkpoints: int | None,
     materialize: bool,
 ) -> _Appendix:
-    """server-context.cpp: slot restore checkpoint appendix reader (#26004, #30137's merged diff).
+    """server-context.cpp:2658-2714 of b11549: load_slot_checkpoints (#26004).
 
-    ``data[start:start+4]`` must be the magic. Reads up to the end of ``data``. With
-    ``materialize`` False only the structure is checked (used while scanning, so trying a
-    candidate copies no blob). Checks: version (else invalid), count (over the cap: invalid),
-    each record's fixed part and blob lengths against the bytes left *before* taking them
-    (short: truncated), then an empty data_tgt (invalid). Any problem discards the whole
-    appendix. #30137's merged diff shows the length check and the whole-appendix discard; the
-    order of the other checks, and "truncated" (not "invalid") for a header cut after the magic,
-    follow a public port of #26004's reader -- the statuses only change the log line, the
-    restore ignores the appendix either way.
+    ``data[start:start+4]`` must be the magic (a wrong or missing one is no appendix, silently:
+    2669-2671). Reads up to the end of ``data``. With ``materialize`` False only the structure is
+    checked (used while scanning, so trying a candidate copies no blob). Checks, in b11549's
+    order: the version, and a version or count cut short (invalid: "invalid context checkpoint
+    appendix", 2672-2676); the count over pcspec's cap (invalid; b11549 has no cap); each
+    record's fixed part and blob lengths, every length against the bytes left *before* anything
+    is allocated (``ckpt_read_buf``, 2599-2607; short: truncated, "truncated context checkpoint
+    appendix", 2681-2689); an empty data_tgt (invalid, 2690-2694). Any problem discards the whole
+    appendix (``return 0``). Restored records keep the last ``n_ctx_checkpoints`` (``pop_front``,
+    2695-2698) and get ``id_task = -1`` (2680, ``FileCheckpoint``). The statuses only change the
+    log line: the restore keeps tokens and state either way.
     """
     cur = _Cursor(data, start + 4, len(data), stats)
     count: int | None = None
@@ -435,6 +443,9 @@ def _parse_appendix(
                 [],
             )
         count = cur.u32("appendix count")
+    except _Short as short:  # a cut header: b11549 logs it as invalid, as a bad version (2672-2676)
+        return _Appendix("invalid", f"appendix cut short: {short}", start, None, [], [])
+    try:
         if count > SLOT_CKPT_MAX_COUNT:
             return _Appendix(
                 "invalid",
@@ -561,18 +572,21 @@ def write_slot_file(
     state: bytes,
     checkpoints: Sequence[FileCheckpoint] = (),
     *,
-    state_version: int = LLAMA_STATE_SEQ_VERSION_LATEST,
+    state_version: int = STATE_SEQ_VERSION_DEFAULT,
     packed: bool = True,
     unwritten: Sequence[str] = (),
     path: str = "<bytes>",
 ) -> bytes:
     """The bytes of a slot file; the server's ``n_written`` is their length.
 
-    llama-context.cpp: llama_state_seq_save_file (header, the token words, the state) followed
-    by server-context.cpp: slot save checkpoint appendix (#26004, #30137's merged diff) when there are
-    checkpoints. ``state`` is the sequence state exactly as the target context's ``state_write``
-    produced it. ``unwritten`` names buffers (state, checkpoint payloads) that hold bytes never
-    written: no unwritten byte may ever be written to a slot file, so any name there
+    llama-context.cpp:3377-3395 (October; 3380 of b11434, 3467 of b11549): llama_state_seq_save_file
+    (header with ``state_version``, the token words, the state) followed by ``encode_appendix`` when
+    there are checkpoints (a save whose appendix fails half way answers "Unable to save slot:
+    incomplete context checkpoints" and leaves the partial file, server-context.cpp:2926-2929 of
+    b11549). ``state`` is the sequence state exactly as the target context's ``state_write``
+    produced it (``state_layout.encode_state`` writes one of a given version). ``unwritten``
+    names buffers (state, checkpoint payloads) that hold bytes never written: no unwritten
+    byte may ever be written to a slot file, so any name there
     makes the write refuse instead of producing a file.
     """
     if unwritten:
@@ -621,7 +635,7 @@ def field_map(f: SlotFile) -> list[tuple[str, int, int]]:
         return fields
     fields.append(("appendix magic", start, 4))
     if f.appendix_count is None:
-        if f.appendix_status == "invalid":  # the version was read, and was wrong
+        if f.appendix_status == "invalid" and start + 8 <= f.total_bytes:  # the version was read
             fields.append(("appendix version", start + 4, 4))
         return fields
     fields += [("appendix version", start + 4, 4), ("appendix count", start + 8, 4)]
@@ -636,32 +650,32 @@ def field_map(f: SlotFile) -> list[tuple[str, int, int]]:
     return fields
 
 
-def read_slot_file(
+@dataclass(frozen=True)
+class Head:
+    """What precedes the state: the header and the token words."""
+
+    state_version: int
+    tokens: list[int]
+    packed: bool
+    tokens_bytes: int
+
+    @property
+    def state_offset(self) -> int:
+        return HEADER_BYTES + self.tokens_bytes
+
+
+def read_head(
     data: bytes,
     path: str = "<bytes>",
-    n_ctx_checkpoints: int | None = None,
     *,
-    state_size: int | None = None,
     stats: ReadStats | None = None,
-    versions: tuple[int, ...] = STATE_SEQ_VERSIONS,
-) -> SlotFile:
-    """Parse a slot file the way a restore does.
-
-    llama-context.cpp: llama_state_seq_load_file (magic, version, token count checked against the
-    file size as the probe does, the words), server-common.cpp: server_tokens::deserialize, then
-    server-context.cpp: slot restore checkpoint appendix (#26004, #30137's merged diff).
-
-    ``n_ctx_checkpoints`` keeps only the last that many checkpoints (None: all). ``state_size``
-    is the number of bytes the target context's ``state_read`` consumes; without it the state's
-    end is found by ``_locate_appendix``. ``stats`` collects the allocation record.
-    ``versions`` are the state-sequence versions accepted: an inspector reads every known
-    one; a server accepts only its own (``version != LLAMA_STATE_SEQ_VERSION`` is refused,
-    llama-context.cpp:3326-3334).
-
-    Raises ``PcspecError`` (with the byte offset) when tokens and state cannot be restored;
-    problems in the appendix are reported in the result instead.
-    """
-    data = bytes(data)  # a bytearray or memoryview would leak into the (hashable) records
+    expected_version: int | None = None,
+) -> Head:
+    """The header and the tokens, as ``llama_state_seq_load_file`` reads them (magic, version,
+    the token count checked against the file size as the probe does, the words) and
+    server-common.cpp: server_tokens::deserialize decodes them. ``expected_version`` is the
+    reading build's ``LLAMA_STATE_SEQ_VERSION``: another is refused as that build refuses it
+    (``state_versions.refusal``); None reads every known version, as an inspector does."""
     total = len(data)
     head = _Cursor(data, 0, total, stats)
     try:
@@ -678,11 +692,13 @@ def read_slot_file(
         version = head.u32("state-sequence version")
     except _Short:
         raise _error(path, 4, "file ends inside the state-sequence version") from None
-    if version not in versions:
+    if expected_version is not None and version != expected_version:
+        raise _error(path, 4, refusal(magic, version, expected_version))
+    if version not in STATE_SEQ_VERSIONS:
         raise _error(
             path,
             4,
-            f"unsupported state-sequence version {version} (supported: {', '.join(map(str, versions))})",
+            f"unsupported state-sequence version {version} (known: {', '.join(map(str, STATE_SEQ_VERSIONS))})",
         )
     try:
         n_words = head.u32("token count")
@@ -698,7 +714,37 @@ def read_slot_file(
         )
     words = head.words(n_words, "token words")
     tokens, packed = _decode_tokens(words, path, HEADER_BYTES)
-    state_start = head.pos
+    return Head(version, tokens, packed, 4 * n_words)
+
+
+def read_slot_file(
+    data: bytes,
+    path: str = "<bytes>",
+    n_ctx_checkpoints: int | None = None,
+    *,
+    state_size: int | None = None,
+    stats: ReadStats | None = None,
+    expected_version: int | None = None,
+) -> SlotFile:
+    """Parse a slot file the way a restore does.
+
+    ``read_head`` (llama-context.cpp: llama_state_seq_load_file's header and tokens,
+    server-common.cpp: server_tokens::deserialize), then the state and the checkpoint appendix
+    (server-context.cpp:2658-2714 of b11549: load_slot_checkpoints).
+
+    ``n_ctx_checkpoints`` keeps only the last that many checkpoints (None: all). ``state_size``
+    is the number of bytes the target context's ``state_read`` consumes; without it the state's
+    end is found by ``_locate_appendix``. ``stats`` collects the allocation record.
+    ``expected_version``: see ``read_head``.
+
+    Raises ``PcspecError`` (with the byte offset) when tokens and state cannot be restored;
+    problems in the appendix are reported in the result instead.
+    """
+    data = bytes(data)  # a bytearray or memoryview would leak into the (hashable) records
+    total = len(data)
+    got = read_head(data, path, stats=stats, expected_version=expected_version)
+    version, tokens, packed, state_start = got.state_version, got.tokens, got.packed, got.state_offset
+    n_words = got.tokens_bytes // 4
 
     appendix: _Appendix | None
     located: StateLocation

@@ -247,7 +247,7 @@ def test_restore_accepts_this_builds_state_version_only() -> None:
     srv.files["f.bin"] = bytes(data)
     read_slot_file(bytes(data))  # an inspector still reads it ...
     with pytest.raises(PcspecError):
-        read_slot_file(bytes(data), versions=(3,))
+        read_slot_file(bytes(data), expected_version=3)
     srv.slot_action("restore", 0, "f.bin")  # ... the server refuses it (llama-context.cpp:3326-3334)
     assert "file_restore_failed" in kinds(srv) and srv.slots[0].prompt.n_tokens == 0
 

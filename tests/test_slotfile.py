@@ -9,6 +9,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from state_builders import encoded, kv_part, kv_stream
 
 from pcspec.cli import main
 from pcspec.core.errors import PcspecError
@@ -34,7 +35,9 @@ CKPTS = [
     FileCheckpoint(15, 9, 14, b"t", b"d", b"s"),
 ]
 TOKENS = [1, 2, 3, 4, 5]
-STATE = b"STATE-BLOB\x00\x01"
+STATE = b"STATE-BLOB\x00\x01"  # opaque: the reader of this module does not parse states
+# A KV cache's state of the five tokens (state_layout), for `inspect`, which parses the state.
+KV_STATE = encoded("kv", 3, kv_part("kv", kv_stream(5, n_layer=1, row_bytes=4)))
 
 
 def small() -> bytes:
@@ -223,7 +226,7 @@ def test_writer_refuses_unwritten_buffers() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"state_version": 4}, "unsupported state-sequence version 4"),
+        ({"state_version": 5}, "unsupported state-sequence version 5"),
         ({"state": b"abc"}, "state of 3 bytes"),
         ({"tokens": [1, -1]}, "token -1 at index 1"),
         ({"tokens": [2**31]}, "token 2147483648"),
@@ -268,7 +271,7 @@ def test_too_short_for_magic(n: int) -> None:
     expect_error(small()[:n], 0, "too short for the magic")
 
 
-@pytest.mark.parametrize("version", [0, 1, 4, 0xFFFFFFFF])
+@pytest.mark.parametrize("version", [0, 1, 5, 0xFFFFFFFF])
 def test_unsupported_version(version: int) -> None:
     data = bytearray(small())
     struct.pack_into("<I", data, 4, version)
@@ -356,8 +359,11 @@ def test_truncation_at_every_prefix() -> None:
             assert f.tokens == TOKENS
             if n == len(data):
                 assert f.appendix_status == "valid"
-            elif n >= appendix + 4:
+            elif n >= appendix + 12:
                 assert f.appendix_status == "truncated", n
+                assert f.state == STATE and f.n_read == appendix
+            elif n >= appendix + 4:  # inside the version or the count: b11549 logs it invalid
+                assert f.appendix_status == "invalid" and "appendix cut short" in (f.appendix_reason or ""), n
                 assert f.state == STATE and f.n_read == appendix
             elif state_size is None:  # no complete magic: the cut appendix looks like state
                 assert f.appendix_status == "absent" and f.state == prefix[state_start:]
@@ -505,11 +511,12 @@ def test_huge_length_never_allocates_beyond_the_file() -> None:
 
 def test_cli_inspect_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "slot.bin"
-    path.write_bytes(write_slot_file(TOKENS, STATE, CKPTS))
+    path.write_bytes(write_slot_file(TOKENS, KV_STATE, CKPTS))
     assert main(["slotfile", "inspect", str(path)]) == 0
     out = capsys.readouterr().out
     assert "5 (packed server_tokens" in out and "1 2 3 4 5" in out
-    assert "state-sequence version  3" in out and "12 bytes at 48..59" in out
+    end = 48 + len(KV_STATE) - 1
+    assert "state-sequence version  3" in out and f"{len(KV_STATE)} bytes at 48..{end}" in out
     assert "appendix                valid, 4 record(s)" in out
     assert "[9, 14]" in out and "spec" in out
     assert main(["slotfile", "inspect", str(path), "--n-ctx-checkpoints", "2"]) == 0
@@ -521,28 +528,29 @@ def test_cli_inspect_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     path.write_bytes(write_slot_file(TOKENS, STATE, CKPTS))
     assert main(["slotfile", "inspect", str(path), "--json", "--state-size", "12"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema"] == 1
+    assert doc["schema"] == 2 and doc["state"]["layout"] is None
     assert doc["tokens"]["tokens"] == TOKENS and doc["state"]["located"] == "exact"
     assert doc["appendix"]["status"] == "valid" and doc["n_read"] == doc["total_bytes"]
     ckpt = doc["appendix"]["checkpoints"][2]
     assert (ckpt["n_tokens"], ckpt["pos_min"], ckpt["pos_max"]) == (12, 5, 11)
     assert (ckpt["data_tgt_bytes"], ckpt["data_dft_bytes"], ckpt["data_spec_bytes"]) == (2, 0, 10)
-    path.write_bytes(write_slot_file(TOKENS, STATE, CKPTS) + b"junk")
+    path.write_bytes(write_slot_file(TOKENS, KV_STATE, CKPTS) + b"junk")
     assert main(["slotfile", "inspect", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["n_read"], doc["total_bytes"], doc["trailing_bytes"]) == (
-        len(write_slot_file(TOKENS, STATE, CKPTS)),
-        len(write_slot_file(TOKENS, STATE, CKPTS)) + 4,
+        len(write_slot_file(TOKENS, KV_STATE, CKPTS)),
+        len(write_slot_file(TOKENS, KV_STATE, CKPTS)) + 4,
         4,
     )
+    assert doc["state"]["located"] == "layout" and doc["state"]["layout"]["kind"] == "kv"
 
 
 def test_cli_inspect_damaged_appendix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "slot.bin"
-    path.write_bytes(small()[:-3])
+    path.write_bytes(write_slot_file(TOKENS, KV_STATE, CKPTS[:2])[:-3])
     assert main(["slotfile", "inspect", str(path)]) == 0  # restorable: exit 0
     out = capsys.readouterr().out
-    assert "appendix                truncated at byte 60 - ignored" in out
+    assert f"appendix                truncated at byte {48 + len(KV_STATE)} - ignored" in out
     assert "appendix cut short" in out
 
 
@@ -564,3 +572,12 @@ def test_cli_inspect_real_file(
     doc = json.loads(capsys.readouterr().out)
     assert (doc["total_bytes"], doc["n_read"], doc["tokens"]["count"]) == (21960, 21960, 602)
     assert doc["appendix"]["status"] == "absent" and doc["state"]["bytes"] == 19524
+    lay = doc["state"]["layout"]
+    assert doc["state"]["located"] == "layout" and lay["kind"] == "recurrent" and lay["version"] == 3
+    (part,) = lay["parts"]
+    (stream,) = part["streams"]
+    assert (part["memory"], part["offset"], part["bytes"]) == ("recurrent", 2436, 19524)
+    assert (stream["cell_count"], stream["positions"], stream["trans"], stream["n_layer"]) == (1, [[601, 601]], 0, 2)
+    assert [(r["tensor"], r["type_name"], r["row_bytes"]) for r in stream["rows"]] == [
+        ("r", "f32", 1536), ("r", "f32", 1536), ("s", "f32", 8192), ("s", "f32", 8192)
+    ]

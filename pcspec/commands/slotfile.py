@@ -5,6 +5,18 @@ Inspect exits 0 when tokens and state are readable (a damaged checkpoint appendi
 not fatal, because the server ignores it and still restores); 2 (a ``PcspecError``) when they
 are not. A file whose first 8 bytes are not a slot file's magic and version is refused before
 the rest of it is read.
+
+The state is delimited and described by parsing it (``state_reader.parse_state``: the KV,
+iSWA, recurrent and hybrid layouts of versions 3 and 4), so a cut or an overwrite inside it is
+reported at its byte. Three other ways: the model's own files hold a symbolic state blob (not a
+llama.cpp state), read by its length field (``slot_files.symbolic_state_size``);
+``--state-size`` gives the length and skips the parse; a version whose layout is unknown (2) is
+delimited by scanning for the appendix. ``--expect-version`` reads the file as a build of that
+version restores it: another version is refused as that build's loader refuses it.
+
+JSON schema 2: ``state.located`` is "layout", "model", "exact" (``--state-size``) or "scan",
+``state.layout`` the parsed layout (``tools.state_report``) or null; ``state_version_builds``
+and ``appendix.builds`` name the builds that write and read them.
 """
 
 from __future__ import annotations
@@ -12,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -20,19 +33,18 @@ from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import check_output_file, write_output
 from pcspec.core.trace import load
 from pcspec.model.config import Config
-from pcspec.model.slotfile import (
-    HEADER_BYTES,
-    LLAMA_STATE_SEQ_MAGIC,
-    STATE_SEQ_VERSIONS,
-    SlotFile,
-    read_slot_file,
-)
+from pcspec.model.slot_files import symbolic_state_size
+from pcspec.model.slotfile import HEADER_BYTES, LLAMA_STATE_SEQ_MAGIC, Head, SlotFile, read_head, read_slot_file
+from pcspec.model.state_layout import LAYOUT_VERSIONS, StateLayout
+from pcspec.model.state_reader import parse_state
+from pcspec.model.state_versions import APPENDIX_BUILDS, STATE_SEQ_BUILDS, STATE_SEQ_VERSIONS
 from pcspec.model.variants import Variant, get_variant
 from pcspec.properties.catalogue import BY_ID
 from pcspec.tools.slotfile_writer import Written, from_tokens, from_trace
+from pcspec.tools.state_report import last_position, layout_json, layout_text
 from pcspec.tools.user_variant import add_variant_options, chosen_variant
 
-JSON_SCHEMA = 1
+JSON_SCHEMA = 2
 FIRST_TOKENS = 16  # how many leading tokens the human output shows
 
 
@@ -56,7 +68,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=count,
         metavar="N",
         help="the state's exact byte length (what the target context's state_read consumes); "
-        "without it the end of the state is found by scanning for the appendix",
+        "without it the state is parsed (KV, iSWA, recurrent, hybrid layouts of versions 3 and 4)",
+    )
+    inspect.add_argument(
+        "--expect-version",
+        type=count,
+        metavar="V",
+        help="read the file as a build of state-sequence version V restores it (3: the October tree; "
+        "4: b11434, b11549): another version is refused as that build refuses it",
     )
     inspect.add_argument(
         "--n-ctx-checkpoints",
@@ -140,41 +159,63 @@ def _write(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_bad_header(head: bytes, path: str) -> None:
+def _refuse_bad_header(head: bytes, path: str, expected: int | None) -> None:
     """Refuse a file whose magic or version is wrong from its first 8 bytes alone: a file that
     is not a slot file (a model, a log) can be any size."""
     if len(head) < 8:
         return  # shorter than the header: the whole file is these bytes, read_slot_file says why
     magic, version = struct.unpack_from("<II", head)
-    if magic != LLAMA_STATE_SEQ_MAGIC or version not in STATE_SEQ_VERSIONS:
-        read_slot_file(head, path)  # raises the reader's own message for this header
+    if magic != LLAMA_STATE_SEQ_MAGIC or version not in STATE_SEQ_VERSIONS or expected not in (None, version):
+        read_slot_file(head, path, expected_version=expected)  # raises the reader's own message
 
 
-def _read(f: BinaryIO, path: str) -> bytes:
+def _read(f: BinaryIO, path: str, expected: int | None) -> bytes:
     head = f.read(HEADER_BYTES)
-    _refuse_bad_header(head, path)
+    _refuse_bad_header(head, path, expected)
     return head + f.read()
+
+
+@dataclass(frozen=True)
+class _State:
+    size: int | None
+    located: str  # layout, model, exact, scan
+    layout: StateLayout | None = None
+
+
+def _locate_state(data: bytes, head: Head, given: int | None, path: str) -> _State:
+    if given is not None:
+        return _State(given, "exact")
+    symbolic = symbolic_state_size(data, head.state_offset)
+    if symbolic is not None:  # the model's own file: not a llama.cpp state
+        return _State(symbolic, "model")
+    if head.state_version not in LAYOUT_VERSIONS:
+        return _State(None, "scan")
+    lay = parse_state(data, head.state_offset, head.state_version, path)
+    return _State(lay.size, "layout", lay)
 
 
 def _inspect(args: argparse.Namespace) -> int:
     path = str(args.file)
     try:
         with Path(path).open("rb") as f:
-            data = _read(f, path)
+            data = _read(f, path, args.expect_version)
     except OSError as exc:
         raise PcspecError(f"cannot read the file: {exc.strerror or exc}", where=path) from None
+    head = read_head(data, path, expected_version=args.expect_version)
+    state = _locate_state(data, head, args.state_size, path)
     parsed = read_slot_file(
-        data, path, n_ctx_checkpoints=args.n_ctx_checkpoints, state_size=args.state_size
+        data, path, n_ctx_checkpoints=args.n_ctx_checkpoints, state_size=state.size,
+        expected_version=args.expect_version,
     )
     if args.json:
-        print(json.dumps(to_json(parsed, path), indent=2))
+        print(json.dumps(to_json(parsed, path, state), indent=2))
     else:
-        print(to_text(parsed, path))
+        print(to_text(parsed, path, state))
     return 0
 
 
-def to_json(f: SlotFile, path: str) -> dict[str, Any]:
-    """The ``--json`` object (schema 1)."""
+def to_json(f: SlotFile, path: str, state: _State) -> dict[str, Any]:
+    """The ``--json`` object (schema 2)."""
     checkpoints = None
     if f.checkpoints is not None:
         checkpoints = [
@@ -195,6 +236,7 @@ def to_json(f: SlotFile, path: str) -> dict[str, Any]:
         "total_bytes": f.total_bytes,
         "n_read": f.n_read,
         "state_version": f.state_version,
+        "state_version_builds": list(STATE_SEQ_BUILDS.get(f.state_version, ())),
         "tokens": {
             "count": len(f.tokens),
             "packed": f.packed,
@@ -205,7 +247,8 @@ def to_json(f: SlotFile, path: str) -> dict[str, Any]:
         "state": {
             "offset": f.state_offset,
             "bytes": f.state_bytes,
-            "located": f.state_located,
+            "located": state.located,
+            "layout": layout_json(state.layout) if state.layout is not None else None,
         },
         "appendix": {
             "status": f.appendix_status,
@@ -214,21 +257,39 @@ def to_json(f: SlotFile, path: str) -> dict[str, Any]:
             "bytes": f.appendix_bytes,
             "count": f.appendix_count,
             "checkpoints": checkpoints,
+            "builds": list(APPENDIX_BUILDS),
         },
         "trailing_bytes": f.trailing_bytes,
     }
 
 
-def to_text(f: SlotFile, path: str) -> str:
+_HOW = {
+    "layout": "end found by parsing the layout",
+    "model": "the model's symbolic state, not a llama.cpp state: its length field",
+    "exact": "exact size given",
+    "scan": "layout of this version unknown: end found by scanning",
+}
+
+
+def _version_text(version: int) -> str:
+    builds = STATE_SEQ_BUILDS.get(version, ())
+    others = [
+        f"version {v}: {', '.join(b)}" for v, b in STATE_SEQ_BUILDS.items() if v != version and v in LAYOUT_VERSIONS
+    ]
+    text = f"{version} (written and read by {', '.join(builds)} only" if builds else f"{version} (no known build"
+    return text + (f"; {'; '.join(others)})" if others else ")")
+
+
+def to_text(f: SlotFile, path: str, state: _State) -> str:
     """The human-readable report."""
     form = "packed server_tokens" if f.packed else "legacy token list"
     head = " ".join(str(t) for t in f.tokens[:FIRST_TOKENS])
     more = " ..." if len(f.tokens) > FIRST_TOKENS else ""
     state_end = f.state_offset + f.state_bytes
-    how = "exact size given" if f.state_located == "exact" else "end found by scanning"
+    how = _HOW[state.located]
     lines = [
         f"{path}: slot file, {f.total_bytes} bytes, n_read {f.n_read}",
-        f"  state-sequence version  {f.state_version}",
+        f"  state-sequence version  {_version_text(f.state_version)}",
         f"  tokens                  {len(f.tokens)} ({form}; {f.tokens_bytes} bytes at "
         f"{f.tokens_offset}..{f.state_offset - 1})",
     ]
@@ -238,6 +299,13 @@ def to_text(f: SlotFile, path: str) -> str:
         f"  state                   {f.state_bytes} bytes at {f.state_offset}..{state_end - 1} "
         f"({how})"
     )
+    if state.layout is not None:
+        lines += layout_text(state.layout)
+        last = last_position(state.layout)
+        if last is not None and last + 1 != len(f.tokens):
+            lines.append(
+                f"  note                    the state's last position is {last}, the file has {len(f.tokens)} tokens"
+            )
     if f.appendix_status == "absent":
         lines.append("  appendix                absent (no checkpoints restored)")
     elif f.appendix_status == "valid":
@@ -252,6 +320,11 @@ def to_text(f: SlotFile, path: str) -> str:
         lines.append(
             f"  appendix                {f.appendix_status} at byte {f.appendix_offset} "
             "- ignored (restore keeps tokens and state, no checkpoints)"
+        )
+    if f.appendix_status != "absent":
+        lines.append(
+            f"  appendix readers        {', '.join(APPENDIX_BUILDS)} (the October tree and b11434 read "
+            "nothing after the state)"
         )
     if f.appendix_reason:
         lines.append(f"  note                    {f.appendix_reason}")
