@@ -40,7 +40,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
