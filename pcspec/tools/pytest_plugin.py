@@ -2,26 +2,39 @@
 
 Installed with pcspec as a ``pytest11`` entry point; inert unless ``--pcspec-variant`` is given
 (it then adds one test per variant named). Each test runs the catalogue's stateful fuzzing of
-the variant through Hypothesis (``pcspec.engines.hypothesis``), every property a target except
-those the user declares (``--pcspec-expect``, or ``PCSPEC_EXPECT`` in the variant's module:
-``pcspec.tools.user_variant``), with the ``ci`` profile (derandomized: the same examples every
-run) unless ``--pcspec-profile`` asks for a longer one.
+the variant, every property a target except those the user declares (``--pcspec-expect``, or
+``PCSPEC_EXPECT`` in the variant's module: ``pcspec.tools.user_variant``), with the ``ci``
+budget unless ``--pcspec-profile`` asks for a longer one.
+
+Two engines run the same rules (``pcspec.properties.rules``). The default is pcspec's seeded
+walker (``pcspec.engines.search``: a survey, then a hunt of the first property it saw broken),
+because a gate in CI must give the same answer on every machine: the walker draws from its own
+PRNG, so the result depends on the variant and the budget alone, whatever Hypothesis version the
+user's environment holds. ``--pcspec-engine hypothesis`` runs the Hypothesis state machine
+(``pcspec.engines.hypothesis``) instead, derandomized under ``ci``; a derandomized Hypothesis
+run is one fixed seed whose luck changes with the Hypothesis version and with the constants
+Hypothesis reads from the user's own source files (seen: the same variant failed on one machine
+and passed on another).
 
 A failure is reported as pcspec reports everything: the shrunk steps, numbered as the trace
 file numbers them (``pcspec replay`` and the generated pytest file use the same numbers), and
 the trace file itself, written to ``--pcspec-out`` (default ``pcspec-out``), with the
-reproduction file beside it. Hypothesis shrinks the example; pcspec's shrinker
-(``pcspec.properties.judge.shrink_trace``) then shrinks the trace by replay, as it shrinks
-every counterexample it writes.
+reproduction file beside it. pcspec's shrinker (``pcspec.properties.judge.shrink_trace``)
+shrinks the trace by replay, as it shrinks every counterexample it writes (after Hypothesis's
+own shrinking, under that engine).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from pcspec.core.trace import Trace
+    from pcspec.model.variants import Variant
 
 OPTION = "--pcspec-variant"
 
@@ -39,7 +52,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--pcspec-profile",
         default="ci",
         choices=("ci", "dev", "campaign"),
-        help="Hypothesis budget: ci (60 examples of up to 25 steps, derandomized; the default), dev, campaign",
+        help="budget: ci (the default: 600 walker survey examples, or 60 derandomized Hypothesis ones), dev, campaign",
+    )
+    group.addoption(
+        "--pcspec-engine",
+        default="walker",
+        choices=("walker", "hypothesis"),
+        help="walker (pcspec's seeded PRNG: the same result everywhere; the default) or hypothesis",
     )
     group.addoption(
         "--pcspec-expect",
@@ -72,6 +91,7 @@ class VariantItem(pytest.Item):
         from hypothesis.stateful import run_state_machine_as_test
 
         from pcspec.core.errors import PcspecError
+        from pcspec.core.trace import Trace
         from pcspec.engines.hypothesis import PROFILES, machine_for
         from pcspec.properties.catalogue import CATALOGUE, get_property
         from pcspec.tools.user_variant import declared, load_variant
@@ -83,29 +103,50 @@ class VariantItem(pytest.Item):
         except PcspecError as exc:
             raise VariantFailed(f"pcspec: {exc}") from None
         targets = [p.id for p in CATALOGUE if p.id not in expect]
-        machine = machine_for(variant, targets=targets)
         profile = config.getoption("--pcspec-profile")
+        if config.getoption("--pcspec-engine") == "walker":
+            walked = self._walk(variant, targets, profile)
+            if walked is not None:
+                raise VariantFailed(self._report(walked))
+            return
+        machine = machine_for(variant, targets=targets)
         chosen = PROFILES[profile]
         budget = settings(chosen, derandomize=True) if profile == "ci" else chosen
         try:
-            run_state_machine_as_test(machine, settings=budget)  # type: ignore[no-untyped-call]
+            run_state_machine_as_test(machine, settings=budget)  # type: ignore[no-untyped-call,unused-ignore]
         except AssertionError:
             if machine.record.last is None:
                 raise
-            raise VariantFailed(self._report(variant, machine.record.last)) from None
+            violation, ops, cfg = machine.record.last
+            found = [{"property": violation.rule, "op": violation.at, "message": violation.message}]
+            raise VariantFailed(self._report(Trace(variant, cfg, list(ops), None, found))) from None
 
-    def _report(self, variant: Any, last: Any) -> str:
-        from pcspec.core.trace import Trace
+    @staticmethod
+    def _walk(variant: Variant, targets: list[str], profile: str) -> Trace | None:
+        """The first target (in catalogue order) the survey saw broken, hunted for its shortest
+        trace; None when the survey saw none."""
+        from pcspec.engines.search import hunt, survey
+        from pcspec.tools.verdicts import PROFILES as BUDGETS
+
+        survey_examples, hunt_examples = BUDGETS[profile]
+        _, hits = survey(variant, seed=0, examples=survey_examples, properties=targets)
+        first = next((pid for pid in targets if pid in hits), None)
+        if first is None:
+            return None
+        _, hit = hunt(variant, first, seed=0, examples=hunt_examples)
+        return hit.trace if hit is not None else hits[first].trace
+
+    def _report(self, trace: Trace) -> str:
         from pcspec.properties.judge import shrink_trace, write_counterexample
 
-        found, ops, cfg = last
-        expect = [{"property": found.rule, "op": found.at, "message": found.message}]
-        trace = shrink_trace(Trace(variant, cfg, list(ops), None, expect), found.rule)
+        variant = trace.variant
+        rule = str(trace.expect[0]["property"])
+        trace = shrink_trace(trace, rule)
         out = Path(self.config.getoption("--pcspec-out"))
         out.mkdir(parents=True, exist_ok=True)
-        stem = f"{variant.name.replace(':', '-')}__{found.rule}"
+        stem = f"{variant.name.replace(':', '-')}__{rule}"
         path = write_counterexample(trace, out, stem, self.spec)
-        v = trace.expect[0] if trace.expect else expect[0]
+        v = trace.expect[0]
         steps = "\n".join(f"  [{i}] {json.dumps(op, sort_keys=True)}" for i, op in enumerate(trace.ops))
         return (
             f"{variant.name} violates {v['property']} at model operation {v['op']}: {v['message']}\n"
