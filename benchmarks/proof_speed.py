@@ -1,4 +1,4 @@
-"""Proof speed (docs/PERFORMANCE.md, "Targets"; issue 9): Z3 solving time of the whole proof suite, the
+"""Proof speed (docs/PERFORMANCE.md, "Targets"): Z3 solving time of the whole proof suite, the
 slowest obligation, and the cvc5 re-check of every exported query.
 
 Targets: Z3 solving time for the whole suite at most 5 s, no obligation (one obligation against

@@ -1,4 +1,4 @@
-"""Model cost independent of modelled sizes (docs/PERFORMANCE.md, "Targets"; issue 2).
+"""Model cost independent of modelled sizes (docs/PERFORMANCE.md, "Targets").
 
 Runs the same workload -- two growing chat conversations of ``--turns`` turns, one per slot,
 with idle-slot caching and a prompt-cache limit that forces evictions -- with 1 KiB and with

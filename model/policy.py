@@ -145,7 +145,7 @@ def restore_choice_exact(
     ``[n_past - n_swa + 1, n_past)``. A checkpoint is chosen only if its payload holds them
     (or starts at 0). Without this, a prompt ending one before a checkpoint, or a checkpoint
     made right after a restore (``n_swa - 1`` cells), restores a window one cell short
-    (docs/FINDINGS.md, F2; issue 8 section 3)."""
+    (docs/FINDINGS.md, F2)."""
     for i in range(len(ckpts) - 1, -1, -1):
         pos_min, pos_max, n_tokens = ckpts[i]
         if pos_max > pos_next or not (pos_min < thold or pos_min == 0):
