@@ -330,6 +330,7 @@ def test_slotfile_inspect_fails_at_a_bad_header_without_reading_on(
 # -- a real process ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_console_command_prints_one_line(tmp_path: Path) -> None:
     deep = tmp_path / "deep.jsonl"
     deep.write_text(json.dumps(TRACE_HEADER) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")

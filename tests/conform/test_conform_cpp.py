@@ -19,6 +19,8 @@ import pytest
 from pcspec.cli import main
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.cpp  # builds the C++ port with CMake (or uses build/port)
+
 SOURCE = ROOT / "ports" / "cpp"
 BROKEN = {
     "inplace-update": "IMM-1",

@@ -45,6 +45,7 @@ def test_python_port_conforms_on_the_golden_suite() -> None:
         assert d is None, f"{case.name}: operation {d.index}: {d.diffs[:3]}"
 
 
+@pytest.mark.slow
 def test_python_port_conforms_on_fuzzed_traces() -> None:
     n = 0
     for trace in traces(FIXED, 25, seed=11):

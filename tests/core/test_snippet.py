@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pcspec.core.snippet import pytest_snippet as _bare_snippet
 from pcspec.core.trace import Trace, parse
 from pcspec.model.config import Config, MemoryKind
@@ -74,6 +76,7 @@ def test_long_token_lists_wrap() -> None:
     assert load(source)["STEPS"][0]["tokens"] == tokens
 
 
+@pytest.mark.slow
 def test_the_file_fails_while_the_violation_reproduces_and_passes_once_edited(tmp_path: Path) -> None:
     path = tmp_path / "test_master__PERF_1.py"
     path.write_text(pytest_snippet(perf1_trace(), "master__PERF-1"))

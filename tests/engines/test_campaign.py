@@ -44,6 +44,7 @@ def _comparable(data: dict[str, Any]) -> Any:
     return {k: v for k, v in data.items() if k not in ("seconds", "results", "exit")} | {"results": rows}
 
 
+@pytest.mark.slow
 def test_one_process_two_processes_and_a_merge_agree(tmp_path: Path) -> None:
     one = _campaign(tmp_path / "one", "--seeds", "0:24")
     two = _campaign(tmp_path / "two", "--seeds", "0:24", "--workers", "2")

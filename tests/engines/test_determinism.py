@@ -16,6 +16,7 @@ import pytest
 from pcspec.cli import main
 
 
+@pytest.mark.slow
 def test_a_survey_is_the_same_with_and_without_hypothesis_importable() -> None:
     code = (
         "import sys, json;{block}"
@@ -30,6 +31,7 @@ def test_a_survey_is_the_same_with_and_without_hypothesis_importable() -> None:
     assert outs[0] == outs[1] and json.loads(outs[0])[0] > 0
 
 
+@pytest.mark.slow
 def test_time_cap_gives_unknown_never_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A survey the safety cap cuts short settles nothing: every cell it could not settle is
     ``unknown``, the summary says so and the exit status is 3 (not 0, not a mismatch's 1)."""

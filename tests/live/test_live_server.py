@@ -14,6 +14,8 @@ import pytest
 from pcspec.live.build import cached_server, find_server
 from tests.support import paths
 
+pytestmark = pytest.mark.live  # a real llama-server
+
 BINARY = find_server()
 if BINARY is None:
     pytest.skip(

@@ -46,6 +46,8 @@ from tests.support.file1_setup import (
     touched,
 )
 
+pytestmark = pytest.mark.slow  # a fuzz campaign: 95 tests of a few seconds each
+
 # Deterministic: the same examples on every run, nothing stored between runs. Applied per test.
 settings.register_profile(
     "file1-ci",

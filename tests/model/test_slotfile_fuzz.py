@@ -12,6 +12,7 @@ import struct
 import tracemalloc
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -229,6 +230,7 @@ def mutated(draw: st.DrawFn) -> tuple[bytes, int, int | None]:
     return bytes(data), len(spec.state), draw(st.none() | st.integers(-1, 5))
 
 
+@pytest.mark.slow
 @settings(CI, max_examples=4000)
 @given(mutated())
 def test_mutated_files_read_or_fail_cleanly(case: tuple[bytes, int, int | None]) -> None:

@@ -29,6 +29,7 @@ def test_there_are_three_gates() -> None:
     assert gates[1].startswith("pcspec fuzz") and gates[2].startswith("pcspec prove")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gate", _gates())
 def test_each_gate_fails_the_job(gate: str, tmp_path: Path) -> None:
     shutil.copytree(EXAMPLE, tmp_path / "project")

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pcspec.proofs.obligations import OBLIGATIONS
 from pcspec.proofs.pairs import paired
 from tests.support.paths import ROOT
@@ -15,6 +17,7 @@ DOC = ROOT / "docs" / "PROOFS.md"
 BLOCK = re.compile(r"^```(\S+)([^\n]*)\n(.*?)^```", re.M | re.S)
 
 
+@pytest.mark.slow
 def test_the_worked_example_runs(tmp_path: Path) -> None:
     text = DOC.read_text(encoding="utf-8")
     files = {m.group(2).strip()[5:]: m.group(3) for m in BLOCK.finditer(text) if m.group(2).strip().startswith("file=")}

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import ROOT
 
 GUIDE = ROOT / "docs" / "USING.md"
@@ -42,6 +44,7 @@ def test_the_guide_has_files_and_commands() -> None:
     assert ("python", True) in kinds and ("sh", False) in kinds
 
 
+@pytest.mark.slow
 def test_the_guide_runs_as_written(tmp_path: Path) -> None:
     for lang, info, body in blocks():
         if info.startswith("file="):

@@ -92,6 +92,7 @@ def test_prove_command_text_and_bad_input(tmp_path: Path, capsys: pytest.Capture
     assert main(["prove", "--recheck"]) == 2
 
 
+@pytest.mark.slow
 def test_second_solver_agrees_on_every_exported_query(report: tuple[Report, Path], tmp_path: Path) -> None:
     """CI's re-check: every query the suite solved, exported as SMT-LIB 2 and solved by cvc5
     from PyPI (the dev extra), gets Z3's verdict."""

@@ -21,6 +21,8 @@ from pcspec.properties.base import DECODE_STEP_KINDS, event_kinds, held_checkpoi
 from pcspec.properties.history import checkpoint_fingerprint, entry_fingerprint
 from pcspec.properties.judge import Judge
 
+pytestmark = pytest.mark.slow  # fuzzed states of every design and mutant, seconds a test
+
 EXAMPLES = 25  # per design: enough for violations of most properties on the designs and mutants
 
 

@@ -24,6 +24,8 @@ from pcspec.properties.coverage import DECISIONS, UNREACHABLE
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
 from pcspec.properties.routes import ROUTES
 
+pytestmark = pytest.mark.slow  # the verdict matrix: one `pcspec verify` run of every design, minutes
+
 
 def pcspec_command() -> list[str]:
     """The installed ``pcspec`` script (what the README runs), else the module."""

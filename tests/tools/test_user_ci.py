@@ -43,6 +43,7 @@ def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 # -- 1. a variant of one's own fails the build ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_violation_of_ones_own_variant_exits_1_unless_declared(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -75,6 +76,7 @@ def test_a_counterexample_to_ones_own_variant_fails_prove(project: Path, capsys:
 # -- 2. its pytest file imports it --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_reproduction_file_imports_the_users_variant(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     main(["fuzz", "--variant-module", "my_variants:NOROLLBACK", "--property", "RB-1", "--out", "out"])
     repro = project / "out" / "repro_norollback__RB_1.py"
@@ -86,6 +88,7 @@ def test_the_reproduction_file_imports_the_users_variant(project: Path, capsys: 
 # -- 3. the pytest plugin ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_plugin_fails_on_a_broken_variant_with_the_trace(project: Path) -> None:
     done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pcspec-variant",
                  "my_variants:NOROLLBACK"], project)
@@ -103,6 +106,7 @@ def test_the_plugin_fails_on_a_broken_variant_with_the_trace(project: Path) -> N
         assert f"[{i}] {json.dumps(op, sort_keys=True)}" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_plugin_passes_a_variant_that_holds_and_is_inert_without_its_option(project: Path) -> None:
     (project / "fine.py").write_text(
         "import dataclasses\nfrom pcspec.model.variants import FIXED\nFINE = dataclasses.replace(FIXED, name='fine')\n"
@@ -140,6 +144,7 @@ def test_an_unknown_proof_names_the_limit_and_its_option(project: Path, capsys: 
 # -- 6. no surprises in the user's tree ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_plain_pytest_never_collects_pcspecs_output(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for out in ("out-a", "out-b"):  # two output folders with the same file names
         main(["fuzz", "--variant-module", "my_variants:NOROLLBACK", "--property", "RB-1", "--out", out])
