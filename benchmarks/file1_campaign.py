@@ -26,7 +26,7 @@ stray appendix header), restored into slot 0 or slot 1 of a copy of the running 
 After a successful restore a follow-up request on the slot (a prefix of its tokens plus three new
 ones) runs to completion; its crashes, and on ``fixed`` its STATE-1 violations (judged when no
 identity byte of the file, checkpoint blobs included, was touched), are counted apart and put down
-to the two known model problems (xfail reproductions in tests/test_file1_fuzz.py): a checkpoint
+to the two known model problems (xfail reproductions in tests/model/test_file1_fuzz.py): a checkpoint
 record whose ``n_tokens``/``pos_min``/``pos_max`` was touched, and on ``fixed`` restored
 checkpoints whose draft data was dropped (``file_draft_dropped``).
 
@@ -48,14 +48,13 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-# The set-up and the judgement are the test's (tests/file1_setup.py), imported rather than copied
-# so that the campaign checks exactly what the test checks.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from file1_setup import SCKP_V1, SETUPS, VARIANTS, Base, build, judge, normalise, restore, touched
-
+# The set-up and the judgement are the test's (tests/support/file1_setup.py), imported rather than
+# copied so that the campaign checks exactly what the test checks.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the tests package
 from pcspec.model.events import FileDraftDropped
 from pcspec.model.slotfile import SLOT_CKPT_MAX_COUNT
 from pcspec.properties.state import state1_memory_matches_tokens
+from tests.support.file1_setup import SCKP_V1, SETUPS, VARIANTS, Base, build, judge, normalise, restore, touched
 
 
 def mutate(rng: random.Random, base: Base) -> bytes:
@@ -152,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             continue
         counts["follow-up requests"] += 1
-        # The two known model problems (tests/test_file1_fuzz.py, xfail reproductions).
+        # The two known model problems (tests/model/test_file1_fuzz.py, xfail reproductions).
         known = []
         if hit & base.ckpt_meta:
             known.append("checkpoint metadata touched")

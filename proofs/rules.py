@@ -2,7 +2,7 @@
 
 One function per policy function, same name, same arguments in the same order; each loop is
 unrolled with every iteration a fresh constant (``Build``). Nothing here is read from the
-C++: the rule is the model's, and ``tests/test_proofs_conformance.py`` checks each against
+C++: the rule is the model's, and ``tests/proofs/test_proofs_conformance.py`` checks each against
 the policy function it mirrors on drawn numbers.
 """
 

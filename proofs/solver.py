@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import z3
 
 # The solver the figures of docs/PROOFS.md were measured with. pyproject.toml allows a range;
-# the verdicts are the same at both of its ends (tests/test_proofs.py runs on each in CI), the
+# the verdicts are the same at both of its ends (tests/proofs/test_proofs.py runs on each in CI), the
 # seconds may not be.
 MEASURED_Z3 = "5.4.1"
 

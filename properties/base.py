@@ -39,7 +39,7 @@ def on_events(*kinds: type[Event] | str) -> Callable[[C], C]:
     state). The judge then skips it when none is: most model
     operations emit only an ``op`` and a ``generate`` event, and these checks are most of
     the catalogue. The declaration sits on the check so that it changes with the code it
-    describes; ``tests/test_judge_shortcuts.py`` runs every declared check without its events
+    describes; ``tests/properties/test_judge_shortcuts.py`` runs every declared check without its events
     over fuzzed states and requires nothing found."""
 
     names = frozenset(k if isinstance(k, str) else k.kind for k in kinds)
@@ -68,7 +68,7 @@ def on_storage(check: C) -> C:
     lists of the holders; never a slot's tokens or a context's memory. A decode step (the
     events of ``DECODE_STEP_KINDS`` only) changes none of these, so after one the check
     finds what it found at the previous judgement, already reported: the judge skips it
-    (half of all judgements are decode steps). ``tests/test_judge_shortcuts.py`` runs every
+    (half of all judgements are decode steps). ``tests/properties/test_judge_shortcuts.py`` runs every
     declared check after every decode step of fuzzed runs of every design and mutant and
     requires exactly the previous judgement's findings."""
     _ON_STORAGE.add(check)

@@ -3,7 +3,7 @@ design or a mutant violates it (``pcspec verify``'s counterexamples, shrunk by r
 
 Lowered under ``fixed`` they are the holding case of the same trace: a port of ``fixed`` must
 reproduce ``fixed``'s observations there, and a port broken at the seam the property guards
-diverges there. ``tests/test_conform_golden.py`` checks that each still violates its property
+diverges there. ``tests/conform/test_conform_golden.py`` checks that each still violates its property
 on its variant and that ``fixed`` holds every property on it.
 
 Refresh them from a verify run (``pcspec verify --out DIR``) with::

@@ -6,7 +6,7 @@ events (``EVENTS``), the port's configuration, the JSON Schemas of the protocol'
 fault sites (``Faults.SITES`` with the comment the model gives each), the seams (``Variant``'s
 fields with their comments and each design's value) and the property catalogue (statements
 from ``properties.catalogue``, which of them ``conform.judge`` judges on a port, and who sees the others).
-``python -m pcspec.tools.specgen`` rewrites the blocks; ``tests/test_spec_doc.py`` fails when the file
+``python -m pcspec.tools.specgen`` rewrites the blocks; ``tests/project/test_spec_doc.py`` fails when the file
 and the code drift apart, and when a block, an operation's section or a property's
 restatement is missing.
 """

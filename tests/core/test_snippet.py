@@ -1,0 +1,91 @@
+"""Counterexample pytest files: readable steps (no embedded JSON string), replayed by the same
+code as every replay, failing while the violation reproduces, and editable."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pcspec.core.snippet import pytest_snippet as _bare_snippet
+from pcspec.core.trace import Trace, parse
+from pcspec.model.config import Config, MemoryKind
+from pcspec.model.variants import MASTER, Accounting, SaveProtocol
+from pcspec.properties.judge import replay, where_shown
+from tests.support.common import PERF1_OPS, trace_text
+
+
+def pytest_snippet(trace, name):  # type: ignore[no-untyped-def]
+    """The snippet as pcspec writes it: each expected violation noted where it shows."""
+    return _bare_snippet(trace, name, where_shown(trace) if trace.expect else {})
+
+
+def perf1_trace(variant: Any = None) -> Trace:
+    trace = parse(trace_text(*PERF1_OPS), variant=variant)
+    v = next(v for v in replay(trace).violations if v.property == "PERF-1")
+    trace.expect = [{"property": "PERF-1", "op": v.op, "message": v.message}]
+    return trace
+
+
+def load(source: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<snippet>", "exec"), namespace)
+    return namespace
+
+
+def test_the_steps_are_python_not_a_json_string() -> None:
+    source = pytest_snippet(perf1_trace(), "master__PERF-1")
+    assert "TRACE = " not in source and "parse(" not in source
+    assert 'VARIANT = get_variant("master")' in source
+    assert "memory=MemoryKind.RECURRENT" in source
+    assert '{"op": "request", "spans": [8], "tokens": [*range(1, 20)]},  # 0\n' in source
+    assert '{"op": "request", "tokens": [*range(100, 110)]},  # 2  <- PERF-1 shows here' in source
+    assert '{"op": "run"},  # 1' in source
+    ns = load(source)
+    assert ns["STEPS"] == list(PERF1_OPS) and ns["CONFIG"] == perf1_trace().config
+
+
+def test_it_replays_to_the_same_violations() -> None:
+    trace = perf1_trace()
+    ns = load(pytest_snippet(trace, "master__PERF-1"))
+    again = replay(Trace(ns["VARIANT"], ns["CONFIG"], ns["STEPS"]))
+    assert [(v.property, v.op, v.message) for v in again.violations] == [
+        (v.property, v.op, v.message) for v in replay(trace).violations
+    ]
+
+
+def test_a_variant_of_ones_own_is_written_as_its_seams() -> None:
+    seams = {"accounting": Accounting.UNIQUE, "save_protocol": SaveProtocol.TRANSACTIONAL}
+    mine = dataclasses.replace(MASTER, name="mine", **seams)
+    source = pytest_snippet(perf1_trace(mine), "mine__PERF-1")
+    assert "from pcspec.model.variants import Accounting, SaveProtocol, get_variant" in source
+    assert 'get_variant("master"),\n    name="mine",\n' in source
+    assert "accounting=Accounting.UNIQUE," in source and "save_protocol=SaveProtocol.TRANSACTIONAL," in source
+    assert load(source)["VARIANT"] == mine
+
+
+def test_long_token_lists_wrap() -> None:
+    tokens = list(range(0, 400, 3))
+    trace = Trace(MASTER, Config(memory=MemoryKind.KV), [{"op": "request", "tokens": tokens}])
+    source = pytest_snippet(trace, "long")
+    assert max(len(line) for line in source.splitlines()) <= 100
+    assert load(source)["STEPS"][0]["tokens"] == tokens
+
+
+@pytest.mark.slow
+def test_the_file_fails_while_the_violation_reproduces_and_passes_once_edited(tmp_path: Path) -> None:
+    path = tmp_path / "test_master__PERF_1.py"
+    path.write_text(pytest_snippet(perf1_trace(), "master__PERF-1"))
+
+    def pytest_exit() -> int:
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)]
+        return subprocess.run(cmd, cwd=tmp_path, capture_output=True, timeout=120).returncode
+
+    assert pytest_exit() == 1
+    # Editing it as a person would: the master design becomes fixed, which has no PERF-1.
+    path.write_text(path.read_text().replace('get_variant("master")', 'get_variant("fixed")'))
+    assert pytest_exit() == 0

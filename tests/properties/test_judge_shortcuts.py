@@ -1,0 +1,126 @@
+"""The judge's shortcuts change no verdict: on fuzzed states of every design and mutant, the
+judge (event checks skipped without their events, values shared within a judgement) finds
+exactly what every check finds when run on its own, each computing everything afresh from the
+plain list of events (and the judge's history of the same operation); and the fingerprints
+and byte counts written for speed equal their plain definitions on the same states."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pcspec.core.results import Finding, violation
+from pcspec.engines.walker import Walker
+from pcspec.model import events
+from pcspec.model.cache import unique_bytes
+from pcspec.model.server import Server
+from pcspec.model.variants import ALL, Accounting
+from pcspec.properties import coverage, rules
+from pcspec.properties.base import DECODE_STEP_KINDS, event_kinds, held_checkpoints, reads_storage_only
+from pcspec.properties.history import checkpoint_fingerprint, entry_fingerprint
+from pcspec.properties.judge import Judge
+
+pytestmark = pytest.mark.slow  # fuzzed states of every design and mutant, seconds a test
+
+EXAMPLES = 25  # per design: enough for violations of most properties on the designs and mutants
+
+
+class CheckedJudge(Judge):
+    """The judge, then every property again the long way on the same state."""
+
+    judgements = 0
+    decode_skips = 0
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.storage: dict[str, list[str]] = {}  # each storage check's last findings
+
+    def _judge(self) -> list[Finding]:
+        # (``_judge``: the judgement itself, before the history drops the operation's records)
+        start = self.seen
+        got = super()._judge()
+        srv = self.srv
+        new = srv.heap.events[start:]
+        if len(new) == 1 and new[0].kind == "op":
+            assert got == []
+            return got
+        crashed = any(e.kind == "crash" for e in new)
+        if srv.crash is not None and not crashed:
+            assert got == []
+            return got
+        want: list[Finding] = []
+        kinds = {e.kind for e in new}
+        decode_step = kinds <= DECODE_STEP_KINDS
+        for p in self.props:
+            if crashed and not p.after_crash:
+                continue
+            msgs = p.check(srv, _Plain(new, self.history))  # no index, no shared values
+            needs = event_kinds(p.check)
+            if needs is not None and needs.isdisjoint(kinds):
+                assert msgs == [], f"{p.id} found something without its events {sorted(needs)}: {msgs}"
+            if reads_storage_only(p.check):
+                if decode_step:
+                    # skipped by the judge: what it finds must be what it found before
+                    assert msgs == self.storage.get(p.id, []), f"{p.id} changed in a decode step: {msgs}"
+                    type(self).decode_skips += 1
+                    continue
+                self.storage[p.id] = msgs
+            want += [violation(p.id, srv.heap.op, m) for m in msgs]
+        assert got == want
+        _same_as_the_plain_definitions(srv)
+        type(self).judgements += 1
+        return got
+
+
+class _Plain(list[events.Event]):
+    """The operation's events as a plain list, with the judge's history (what a check that
+    declares ``needs`` reads)."""
+
+    def __init__(self, new: list[events.Event], history: Any) -> None:
+        super().__init__(new)
+        self.history = history
+
+
+def _fp(b: Any) -> tuple[int, int, int]:
+    return (b.id, b.size, b.version)
+
+
+def _same_as_the_plain_definitions(srv: Server) -> None:
+    """The fingerprints and byte counts, written for speed, against their plain definitions
+    (``buffers()`` lists, generators)."""
+    for ck, _names in held_checkpoints(srv, []).values():
+        assert checkpoint_fingerprint(ck) == (ck.n_tokens, ck.pos_min, ck.pos_max, tuple(_fp(b) for b in ck.buffers()))
+    if srv.cache is None:
+        return
+    entries = srv.cache.entries
+    for e in entries:
+        assert entry_fingerprint(e) == (
+            e.prompt.tokens,
+            tuple(_fp(b) for b in e.data_buffers()),
+            tuple(checkpoint_fingerprint(ck) for ck in e.prompt.checkpoints),
+        )
+    assert unique_bytes(entries) == sum({b.id: b.size for e in entries for b in e.buffers()}.values())
+    if srv.variant.accounting == Accounting.UNIQUE:
+        seen: set[int] = set()
+        sizes = []
+        for e in reversed(entries):
+            sizes.append(sum(b.size for b in e.buffers() if b.id not in seen and not seen.add(b.id)))  # type: ignore[func-returns-value]
+        assert srv.cache.accounted_sizes() == sizes[::-1]
+
+
+@pytest.mark.parametrize("variant", sorted(ALL))
+def test_the_judge_finds_what_each_check_finds(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rules, "Judge", CheckedJudge)
+    CheckedJudge.judgements = CheckedJudge.decode_skips = 0
+    walk = Walker(ALL[variant]).walk(0, EXAMPLES)
+    assert walk.examples == EXAMPLES
+    assert CheckedJudge.judgements > 100
+    assert CheckedJudge.decode_skips > 100
+
+
+def test_coverage_decides_by_event_classes_of_the_vocabulary() -> None:
+    """``count`` and ``decisions_of`` share one table by event class (a kind without an entry
+    records no decision and is passed over with one look-up): its kinds are the vocabulary's."""
+    assert set(events.BY_KIND) >= coverage.DECIDING_KINDS
+    assert coverage.decisions_of(events.Free(buf=1, size=2)) == ()
