@@ -1,8 +1,9 @@
 """The event vocabulary: what happens inside the model, one class per kind.
 
 The model emits events (``Event``) while it runs an operation, one frozen dataclass per kind
-(``Alloc``, ``Select``, ``CkptCreate``, ...). The class attribute ``kind`` is the kind's name (in
-``pcspec replay`` output, coverage and the conformance protocol); the fields are typed and named
+(``Alloc``, ``Select``, ``CkptCreate``, ...). The class attribute ``kind``, given as a class
+keyword (``class Alloc(Event, kind="alloc")``), is the kind's name (in ``pcspec replay`` output,
+coverage and the conformance protocol); the fields are typed and named
 as the model records them; each class names the C++ place it mirrors (``file:line`` of the
 October tree 0c1e570, ``tools/server/`` unless a path is given; docs/SOURCES.md), or
 says that it is the model's own (bookkeeping of its symbolic heap, a fault it injected, a
@@ -66,6 +67,12 @@ class Event:
     _OPTIONAL: ClassVar[frozenset[str]] = frozenset()  # fields ``to_json`` omits when None
     _OBJECTS: ClassVar[frozenset[str]] = frozenset()  # model objects, never in the JSON form
 
+    def __init_subclass__(cls, kind: str | None = None) -> None:
+        # ``class Alloc(Event, kind=...)`` names the kind. ``dataclass(slots=True)`` builds a new
+        # class and comes here again without ``kind``: the one set on the first pass stays.
+        if kind is not None:
+            cls.kind = kind
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op, "kind": self.kind}
         optional, objects = self._OPTIONAL, self._OBJECTS
@@ -116,7 +123,7 @@ def logged(events: Iterable[Event]) -> list[Logged]:
 
 
 @dataclass(frozen=True, slots=True)
-class Alloc(Event):
+class Alloc(Event, kind="alloc"):
     """Model-only: a buffer of the symbolic heap was allocated (the ``resize`` or
     ``make_shared`` of a state buffer; ``zeroed``: value-initialized)."""
 
@@ -124,11 +131,10 @@ class Alloc(Event):
     size: int
     role: str
     zeroed: bool
-    kind: ClassVar[str] = "alloc"
 
 
 @dataclass(frozen=True, slots=True)
-class AllocFailed(Event):
+class AllocFailed(Event, kind="alloc_failed"):
     """An allocation threw ``std::bad_alloc`` (an injected fault at ``site``, or beyond the
     model's ``host_ram``). Model-only as such: the C++ logs the ``catch`` that handles it
     (``SaveBadAlloc``, ``CkptCreateFailed``)."""
@@ -136,22 +142,20 @@ class AllocFailed(Event):
     size: int
     role: str
     site: str | None
-    kind: ClassVar[str] = "alloc_failed"
 
 
 @dataclass(frozen=True, slots=True)
-class Fill(Event):
+class Fill(Event, kind="fill"):
     """Model-only: a state read wrote ``n`` bytes of a buffer from offset 0
     (``llama_state_seq_get_data_ext``, src/llama-context.cpp:3191-3240)."""
 
     buf: int
     n: int
     complete: bool
-    kind: ClassVar[str] = "fill"
 
 
 @dataclass(frozen=True, slots=True)
-class CopyPayload(Event):
+class CopyPayload(Event, kind="copy_payload"):
     """A checkpoint payload deep-copied (the ``std::vector`` copy of ``states.push_back``'s
     checkpoint list, server-task.cpp:1779)."""
 
@@ -159,24 +163,21 @@ class CopyPayload(Event):
     dst: int
     bytes: int
     role: str
-    kind: ClassVar[str] = "copy_payload"
 
 
 @dataclass(frozen=True, slots=True)
-class Free(Event):
+class Free(Event, kind="free"):
     """Model-only: the last reference to a buffer went away."""
 
     buf: int
     size: int
-    kind: ClassVar[str] = "free"
 
 
 @dataclass(frozen=True, slots=True)
-class FaultHit(Event):
+class FaultHit(Event, kind="fault_hit"):
     """Model-only: an armed fault fired at ``site`` (``Faults.SITES``)."""
 
     site: str
-    kind: ClassVar[str] = "fault_hit"
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,7 +185,7 @@ class FaultHit(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class PublishCkpt(Event):
+class PublishCkpt(Event, kind="publish_ckpt"):
     """Model-only: a checkpoint's first holder took it (``emplace_back``,
     server-context.cpp:2334; #30137: ``push_back`` after the fill): from now on later
     operations can reach it. ``checkpoint`` is the object itself, for an observer that
@@ -192,7 +193,6 @@ class PublishCkpt(Event):
 
     ckpt: int
     checkpoint: Checkpoint = field(compare=False, repr=False)
-    kind: ClassVar[str] = "publish_ckpt"
     _OBJECTS: ClassVar[frozenset[str]] = frozenset({"checkpoint"})
 
 
@@ -201,7 +201,7 @@ class PublishCkpt(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class EntryInsert(Event):
+class EntryInsert(Event, kind="entry_insert"):
     """``states.push_back`` (server-task.cpp:1779): an entry joined the cache, with the unique
     bytes it brings and the cache's after it."""
 
@@ -210,11 +210,10 @@ class EntryInsert(Event):
     own_unique: int
     unique_after: int
     limit: int
-    kind: ClassVar[str] = "entry_insert"
 
 
 @dataclass(frozen=True, slots=True)
-class EntryEvict(Event):
+class EntryEvict(Event, kind="entry_evict"):
     """An entry left the cache. ``reason``: ``obsolete`` (alloc, server-task.cpp:1742-1744),
     ``make_room`` (1753-1756), ``limit_bytes`` (update, 1873-1875), ``limit_tokens``
     (1887-1890), ``loaded`` (load, 1864: ``loaded_tokens`` is its length), ``pop_back``
@@ -228,7 +227,6 @@ class EntryEvict(Event):
     loaded_tokens: int | None = None
     unique_total: int | None = None
     limit: int | None = None
-    kind: ClassVar[str] = "entry_evict"
     _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"loaded_tokens", "unique_total", "limit"})
 
     def logged(self) -> Logged | None:
@@ -240,18 +238,17 @@ class EntryEvict(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class SaveSkipContained(Event):
+class SaveSkipContained(Event, kind="save_skip_contained"):
     """``- prompt is already in the cache, skipping`` (alloc step 1, server-task.cpp:1717)."""
 
     entry: int
-    kind: ClassVar[str] = "save_skip_contained"
 
     def logged(self) -> Logged | None:
         return CacheSkipped("contained")
 
 
 @dataclass(frozen=True, slots=True)
-class SaveRejectOversize(Event):
+class SaveRejectOversize(Event, kind="save_reject_oversize"):
     """``- prompt state size ... exceeds cache size limit ..., skipping``
     (server-task.cpp:1732): ``size`` as the variant counts it, ``own_unique`` what the entry
     alone holds."""
@@ -259,65 +256,59 @@ class SaveRejectOversize(Event):
     size: int
     own_unique: int
     limit: int
-    kind: ClassVar[str] = "save_reject_oversize"
 
     def logged(self) -> Logged | None:
         return CacheSkipped("oversize")
 
 
 @dataclass(frozen=True, slots=True)
-class SaveBadAlloc(Event):
+class SaveBadAlloc(Event, kind="save_bad_alloc"):
     """``failed to allocate memory for prompt cache state`` (alloc's ``catch
     (std::bad_alloc)``, server-task.cpp:1768)."""
 
     site: str
-    kind: ClassVar[str] = "save_bad_alloc"
 
 
 @dataclass(frozen=True, slots=True)
-class LimitChange(Event):
+class LimitChange(Event, kind="limit_change"):
     """``- cache size limit reduced to ... MiB`` (server-task.cpp:1770-1772), for good."""
 
     old: int
     new: int
-    kind: ClassVar[str] = "limit_change"
 
 
 @dataclass(frozen=True, slots=True)
-class SaveFillShort(Event):
+class SaveFillShort(Event, kind="save_fill_short"):
     """A save's state read came up short: #30137's ``failed to save complete prompt state``
     (its prompt_save pops the entry; not in 0c1e570), or ``fixed``'s transactional save."""
 
     entry: int
-    kind: ClassVar[str] = "save_fill_short"
 
 
 @dataclass(frozen=True, slots=True)
-class LoadScan(Event):
+class LoadScan(Event, kind="load_scan"):
     """The load's look for a better prompt (server-task.cpp:1793-1826): the slot's baseline
     ``(f_keep, f_sim)``, each entry's (front first), the entry chosen (None: none better)."""
 
     base: tuple[float, float]
     candidates: list[tuple[float, float]]
     chosen: int | None
-    kind: ClassVar[str] = "load_scan"
 
 
 @dataclass(frozen=True, slots=True)
-class LoadFailed(Event):
+class LoadFailed(Event, kind="load_failed"):
     """``failed to restore state with size %zu`` (server-task.cpp:1834 for the target, 1852
     for the draft; ``ctx`` says which)."""
 
     entry: int
     ctx: str
-    kind: ClassVar[str] = "load_failed"
 
     def logged(self) -> Logged | None:
         return CacheLoadFailed()
 
 
 @dataclass(frozen=True, slots=True)
-class CacheState(Event):
+class CacheState(Event, kind="cache_state"):
     """``- cache state: %zu prompts, %.3f MiB (limits ...)`` at the end of update
     (server-task.cpp:1894)."""
 
@@ -325,7 +316,6 @@ class CacheState(Event):
     size: int
     limit: int
     n_tokens: int
-    kind: ClassVar[str] = "cache_state"
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,39 +323,36 @@ class CacheState(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class SaveBegin(Event):
+class SaveBegin(Event, kind="save_begin"):
     """``- saving prompt with length %d, total state size ...`` (prompt_save,
     server-context.cpp:268), before alloc."""
 
     slot: int
     n_tokens: int
-    kind: ClassVar[str] = "save_begin"
 
     def logged(self) -> Logged | None:
         return CacheSaved(self.n_tokens)
 
 
 @dataclass(frozen=True, slots=True)
-class SaveEnd(Event):
+class SaveEnd(Event, kind="save_end"):
     """Model-only: prompt_save returned ``ok`` (server-context.cpp:258-282); what it built
     is published from here on."""
 
     slot: int
     ok: bool
-    kind: ClassVar[str] = "save_end"
 
 
 @dataclass(frozen=True, slots=True)
-class PromptLoadFailed(Event):
+class PromptLoadFailed(Event, kind="prompt_load_failed"):
     """``failed to load prompt from cache`` (prompt_load, server-context.cpp:287): the slot
     is cleared next."""
 
     slot: int
-    kind: ClassVar[str] = "prompt_load_failed"
 
 
 @dataclass(frozen=True, slots=True)
-class PromptClear(Event):
+class PromptClear(Event, kind="prompt_clear"):
     """``clearing prompt with %zu tokens`` (prompt_clear, server-context.cpp:294): tokens and
     checkpoints. ``restored_by_task``: the id of the checkpoint the running task restored,
     lost with them, else None."""
@@ -374,14 +361,13 @@ class PromptClear(Event):
     n_tokens: int
     task: int
     restored_by_task: int | None
-    kind: ClassVar[str] = "prompt_clear"
 
     def logged(self) -> Logged | None:
         return PromptCleared(self.slot, self.n_tokens)
 
 
 @dataclass(frozen=True, slots=True)
-class Release(Event):
+class Release(Event, kind="release"):
     """``stop processing: n_tokens = %d, truncated = %d`` (release, server-context.cpp:518).
     ``error``: what ``send_error`` answered the task with; ``token``: the last one sampled
     (sent in the reply, never decoded; None after an error)."""
@@ -391,7 +377,6 @@ class Release(Event):
     n_tokens: int
     error: str | None
     token: int | None
-    kind: ClassVar[str] = "release"
 
     def logged(self) -> Logged | None:
         return Released(self.slot, self.n_tokens)
@@ -402,97 +387,87 @@ class Release(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class Op(Event):
+class Op(Event, kind="op"):
     """Model-only: an operation of the trace begins (``name``, with its arguments; the JSON
     form has them as fields of their own, as the trace line does)."""
 
     name: str
     args: dict[str, Any]
-    kind: ClassVar[str] = "op"
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "kind": self.kind, "name": self.name, **self.args}
 
 
 @dataclass(frozen=True, slots=True)
-class IgnoredAfterCrash(Event):
+class IgnoredAfterCrash(Event, kind="ignored_after_crash"):
     """Model-only: an operation sent to a server that crashed does nothing."""
 
     op_name: str
-    kind: ClassVar[str] = "ignored_after_crash"
 
 
 @dataclass(frozen=True, slots=True)
-class Crash(Event):
+class Crash(Event, kind="crash"):
     """The process died at ``where``: a ``GGML_ABORT`` (``pos_min == -1`` at prompt start,
     server-context.cpp:3284; a refused ``seq_rm``, common/common.cpp:1536-1562; ...) or an
     uncaught exception. Nothing more is logged."""
 
     where: str
     message: str
-    kind: ClassVar[str] = "crash"
 
 
 @dataclass(frozen=True, slots=True)
-class SleepSkipped(Event):
+class SleepSkipped(Event, kind="sleep_skipped"):
     """A busy server never sleeps (server-queue.cpp:290-297, server-context.cpp:2806-2811)."""
 
-    kind: ClassVar[str] = "sleep_skipped"
-
 
 @dataclass(frozen=True, slots=True)
-class Restart(Event):
+class Restart(Event, kind="restart"):
     """Model-only: the process started again with the flags in ``changes`` (the JSON form
     has them as fields of their own)."""
 
     changes: dict[str, int]
-    kind: ClassVar[str] = "restart"
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "kind": self.kind, **self.changes}
 
 
 @dataclass(frozen=True, slots=True)
-class Deferred(Event):
+class Deferred(Event, kind="deferred"):
     """``queue_tasks.defer`` (server-context.cpp:2388-2405 for a task, 2537, 2587, 2652 for a
     slot action: ``action``): no slot now (``slot`` None) or the slot is busy."""
 
     task: int
     slot: int | None
     action: str | None = None
-    kind: ClassVar[str] = "deferred"
     _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"action"})
 
 
 @dataclass(frozen=True, slots=True)
-class Requeued(Event):
+class Requeued(Event, kind="requeued"):
     """``pop_deferred_task`` (server-queue.cpp:90-113, called on ``released``'s release,
     server-context.cpp:1282-1284): one deferred task goes back to the queue's front."""
 
     task: int
     released: int
-    kind: ClassVar[str] = "requeued"
 
 
 @dataclass(frozen=True, slots=True)
-class IdleSave(Event):
+class IdleSave(Event, kind="idle_save"):
     """``saving idle slot to prompt cache`` (process_single_task, server-context.cpp:2420)."""
 
     slot: int
-    kind: ClassVar[str] = "idle_save"
 
 
 @dataclass(frozen=True, slots=True)
-class Launch(Event):
+class Launch(Event, kind="launch"):
     """``processing task, is_child = %d`` (launch_slot_with_task, server-context.cpp:1810)."""
 
     slot: int
     task: int
-    kind: ClassVar[str] = "launch"
 
 
 @dataclass(frozen=True, slots=True)
-class Select(Event):
+class Select(Event, kind="select"):
     """get_available_slot's choice (server-context.cpp:1528-1640): ``how`` is ``pinned`` (the
     task's ``id_slot``, logged "selected slot by id", 1537), ``lcp`` (1582) or ``lru`` (1611);
     ``slot`` None: no idle slot, nothing logged. ``update_cache``: the slot is saved and a
@@ -505,7 +480,6 @@ class Select(Event):
     update_cache: bool
     prompt: Tokens
     task_type: str
-    kind: ClassVar[str] = "select"
 
     def logged(self) -> Logged | None:
         # A task pinned by id is logged "by id" even when the similarity scan confirms the slot
@@ -517,29 +491,26 @@ class Select(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class FileMissing(Event):
+class FileMissing(Event, kind="file_missing"):
     """Model-only: a corruption of a slot file that does not exist does nothing."""
 
     filename: str
-    kind: ClassVar[str] = "file_missing"
 
 
 @dataclass(frozen=True, slots=True)
-class FileFieldMissing(Event):
+class FileFieldMissing(Event, kind="file_field_missing"):
     """Model-only: a corruption of a named field the file does not have does nothing."""
 
     filename: str
     field: str
-    kind: ClassVar[str] = "file_field_missing"
 
 
 @dataclass(frozen=True, slots=True)
-class FileCorrupted(Event):
+class FileCorrupted(Event, kind="file_corrupted"):
     """Model-only: a slot file was changed on disk (``size``: its bytes after)."""
 
     filename: str
     size: int
-    kind: ClassVar[str] = "file_corrupted"
 
 
 # --------------------------------------------------------------------------------------------
@@ -547,7 +518,7 @@ class FileCorrupted(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class CkptErase(Event):
+class CkptErase(Event, kind="ckpt_erase"):
     """A checkpoint left a slot's list. ``reason``: ``too_close`` (create_checkpoint's sweep,
     server-context.cpp:2301; ``full``: the list was full when the sweep began), ``cap``
     (2316), ``supersede`` (2327, November), ``invalidated`` (prompt start, 3374: with the
@@ -567,7 +538,6 @@ class CkptErase(Event):
     n_prefix: int | None = None
     cause: str | None = None
     full: bool | None = None
-    kind: ClassVar[str] = "ckpt_erase"
     _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"pos_max", "pos_next", "n_prefix", "cause", "full"})
 
     def logged(self) -> Logged | None:
@@ -575,7 +545,7 @@ class CkptErase(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class CkptRestore(Event):
+class CkptRestore(Event, kind="ckpt_restore"):
     """``restored context checkpoint (pos_min, pos_max, n_tokens, n_past, size)``
     (server-context.cpp:3357)."""
 
@@ -584,44 +554,40 @@ class CkptRestore(Event):
     task: int
     n_tokens: int
     n_past: int
-    kind: ClassVar[str] = "ckpt_restore"
 
     def logged(self) -> Logged | None:
         return CkptRestored(self.slot, self.n_tokens, None, None, self.n_past)
 
 
 @dataclass(frozen=True, slots=True)
-class EmptyPrompt(Event):
+class EmptyPrompt(Event, kind="empty_prompt"):
     """``empty prompt - releasing slot`` (server-context.cpp:3145-3147)."""
 
     slot: int
     task: int
-    kind: ClassVar[str] = "empty_prompt"
 
 
 @dataclass(frozen=True, slots=True)
-class SeqRmRefused(Event):
+class SeqRmRefused(Event, kind="seq_rm_refused"):
     """Model-only (``fixed``): the memory refused ``seq_rm`` at ``p0`` and the prompt is
     re-processed; the C++ aborts there (common/common.cpp:1536-1562)."""
 
     slot: int
     ctx: str
     p0: int
-    kind: ClassVar[str] = "seq_rm_refused"
 
 
 @dataclass(frozen=True, slots=True)
-class PromptBegin(Event):
+class PromptBegin(Event, kind="prompt_begin"):
     """Model-only: the ``SLOT_STATE_STARTED`` branch of ``update_slots`` begins for this
     slot's task (server-context.cpp:3121): nothing of the slot has changed yet."""
 
     slot: int
     task: int
-    kind: ClassVar[str] = "prompt_begin"
 
 
 @dataclass(frozen=True, slots=True)
-class PromptStart(Event):
+class PromptStart(Event, kind="prompt_start"):
     """A task's prompt starts (``SLOT_STATE_STARTED``, server-context.cpp:3121-3407): the
     shared prefix, the tokens kept (``n_past``), the checkpoint restored or why the prompt is
     re-processed (``forcing full prompt re-processing``, 3361), and the prompt."""
@@ -636,7 +602,6 @@ class PromptStart(Event):
     pos_next: int
     prompt: Tokens
     cache_prompt: bool
-    kind: ClassVar[str] = "prompt_start"
 
     def logged(self) -> Logged | None:
         if self.reprocess is not None and self.n_prefix > 0:
@@ -645,7 +610,7 @@ class PromptStart(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class Batch(Event):
+class Batch(Event, kind="batch"):
     """A slot's share of one batch (server-context.cpp:3409-3616: the fill, its breaks, the
     ``do_checkpoint`` decision) and the inputs of the creation rules: whether the
     task makes checkpoints (``needs``), its prompt's length and message spans, the list and
@@ -662,11 +627,10 @@ class Batch(Event):
     last_user: int
     listed: tuple[int, ...]
     pos_min: int
-    kind: ClassVar[str] = "batch"
 
 
 @dataclass(frozen=True, slots=True)
-class Stall(Event):
+class Stall(Event, kind="stall"):
     """A pass in which a prompt-processing slot added no token: it holds more tokens than
     its prompt. Measured on a real server: a livelock, not the assert the source suggests
     (no progress is made)."""
@@ -675,11 +639,10 @@ class Stall(Event):
     task: int
     n_tokens: int
     n_prompt: int
-    kind: ClassVar[str] = "stall"
 
 
 @dataclass(frozen=True, slots=True)
-class CkptCreateSkipped(Event):
+class CkptCreateSkipped(Event, kind="ckpt_create_skipped"):
     """Model-only (``fixed``): the list is full of the checkpoint this task restored; none is
     made."""
 
@@ -687,11 +650,10 @@ class CkptCreateSkipped(Event):
     task: int
     n_tokens: int
     ckpt: int
-    kind: ClassVar[str] = "ckpt_create_skipped"
 
 
 @dataclass(frozen=True, slots=True)
-class CkptKeptRestored(Event):
+class CkptKeptRestored(Event, kind="ckpt_kept_restored"):
     """Model-only (``fixed``): the restored checkpoint is kept instead of being superseded
     by a byte-identical one."""
 
@@ -699,22 +661,20 @@ class CkptKeptRestored(Event):
     ckpt: int
     task: int
     n_tokens: int
-    kind: ClassVar[str] = "ckpt_kept_restored"
 
 
 @dataclass(frozen=True, slots=True)
-class CkptCreateFailed(Event):
+class CkptCreateFailed(Event, kind="ckpt_create_failed"):
     """create_checkpoint threw ``std::bad_alloc``: caught per slot by ``iterate``
     (server-context.cpp:2711-2720), which releases the slot; ``fixed`` contains it."""
 
     slot: int
     task: int
     reason: str
-    kind: ClassVar[str] = "ckpt_create_failed"
 
 
 @dataclass(frozen=True, slots=True)
-class CkptCreate(Event):
+class CkptCreate(Event, kind="ckpt_create"):
     """``created context checkpoint %d of %d (pos_min, pos_max, n_tokens, size)``
     (create_checkpoint, server-context.cpp:2350). ``identical_to_restored``: byte-identical
     to the checkpoint the task restored."""
@@ -726,14 +686,13 @@ class CkptCreate(Event):
     pos_min: int
     pos_max: int
     identical_to_restored: bool
-    kind: ClassVar[str] = "ckpt_create"
 
     def logged(self) -> Logged | None:
         return CkptCreated(self.slot, self.n_tokens, self.pos_min, self.pos_max)
 
 
 @dataclass(frozen=True, slots=True)
-class Generate(Event):
+class Generate(Event, kind="generate"):
     """A sampled ``token`` decoded (handle_last_sampled_token, server-context.cpp:475-511:
     added to the batch at 484 and to the prompt at 509)."""
 
@@ -741,22 +700,20 @@ class Generate(Event):
     task: int
     n_tokens: int
     token: int
-    kind: ClassVar[str] = "generate"
 
 
 @dataclass(frozen=True, slots=True)
-class Truncated(Event):
+class Truncated(Event, kind="truncated"):
     """Generation stops at ``n_ctx`` with context shift off (process_token,
     server-context.cpp:1866)."""
 
     slot: int
     task: int
     n_tokens: int
-    kind: ClassVar[str] = "truncated"
 
 
 @dataclass(frozen=True, slots=True)
-class ContextShift(Event):
+class ContextShift(Event, kind="context_shift"):
     """``slot context shift, n_keep = %d, n_left = %d, n_discard = %d`` (pre_decode,
     server-context.cpp:2928)."""
 
@@ -764,7 +721,6 @@ class ContextShift(Event):
     n_keep: int
     n_left: int
     n_discard: int
-    kind: ClassVar[str] = "context_shift"
 
 
 # --------------------------------------------------------------------------------------------
@@ -772,7 +728,7 @@ class ContextShift(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class StateReadShort(Event):
+class StateReadShort(Event, kind="state_read_short"):
     """``llama_state_seq_get_data_ext`` wrote fewer bytes than ``get_size`` said
     (src/llama-context.cpp:3191-3240): nothing (the write threw) or ``written`` bytes."""
 
@@ -781,12 +737,11 @@ class StateReadShort(Event):
     buf: int
     size: int
     written: int | None = None
-    kind: ClassVar[str] = "state_read_short"
     _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"written"})
 
 
 @dataclass(frozen=True, slots=True)
-class StateWriteFailed(Event):
+class StateWriteFailed(Event, kind="state_write_failed"):
     """``llama_state_seq_set_data_ext`` failed (src/llama-context.cpp:4339-4352): ``cause``
     is ``fault``, ``magic`` (a zero-filled buffer) or ``corrupt``."""
 
@@ -794,11 +749,10 @@ class StateWriteFailed(Event):
     seq: int
     buf: int
     cause: str
-    kind: ClassVar[str] = "state_write_failed"
 
 
 @dataclass(frozen=True, slots=True)
-class UninitLoaded(Event):
+class UninitLoaded(Event, kind="uninit_loaded"):
     """Model-only: ``set_data_ext`` read a buffer with ``unwritten`` bytes, which nothing in
     the C++ checks."""
 
@@ -806,7 +760,6 @@ class UninitLoaded(Event):
     seq: int
     buf: int
     unwritten: int
-    kind: ClassVar[str] = "uninit_loaded"
 
 
 # --------------------------------------------------------------------------------------------
@@ -814,7 +767,7 @@ class UninitLoaded(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class FileWrite(Event):
+class FileWrite(Event, kind="file_write"):
     """A slot saved to a file (server-context.cpp:2526-2575): the counts reported, the file's
     bytes, its unwritten bytes and its appendix's ``(n_tokens, pos_min, pos_max)``."""
 
@@ -825,30 +778,27 @@ class FileWrite(Event):
     size: int
     unwritten: int
     checkpoints: list[tuple[int, int, int]]
-    kind: ClassVar[str] = "file_write"
 
 
 @dataclass(frozen=True, slots=True)
-class FileRestoreFailed(Event):
+class FileRestoreFailed(Event, kind="file_restore_failed"):
     """``Unable to restore slot: <reason>`` (server-context.cpp:2624): the slot is cleared."""
 
     slot: int
     filename: str
     reason: str
-    kind: ClassVar[str] = "file_restore_failed"
 
 
 @dataclass(frozen=True, slots=True)
-class FileSemanticMismatch(Event):
+class FileSemanticMismatch(Event, kind="file_semantic_mismatch"):
     """Model-only: the restored tokens are not what the state describes (the blob is opaque to
     the server, which installs them as written)."""
 
     filename: str
-    kind: ClassVar[str] = "file_semantic_mismatch"
 
 
 @dataclass(frozen=True, slots=True)
-class FileRestore(Event):
+class FileRestore(Event, kind="file_restore"):
     """A slot restored from a file (server-context.cpp:2576-2640; the appendix as #26004
     merged it): the counts reported and the reader's, the file's size, what became of its
     appendix."""
@@ -860,25 +810,22 @@ class FileRestore(Event):
     consumed: int
     size: int
     appendix: str
-    kind: ClassVar[str] = "file_restore"
 
 
 @dataclass(frozen=True, slots=True)
-class FileAppendixIgnored(Event):
+class FileAppendixIgnored(Event, kind="file_appendix_ignored"):
     """``... context checkpoint appendix ... - ignored`` (#30137's merged diff, #26004): a
     damaged or (``fixed``) implausible appendix; the tokens are restored without checkpoints."""
 
     filename: str
     reason: str | None
-    kind: ClassVar[str] = "file_appendix_ignored"
 
 
 @dataclass(frozen=True, slots=True)
-class FileDraftDropped(Event):
+class FileDraftDropped(Event, kind="file_draft_dropped"):
     """The test load of a draft checkpoint failed (#30137's merged diff): the draft data is dropped."""
 
     filename: str
-    kind: ClassVar[str] = "file_draft_dropped"
 
 
 EVENT_TYPES: tuple[type[Event], ...] = (

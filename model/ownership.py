@@ -40,17 +40,6 @@ def holders(srv: Server) -> Iterator[Holder]:
             yield Holder(f"entry:{e.id}", e.prompt.tokens, tuple(e.prompt.checkpoints), tuple(e.data_buffers()), None)
 
 
-def reachable_buffers(srv: Server) -> dict[int, Buffer]:
-    out: dict[int, Buffer] = {}
-    for h in holders(srv):
-        for b in h.data:
-            out[b.id] = b
-        for ck in h.checkpoints:
-            for b in ck.buffers():
-                out[b.id] = b
-    return out
-
-
 def graph(srv: Server) -> nx.DiGraph:
     g = nx.DiGraph()
     for h in holders(srv):

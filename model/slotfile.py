@@ -177,10 +177,8 @@ class ReadStats:
     """Allocation record of one read: the largest bytes/list the reader derived from a length."""
 
     max_alloc: int = 0
-    n_allocs: int = 0
 
     def note(self, n_bytes: int) -> None:
-        self.n_allocs += 1
         self.max_alloc = max(self.max_alloc, n_bytes)
 
 

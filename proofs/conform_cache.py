@@ -13,13 +13,13 @@ post-state the model produced (allowed, and no other post-state allowed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import z3
 
 from pcspec.model import events as ev
-from pcspec.model.cache import CacheEntry, lcp
+from pcspec.model.cache import CacheEntry, PromptCache, lcp
 from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, hold
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
 from pcspec.model.heap import Abort, Buffer
@@ -101,11 +101,12 @@ def _groups(ck: Checkpoint, pool: list[Checkpoint]) -> int | None:
     return None  # a private copy
 
 
-def abstract(st: Staged, entries: list[CacheEntry], at_ids: list[int], v: Variant) -> dict[str, Any]:
+def abstract(st: Staged, at_ids: list[int], v: Variant) -> dict[str, Any]:
     """The cache as the encoding's values: ``at_ids[i]`` is the entry id at position ``i``
     (0: a gap)."""
-    by_id = {e.id: e for e in entries}
-    vals: dict[str, Any] = {}
+    assert st.srv.cache is not None
+    by_id = {e.id: e for e in st.srv.cache.entries}
+    vals: dict[str, Any] = {"limit": st.srv.cache.limit_size}
     for i, eid in enumerate(at_ids):
         e = by_id.get(eid)
         vals[f"p{i}"] = e is not None
@@ -153,20 +154,11 @@ def _fields(c: Cache) -> dict[str, Term]:
     return out
 
 
-@dataclass
 class Relation:
     """One operation's encoding with every input free, checked against many scenes."""
 
-    v: Variant
-    op: str  # "save" | "update" | "remove" | "clear_main"
-    b: Build = field(init=False)
-    solver: Any = field(init=False)
-    pre: dict[str, Term] = field(init=False)
-    post: dict[str, Term] = field(init=False)
-    inputs: dict[str, Term] = field(init=False)
-    outputs: dict[str, Term] = field(init=False)
-
-    def __post_init__(self) -> None:
+    def __init__(self, v: Variant, op: str) -> None:  # op: "save" | "update" | "remove" | "clear_main"
+        self.v, self.op = v, op
         b = self.b = Build(f"conformance {self.op} {self.v.name}")
         c = fresh(b, "pre", N, K)
         b.assume(z3.Not(c.present[N - 1]))
@@ -203,38 +195,62 @@ class Relation:
     def agrees(self, pre: dict[str, Any], inputs: dict[str, Any], post: dict[str, Any], outputs: dict[str, Any]) -> str:
         """'' when the relation, given ``pre`` and ``inputs``, allows exactly this ``post`` and
         these ``outputs``; otherwise what differs."""
-        s = self.solver
-        s.push()
-        try:
-            s.add(*(self.pre[k] == v for k, v in pre.items()), *(self.inputs[k] == v for k, v in inputs.items()))
-            known = {**self.post, **self.outputs}
-            want = [known[k] == v for k, v in {**post, **outputs}.items() if k in known]
-            if s.check() != z3.sat:
-                return "the encoding allows no result at all from this state"
-            if s.check(*want) != z3.sat:
-                s.check()
-                m = s.model()
-                diff = {
-                    k: (str(m.eval(known[k], model_completion=True)), v)
-                    for k, v in {**post, **outputs}.items()
-                    if k in known and str(m.eval(known[k], model_completion=True)) not in (str(v), str(v).lower())
-                }
-                return f"the encoding does not allow the model's result; (encoding, model): {diff}"
-            if s.check(z3.Not(z3.And(*want))) != z3.unsat:
-                return "the encoding also allows a result the model did not produce"
-            return ""
-        finally:
-            s.pop()
+        given = [*(self.pre[k] == v for k, v in pre.items()), *(self.inputs[k] == v for k, v in inputs.items())]
+        known = {**self.post, **self.outputs}
+        return agreement(self.solver, given, {k: (known[k], v) for k, v in {**post, **outputs}.items() if k in known})
 
 
-def run_save(scene: Scene, v: Variant) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The model's save of the scene: (pre, inputs, post, outputs) as the encoding's values."""
+def agreement(s: Any, given: list[Term], want: dict[Any, tuple[Term, Any]]) -> str:
+    """'' when the relation on solver ``s``, under ``given``, allows a result with every term of
+    ``want`` at its value (the model's), and no other result; otherwise what differs, as
+    (key, the encoding's value, the model's) at the keys where a result of the encoding differs.
+    Both conformance checks (this module's and ``conform_world``'s) judge by it."""
+
+    def differing(m: Any) -> list[tuple[Any, str, Any]]:
+        return [
+            (k, str(m.eval(t, model_completion=True)), v)
+            for k, (t, v) in want.items()
+            if not z3.is_true(m.eval(t == v, model_completion=True))
+        ][:6]
+
+    pinned = [t == v for t, v in want.values()]
+    s.push()
+    try:
+        s.add(*given)
+        if s.check() != z3.sat:
+            return "the encoding allows no result at all from this state"
+        if s.check(*pinned) != z3.sat:
+            s.check()
+            return f"the encoding does not allow the model's result; (key, encoding, model): {differing(s.model())}"
+        if s.check(z3.Not(z3.And(*pinned))) != z3.unsat:
+            return f"the encoding also allows a result the model did not produce: {differing(s.model())}"
+        return ""
+    finally:
+        s.pop()
+
+
+Values = tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]  # pre, inputs, post, outputs
+
+
+def _staged(scene: Scene, v: Variant) -> tuple[Staged, PromptCache, list[int], dict[str, Any]]:
+    """The scene staged, its cache, the entry id at each position (0: a gap) and the pre-state."""
     st = stage(scene, v)
-    srv, cache = st.srv, st.srv.cache
+    cache = st.srv.cache
     assert cache is not None
     ids = [e.id for e in cache.entries] + [0] * (N - len(cache.entries))
-    pre = abstract(st, list(cache.entries), ids, v)
-    pre["limit"] = cache.limit_size
+    return st, cache, ids, abstract(st, ids, v)
+
+
+def _kept(ids: list[int], cache: PromptCache) -> list[int]:
+    """``ids`` with the entries no longer in the cache as gaps: the positions after the operation."""
+    present = {e.id for e in cache.entries}
+    return [i if i in present else 0 for i in ids]
+
+
+def run_save(scene: Scene, v: Variant) -> Values:
+    """The model's save of the scene: (pre, inputs, post, outputs) as the encoding's values."""
+    st, cache, ids, pre = _staged(scene, v)
+    srv = st.srv
     tokens = srv.slots[0].prompt.tokens
     inputs: dict[str, Any] = {
         "tgt": srv.ctx_tgt.get_size(0, 0),
@@ -254,9 +270,7 @@ def run_save(scene: Scene, v: Variant) -> tuple[dict[str, Any], dict[str, Any], 
         crash = True
     events = srv.heap.events[start:]
     new = [e for e in cache.entries if e.id not in ids]
-    post_ids = [i if i in {e.id for e in cache.entries} else 0 for i in ids[: N - 1]] + [new[0].id if new else 0]
-    post = abstract(st, list(cache.entries), post_ids, v)
-    post["limit"] = cache.limit_size
+    post = abstract(st, [*_kept(ids, cache)[: N - 1], new[0].id if new else 0], v)
     outputs: dict[str, Any] = {
         "ok": ok,
         "crash": crash,
@@ -279,23 +293,17 @@ def _evicted(events: list[ev.Event], ids: list[int], reason: str, key: str) -> d
     return out
 
 
-def run_remove(scene: Scene, v: Variant) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+def run_remove(scene: Scene, v: Variant) -> Values:
     """The model loads the first entry (a prompt that extends it): on success the entry leaves
     the cache -- a removal; under the C++ designs with the draft load failing, it stays with its
     main state cleared (``clear_main``)."""
-    st = stage(scene, v)
-    srv, cache = st.srv, st.srv.cache
-    assert cache is not None and cache.entries
-    ids = [e.id for e in cache.entries] + [0] * (N - len(cache.entries))
-    pre = abstract(st, list(cache.entries), ids, v)
-    pre["limit"] = cache.limit_size
+    st, cache, ids, pre = _staged(scene, v)
+    assert cache.entries
     first = cache.entries[0]
     mains = {e.id: e.main for e in cache.entries}
-    slot = srv.slots[0]
-    slot.prompt_load(srv, (*first.prompt.tokens, 99_999))
-    post_ids = [i if i in {e.id for e in cache.entries} else 0 for i in ids]
-    post = abstract(st, list(cache.entries), post_ids, v)
-    post["limit"] = cache.limit_size
+    st.srv.slots[0].prompt_load(st.srv, (*first.prompt.tokens, 99_999))
+    post_ids = _kept(ids, cache)
+    post = abstract(st, post_ids, v)
     gone = {f"gone{i}": eid != 0 and eid not in post_ids for i, eid in enumerate(ids)}
     cleared = {
         f"cleared{i}": eid != 0
@@ -307,16 +315,9 @@ def run_remove(scene: Scene, v: Variant) -> tuple[dict[str, Any], dict[str, Any]
     return pre, {**gone, **cleared}, post, {}
 
 
-def run_update(scene: Scene, v: Variant) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
-    st = stage(scene, v)
-    cache = st.srv.cache
-    assert cache is not None
-    ids = [e.id for e in cache.entries] + [0] * (N - len(cache.entries))
-    pre = abstract(st, list(cache.entries), ids, v)
-    pre["limit"] = cache.limit_size
+def run_update(scene: Scene, v: Variant) -> Values:
+    st, cache, ids, pre = _staged(scene, v)
     start = len(st.srv.heap.events)
     cache.update()
-    post_ids = [i if i in {e.id for e in cache.entries} else 0 for i in ids]
-    post = abstract(st, list(cache.entries), post_ids, v)
-    post["limit"] = cache.limit_size
+    post = abstract(st, _kept(ids, cache), v)
     return pre, {}, post, _evicted(st.srv.heap.events[start:], ids, "limit_bytes", "limit_bytes")

@@ -7,8 +7,9 @@ faults); the model operation runs; both states are read as the world's arrays at
 objects that exist (``Designation`` gives every holder, checkpoint object and buffer a
 constant of its sort). Ghost arrays (snapshots) are not model state and are not compared.
 The relation, built once per (variant, operation) with free arrays and free parameters,
-must allow exactly the model's post-state at every designated element. (``drop`` runs the
-model's private ``processing._erase``: the one place every single erasure goes through.)
+must allow exactly the model's post-state at every designated element (judged as the cache side
+judges: ``conform_cache.agreement``). (``drop`` runs the model's private ``processing._erase``:
+the one place every single erasure goes through.)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pcspec.model.slot import Task
 from pcspec.model.variants import Sharing, Variant
 from pcspec.proofs import world_ops as ops
 from pcspec.proofs.build import Build, Term
+from pcspec.proofs.conform_cache import agreement
 from pcspec.proofs.world import World, fresh, sorts
 
 NH, NC, NB = 5, 14, 24  # designated holders, checkpoint objects, buffers
@@ -252,40 +254,16 @@ class Relation:
         read: bool,
         crash: bool,
     ) -> str:
-        s = self.solver
-        s.push()
-        try:
-            s.add(*(self.term(self.pre, k) == self.value(k, v) for k, v in pre.items()))
-            for name, val in params.items():
-                if name not in self.params:  # this operation does not take it
-                    continue
-                p = self.params[name]
-                kind = p.sort().name()
-                s.add(p == ({"H": self.H, "C": self.C, "B": self.B}[kind][val] if kind in "HCB" else val))
-            want = [self.term(self.post, k) == self.value(k, v) for k, v in post.items()]
-            want += [self.read_flag == read, self.post.crash == crash]
-            if s.check() != z3.sat:
-                return "the encoding allows no result from this state"
-            if s.check(*want) != z3.sat:
-                s.check()
-                m = s.model()
-                diff = [
-                    (k, str(m.eval(self.term(self.post, k), model_completion=True)), v)
-                    for k, v in post.items()
-                    if not z3.is_true(m.eval(self.term(self.post, k) == self.value(k, v), model_completion=True))
-                ]
-                return f"the encoding does not allow the model's result; (key, encoding, model): {diff[:6]}"
-            if s.check(z3.Not(z3.And(*want))) != z3.unsat:
-                m = s.model()
-                other = [
-                    k
-                    for k, v in post.items()
-                    if not z3.is_true(m.eval(self.term(self.post, k) == self.value(k, v), model_completion=True))
-                ]
-                return f"the encoding also allows a result the model did not produce, differing at {other[:6]}"
-            return ""
-        finally:
-            s.pop()
+        given = [self.term(self.pre, k) == self.value(k, v) for k, v in pre.items()]
+        for name, val in params.items():
+            if name not in self.params:  # this operation does not take it
+                continue
+            p = self.params[name]
+            kind = p.sort().name()
+            given.append(p == ({"H": self.H, "C": self.C, "B": self.B}[kind][val] if kind in "HCB" else val))
+        want: dict[Any, tuple[Term, Any]] = {k: (self.term(self.post, k), self.value(k, v)) for k, v in post.items()}
+        want.update({"unwritten read": (self.read_flag, read), "crash": (self.post.crash, crash)})
+        return agreement(self.solver, given, want)
 
 
 def run(

@@ -41,155 +41,120 @@ class Obligation:
         return self.scope.replace("{bounds}", bounds.describe())
 
 
-def _world(inv: world_proofs.Formula, prop: world_proofs.Formula, reads: bool = False) -> Prove:
+def _world_obligation(
+    pid: str, family: str, claim: str, inv: world_proofs.Formula, prop: world_proofs.Formula, reads: bool = False
+) -> Obligation:
+    """An obligation of the safety encoding, about property ``pid``: proved for any number of
+    objects by an inductive invariant ``inv`` (with ``reads``: that no read meets an unwritten
+    byte), searched for on the canvas of the world operations."""
+
     def prove(v: Variant, bounds: Bounds) -> list[Query]:
         qs = world_proofs.invariant(v, inv, prop)
         return qs + world_proofs.reads(v, inv) if reads else qs
 
-    return prove
+    return Obligation(pid, (pid,), family, claim, UNBOUNDED, prove, lambda v, d: search_world.build(v, pid, d), pid)
 
 
-def _search_world(pid: str) -> Search:
-    return lambda v, depth: search_world.build(v, pid, depth)
-
-
-def _search_cache(pid: str) -> Search:
-    return lambda v, depth: search_cache.build(v, pid, depth)
+def _cache_obligation(
+    pid: str, family: str, claim: str, prove: Prove, id: str | None = None, scope: str = "{bounds}"
+) -> Obligation:
+    """An obligation of the bounded cache encoding about property ``pid`` (``id``: its own name
+    when another obligation has the property's), searched for on the canvas of saves and updates."""
+    return Obligation(id or pid, (pid,), family, claim, scope, prove, lambda v, d: search_cache.build(v, pid, d), pid)
 
 
 OBLIGATIONS: tuple[Obligation, ...] = (
-    Obligation(
+    _world_obligation(
         "IMM-1",
-        ("IMM-1",),
         "immutability",
         "A checkpoint held by a slot or a cache entry is, in metadata and payload bytes, as it was when "
         "first published: an inductive invariant over create, drop, clear, the three parts of a save, "
         "load and evict.",
-        UNBOUNDED,
-        _world(wp.imm1_invariant, wp.imm1),
-        _search_world("IMM-1"),
-        "IMM-1",
+        wp.imm1_invariant,
+        wp.imm1,
     ),
-    Obligation(
+    _world_obligation(
         "IMM-2",
-        ("IMM-2",),
         "immutability",
         "A cache entry's data buffers (which, and their bytes), checkpoint list and checkpoints stay as "
         "its save published them while it is in the cache.",
-        UNBOUNDED,
-        _world(wp.imm2_invariant, wp.imm2),
-        _search_world("IMM-2"),
-        "IMM-2",
+        wp.imm2_invariant,
+        wp.imm2,
     ),
-    Obligation(
+    _world_obligation(
         "UNINIT-1",
-        ("UNINIT-1",),
         "uninit",
         "Every buffer a slot, a checkpoint or a cache entry holds was zero-filled or filled completely: "
         "a buffer is published only after a fill validated for every byte.",
-        UNBOUNDED,
-        _world(wp.uninit_invariant, wp.uninit1),
-        _search_world("UNINIT-1"),
-        "UNINIT-1",
+        wp.uninit_invariant,
+        wp.uninit1,
     ),
-    Obligation(
+    _world_obligation(
         "UNINIT-2",
-        ("UNINIT-2",),
         "uninit",
         "No load into a context, checkpoint restore or slot-file write reads an unwritten byte (from "
         "UNINIT-1's invariant, which this obligation proves again).",
-        UNBOUNDED,
-        _world(wp.uninit_invariant, wp.uninit1, reads=True),
-        _search_world("UNINIT-2"),
-        "UNINIT-2",
+        wp.uninit_invariant,
+        wp.uninit1,
+        reads=True,
     ),
-    Obligation(
+    _cache_obligation(
         "RB-1",
-        ("RB-1",),
         "rollback",
         "After any save, update or removal, no cache entry holds a partially filled data buffer (weak "
         "rollback: no partial entry).",
-        "{bounds}",
         cache_proofs.rb1,
-        _search_cache("RB-1"),
-        "RB-1",
     ),
-    Obligation(
+    _cache_obligation(
         "RB-2",
-        ("RB-2",),
         "rollback",
         "A save that fails (any fault site, or rejected) leaves the cache's entries, their order and its "
         "limit exactly as they were (strong rollback).",
-        "{bounds}",
         cache_proofs.rb2,
-        _search_cache("RB-2"),
-        "RB-2",
     ),
-    Obligation(
+    _cache_obligation(
         "RB-3",
-        ("RB-3",),
         "rollback",
         "An allocation failure at any allocation site of a save (data.main, data.drft, the entry and its "
         "checkpoint copies) is caught: the process survives.",
-        "{bounds}",
         cache_proofs.rb3,
-        _search_cache("RB-3"),
-        "RB-3",
     ),
-    Obligation(
+    _cache_obligation(
         "ACC-1",
-        ("ACC-1",),
         "accounting",
         "In every cache of the design's shape -- so after any save, update or removal -- the bytes the "
         "cache accounts equal its unique bytes.",
-        "{bounds}",
         cache_proofs.acc1,
-        _search_cache("ACC-1"),
-        "ACC-1",
     ),
-    Obligation(
-        "ACC-1/unbounded",
-        ("ACC-1",),
+    _cache_obligation(
+        "ACC-1",
         "accounting",
         "The accounting loop (accounted_sizes, back to front) sums each buffer once, for any number of "
         "entries: accounted equals unique bytes.",
-        "unbounded: any number of entries and buffers; bytes of a set axiomatized as a set sum",
         lambda v, bounds: setsum.queries(v),
-        _search_cache("ACC-1"),
-        "ACC-1",
+        id="ACC-1/unbounded",
+        scope="unbounded: any number of entries and buffers; bytes of a set axiomatized as a set sum",
     ),
-    Obligation(
+    _cache_obligation(
         "ACC-2",
-        ("ACC-2",),
         "accounting",
         "The admission lemma: a save is rejected as oversize only if the entry's own unique bytes exceed "
         "the limit, and an admitted entry's do not; a rejection evicts nothing.",
-        "{bounds}",
         cache_proofs.acc2,
-        _search_cache("ACC-2"),
-        "ACC-2",
     ),
-    Obligation(
+    _cache_obligation(
         "ACC-3",
-        ("ACC-3",),
         "accounting",
         "Minimal eviction: make-room and the byte limit evict an entry only while the unique bytes of the "
         "cache (and the candidate) exceed the limit.",
-        "{bounds}",
         cache_proofs.acc3,
-        _search_cache("ACC-3"),
-        "ACC-3",
     ),
-    Obligation(
+    _cache_obligation(
         "LIMIT-1",
-        ("LIMIT-1",),
         "accounting",
         "At every publication and after every save, update or removal the unique bytes are within the "
         "byte limit (the token half of LIMIT-1 is not encoded: its estimate divides).",
-        "{bounds}",
         cache_proofs.limit1,
-        _search_cache("LIMIT-1"),
-        "LIMIT-1",
     ),
 )
 

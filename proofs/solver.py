@@ -30,9 +30,6 @@ class Settings:
     rlimit: int = 50_000_000  # per query, in Z3 resource units
     watchdog_s: float = 10.0  # wall clock, per query
 
-    def with_seed(self, seed: int) -> Settings:
-        return Settings(seed, self.timeout_ms, self.rlimit, self.watchdog_s)
-
 
 @dataclass
 class Answer:

@@ -12,40 +12,16 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Literal, cast
 
+from pcspec.properties.catalogue import CATALOGUE
+
 Expect = Literal["x", ".", "?"]
 
-_COLUMNS = [
-    "IMM-1",
-    "IMM-2",
-    "UNINIT-1",
-    "UNINIT-2",
-    "RB-1",
-    "RB-2",
-    "RB-3",
-    "ACC-1",
-    "ACC-2",
-    "ACC-3",
-    "LIMIT-1",
-    "REF-1",
-    "CKPT-1",
-    "CKPT-2",
-    "STATE-1",
-    "RESTORE-1",
-    "NOABORT-1",
-    "PROGRESS-1",
-    "FILE-1",
-    "FILE-2",
-    "LIVE-1",
-    "PERF-1",
-    "CKPT-4",
-    "PERF-3",
-    "PERF-2",
-    "REUSE-1",
-    "REUSE-2",
-    "CKPT-3",
-]
+# The columns of the rows below: the catalogue's properties, in its order (a property moved in
+# the catalogue moves its column here too).
+_COLUMNS = [p.id for p in CATALOGUE]
 
-# One row per design, in _COLUMNS order (UNINIT-1/UNINIT-2 and CKPT-1/CKPT-2 were first one column each).
+# One row per design, in _COLUMNS order (UNINIT-1/UNINIT-2 and CKPT-1/CKPT-2 were first one column each;
+# a property added to the catalogue needs its column here, which zip(strict=True) insists on).
 # `?`: the extended catalogue (FILE-2, CKPT-4, PERF-3): no expectation except for `fixed`, which must
 # hold each; on the other designs the verdict is whatever the model shows, with its trace.
 # REUSE-1, REUSE-2 and CKPT-3 (extended too) have their verdicts on the C++ designs set from what

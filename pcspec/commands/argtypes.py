@@ -47,3 +47,11 @@ def count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {_shown(text)}")
     return value
+
+
+def positive(text: str) -> int:
+    """A whole number of at least 1 (``--workers``, ``--proof-timeout``, ``--entries``)."""
+    value = count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {_shown(text)}")
+    return value

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pcspec.commands.argtypes import seconds
+from pcspec.commands.argtypes import positive, seconds
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.engines import campaign
@@ -29,16 +29,6 @@ def seed_range(text: str) -> tuple[int, int]:
     if not sep or start < 0 or stop <= start:
         raise argparse.ArgumentTypeError(f"expected A:B with 0 <= A < B (example seeds A..B-1), got {text[:40]!r}")
     return start, stop
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text[:40]!r}")
-    return value
 
 
 def register(sub: Any) -> None:

@@ -8,12 +8,10 @@ from typing import Any
 
 from pcspec.commands.progress import plain_lines
 from pcspec.commands.verify import SYMBOL, add_budget_args, budget_of
-from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import Variant, get_variant
 from pcspec.properties.catalogue import get_property
-from pcspec.tools.user_variant import add_expect_option, add_variant_options, chosen_variant
-from pcspec.tools.user_variant import declared as user_declared
+from pcspec.tools.user_variant import add_expect_option, add_variant_options, chosen_variant, declared_violations
 from pcspec.tools.verdicts import Matrix, fuzz_variant
 
 
@@ -31,12 +29,8 @@ def run(args: argparse.Namespace) -> int:
     chosen = chosen_variant(args)
     v = chosen if isinstance(chosen, Variant) else get_variant(chosen or "fixed")
     props = [get_property(p).id for p in args.property] if args.property else None
-    declared = {get_property(p).id for p in args.expect}
     ref = args.variant_module
-    if ref is not None:
-        declared |= {get_property(p).id for p in user_declared(ref)}
-    elif declared:
-        raise PcspecError("--expect is for a variant of your own (--variant-module): pcspec knows its own", "--expect")
+    declared = declared_violations(args.expect, [ref] if ref is not None else []).get(ref, frozenset())
     ensure_writable_dir(args.out, "--out")
     cells = fuzz_variant(v, budget_of(args), args.out, props, plain_lines(not args.json), None, declared, ref)
     result = Matrix(cells)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pcspec.commands.argtypes import count
+from pcspec.commands.argtypes import count, positive
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.variants import get_variant
@@ -20,18 +20,9 @@ from pcspec.proofs.recheck import Recheck, recheck, require_cvc5
 from pcspec.proofs.run import Row, RunConfig
 from pcspec.proofs.solver import Settings, version_measured, z3_version
 from pcspec.proofs.suite import Report, export, run_suite
-from pcspec.properties.catalogue import get_property
-from pcspec.tools.user_variant import add_expect_option, load_variant
-from pcspec.tools.user_variant import declared as user_declared
+from pcspec.tools.user_variant import add_expect_option, declared_violations, load_variant
 
 DEEP = Bounds(8, 10)
-
-
-def positive(text: str) -> int:
-    value = count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
 
 
 def add_prove_args(p: argparse.ArgumentParser) -> None:
@@ -141,10 +132,8 @@ def run(args: argparse.Namespace) -> int:
     mine = [(load_variant(m), m) for m in args.variant_module or []]
     chosen = [get_variant(n) for n in args.variant or []] + [v for v, _ in mine]
     variants = chosen or None
-    expect = {get_property(p).id for p in args.expect}
-    if expect and not mine:
-        raise PcspecError("--expect is for a variant of your own (--variant-module): pcspec knows its own", "--expect")
-    declared = {v.name: expect | {get_property(p).id for p in user_declared(ref)} for v, ref in mine}
+    by_ref = declared_violations(args.expect, [ref for _, ref in mine])
+    declared = {v.name: by_ref[ref] for v, ref in mine}
     if args.recheck and args.smt2 is None:
         raise PcspecError("--recheck re-checks the files --smt2 DIR writes: give --smt2 too")
     if args.recheck:

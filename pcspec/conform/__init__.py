@@ -20,7 +20,7 @@ Modules, one idea each:
 * ``fuzz``: fuzzed model traces from pcspec's seeded walker;
 * ``port``: running a port program; ``session``: comparing it, shrinking a divergence;
   ``run``: the whole ``pcspec conform`` run; ``report``: its text and JSON;
-* ``suite/``: the golden suite's files (package data).
+* ``suite/``, ``witnesses.jsonl``: the golden suite's files and its witnesses (package data).
 
 The ports themselves live outside the package: ``ports/cpp/`` (C++), and a small Python port the
 kit's tests run (``tests/support/pyport.py``).

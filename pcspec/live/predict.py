@@ -58,9 +58,8 @@ def model_records(events: Iterable[ev.Event], pinned: Container[int] = frozenset
 
 
 class Predictor:
-    def __init__(self, cfg: Config, variant: Variant, rules: str = "october") -> None:
-        self.srv = Server(cfg, variant)
-        self.rules = rules  # informational: the rule set is the variant's (OCTOBER for 0c1e570)
+    def __init__(self, cfg: Config, variant: Variant) -> None:
+        self.srv = Server(cfg, variant)  # the build's rules are the variant's seams (OCTOBER for 0c1e570)
         self.prompts: dict[int, list[int]] = {}
         self.replies: dict[int, list[int]] = {}
         self.task_of: dict[int, int] = {}  # model task id -> live request id
@@ -143,19 +142,13 @@ class Predictor:
         self.model_ops.append(m)
 
     def follow(self, ops: list[LiveOp], segments: list[list[int]], schedule: Schedule,
-               lengths: dict[int, int] | None = None) -> list[Prediction]:
-        """The model under the rules of the server's build (``self.rules``); see ``_follow``.
-        ``lengths``: op index -> prompt length as sent, to tell which of two requests sent
-        together the server took first (its log gives each task's ``task.n_tokens``)."""
-        # The build's rules are the variant's seams (model/variants.py: OCTOBER for 0c1e570).
-        return self._follow(ops, segments, schedule, lengths or {})
-
-    def _follow(self, ops: list[LiveOp], segments: list[list[int]], schedule: Schedule,
-                lengths: dict[int, int]) -> list[Prediction]:
+               lengths: dict[int, int]) -> list[Prediction]:
         """Run ``ops`` in the order the server's log shows (``schedule``); one prediction per
         segment (a list of op indices that ran together: one synchronous op, or a concurrent
         group and its ``wait``), holding the records of everything that happened from the
-        segment's first arrival to the next segment's."""
+        segment's first arrival to the next segment's. ``lengths``: op index -> prompt length
+        as sent, to tell which of two requests sent together the server took first (its log
+        gives each task's ``task.n_tokens``)."""
         # an empty token array is refused by the HTTP handler before any task exists
         # (server-common.cpp:1015-1028, '"prompt" must not be empty'): no arrival, no model task
         empty = {i for i, op in enumerate(ops) if op.op == "request" and lengths.get(i, 1) == 0}

@@ -61,13 +61,11 @@ class Reference:
         self.client = client
         self.tolerance = tolerance
         self.memo: dict[tuple[tuple[int, ...], int], Reply] = {}
-        self.calls = 0
 
     def answer(self, tokens: list[int], n_predict: int) -> Reply:
         key = (tuple(tokens), n_predict)
         got = self.memo.get(key)
         if got is None:
-            self.calls += 1
             got = self.client.completion(tokens, n_predict=n_predict, cache_prompt=False)
             if got.ok:
                 self.memo[key] = got

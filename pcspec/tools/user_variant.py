@@ -19,9 +19,11 @@ import importlib
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 
 from pcspec.core.errors import PcspecError
 from pcspec.model.variants import Variant
+from pcspec.properties.catalogue import get_property
 
 OPTION = "--variant-module"
 
@@ -73,6 +75,16 @@ def declared(spec: str) -> frozenset[str]:
     if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
         raise PcspecError(f"{attr!r} must map to a list of property IDs", where)
     return frozenset(ids)
+
+
+def declared_violations(expect: list[str], refs: Sequence[str]) -> dict[str, frozenset[str]]:
+    """The violations each variant of one's own (by ``MODULE:NAME``) is meant to show: the
+    ``--expect`` properties and its module's ``PCSPEC_EXPECT``. ``--expect`` with no variant of
+    one's own is refused: pcspec's oracle knows what its own variants show."""
+    ids = frozenset(get_property(p).id for p in expect)
+    if ids and not refs:
+        raise PcspecError("--expect is for a variant of your own (--variant-module): pcspec knows its own", "--expect")
+    return {ref: ids | {get_property(p).id for p in declared(ref)} for ref in refs}
 
 
 def add_variant_options(parser: argparse.ArgumentParser, variant_help: str, default: str | None = None) -> None:
