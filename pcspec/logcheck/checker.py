@@ -48,12 +48,18 @@ from pcspec.logcheck.stats import Stats
 _CKPT_LINES = (ev.CheckpointErasedOld, ev.CheckpointErasedTooClose, ev.CheckpointRestored,
                ev.CheckpointInvalidated, ev.CheckpointChecked)
 _CACHE_LINES = (ev.CacheMakeRoom, ev.CacheLimitEvict, ev.CacheTokenEvict, ev.CacheOversize)
+# lines that say how the server was started, not what its cache or checkpoints did: a log of
+# only these has nothing to check
+_STARTUP_LINES = (ev.BuildLine, ev.ServerInit, ev.SlotInit, ev.CacheConfig, ev.CheckpointConfig,
+                  ev.IdleSlotConfig)
 
 
 @dataclass(slots=True)
 class CheckResult:
     """The outcome of checking one log. ``deviations`` holds the first
-    ``context.MAX_KEPT_DEVIATIONS`` (by line); ``n_deviations`` counts them all."""
+    ``context.MAX_KEPT_DEVIATIONS`` (by line); ``n_deviations`` counts them all.
+    ``nothing_to_check``: the log has server lines but none about what the cache or the
+    checkpoints did (start-up lines at most), so no rule was checked."""
 
     source: str
     n_lines: int
@@ -64,6 +70,7 @@ class CheckResult:
     runs: list[Rules]
     weakened: dict[str, int] = field(default_factory=dict)
     n_deviations: int = 0
+    nothing_to_check: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +80,7 @@ class CheckResult:
             "events": self.stats.event_counts(),
             "deviation_count": self.n_deviations,
             "deviations": [d.to_json() for d in self.deviations],
+            "nothing_to_check": self.nothing_to_check,
             "stats": self.stats.as_dict(),
             "runs": [r.as_dict() for r in self.runs],
             "weakened_checks": dict(self.weakened),
@@ -248,10 +256,12 @@ class LogChecker:
         self.runs: list[Rules] = []
         self.weakened: dict[str, int] = {}
         self.n_events = 0
+        self.n_checked = 0  # events past the start-up lines
         self.run: _Run | None = None
 
     def feed(self, e: ev.Event) -> None:
         self.n_events += 1
+        self.n_checked += not isinstance(e, _STARTUP_LINES)
         if opens_run(e, self.run is not None):
             self._close_run()
             summary = next(self.summaries, None)
@@ -279,14 +289,13 @@ class LogChecker:
     def finish(self, n_lines: int = 0, notes: Sequence[str] = ()) -> CheckResult:
         self._close_run()
         all_notes = [*notes, *self.notes]
-        if self.n_events == 0:
-            all_notes.append("no llama-server prompt-cache or checkpoint lines found")
         kept = sorted(self.deviations.kept, key=lambda d: d.line)
         if self.deviations.count > len(kept):
             all_notes.append(f"{self.deviations.count - len(kept)} more deviations were "
                              f"counted but not kept (the first {len(kept)} are listed)")
         return CheckResult(self.source, n_lines, self.n_events, kept, all_notes, self.stats,
-                           self.runs, self.weakened, self.deviations.count)
+                           self.runs, self.weakened, self.deviations.count,
+                           nothing_to_check=self.n_checked == 0)
 
 
 def check_events(events: Sequence[ev.Event], options: Options | None = None,

@@ -92,6 +92,9 @@ class ReadInfo:
 
     n_lines: int = 0
     notes: list[str] = field(default_factory=list)
+    # lines with the server's log prefix (``srv``/``slot``, the build line, libllama's state
+    # read), recognised as an event or not: none means the file is not a llama-server log
+    n_server_lines: int = 0
 
 
 def _build(m: re.Match[str], line: str, ln: int) -> ev.Event | None:
@@ -121,20 +124,24 @@ def _other(line: str, ln: int) -> ev.Event | None:
     return None
 
 
-def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) -> None:
+def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) -> int:
     """Append the events of ``lines`` (line numbers from ``first + 1``) to ``out``; ``text`` is
-    the text the lines come from (searched once for the rare non-prefixed lines)."""
+    the text the lines come from (searched once for the rare non-prefixed lines). Returns how
+    many of the lines are server lines (the prefix matched, whether or not the message is one
+    the checker reads)."""
     state_reads = _STATE_READ_WORD in text
     builds = _BUILD_WORD in text
     header = _HEADER.match
     inner = _TS_HEADER.search
     strip_ansi = _ANSI.sub
+    n_server = 0
     for i, line in enumerate(lines, first + 1):
         # prefilter: every relevant line but two rare ones is an SRV_x or SLT_x line
         if "srv " not in line and "slot " not in line:
             if (state_reads and _STATE_READ_WORD in line) or (builds and _BUILD_WORD in line):
                 other = _other(line, i)
                 if other is not None:
+                    n_server += 1
                     out.append(other)
             continue
         if "\x1b" in line:
@@ -142,6 +149,8 @@ def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) ->
             line = strip_ansi("", line)
         m = header(line)
         event = _build(m, line, i) if m is not None else None
+        if m is not None:
+            n_server += 1
         if event is None:
             # two writes glued on one line: a message printed without "\n" followed by a
             # complete one (03-eviction.log line 2496 holds "...content parser.0.00.810.936 I
@@ -152,10 +161,12 @@ def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) ->
             m2 = inner(line, p)
             if m2 is None:
                 continue
+            n_server += m is None
             event = _build(m2, line, i)
             if event is None:
                 continue
         out.append(event)
+    return n_server
 
 
 def _cut_last(last: str, n_lines: int, notes: list[str]) -> bool:
@@ -205,7 +216,9 @@ def stream_events(log: LogFile, info: ReadInfo | None = None) -> Iterator[ev.Eve
         elif _cut_last(lines[-1], before + len(lines), notes):
             n_lines = before + len(lines)
             lines.pop()
-        parse_lines(lines, before, text, out)
+        n_server = parse_lines(lines, before, text, out)
+        if info is not None:
+            info.n_server_lines += n_server
         n_lines = max(n_lines, before + len(lines))
         yield from out
         out.clear()

@@ -14,6 +14,8 @@ from pcspec.logcheck.rules import RULES
 from pcspec.logcheck.stats import Stats
 
 MAX_TEXT_DEVIATIONS = 100  # the text report lists this many; --json lists all
+NOTHING_TO_CHECK = ("nothing to check: the log has server lines, but none about the prompt cache "
+                    "or checkpoints (start-up lines at most), so no rule was checked")
 
 
 def to_json(results: Sequence[CheckResult]) -> dict[str, Any]:
@@ -116,6 +118,8 @@ def render_plain(results: Sequence[CheckResult], out: TextIO) -> None:
                 out.write(f"  line {d.line}: [{d.rule}] {d.message}\n")
             if r.n_deviations > MAX_TEXT_DEVIATIONS:
                 out.write(f"  ... {r.n_deviations - MAX_TEXT_DEVIATIONS} more (see --json)\n")
+        elif r.nothing_to_check:
+            out.write(NOTHING_TO_CHECK + "\n")
         else:
             out.write("no deviations: the log shows behaviour the spec allows\n")
 
@@ -154,6 +158,8 @@ def render_rich(results: Sequence[CheckResult], out: TextIO) -> None:
             for d in r.deviations[:MAX_TEXT_DEVIATIONS]:
                 table.add_row(str(d.line), d.rule, d.message)
             console.print(table)
+        elif r.nothing_to_check:
+            console.print(NOTHING_TO_CHECK, highlight=False, markup=False)
         else:
             console.print("[green]no deviations[/green]: the log shows behaviour the spec allows")
 
