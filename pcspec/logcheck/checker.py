@@ -71,6 +71,7 @@ class CheckResult:
     weakened: dict[str, int] = field(default_factory=dict)
     n_deviations: int = 0
     nothing_to_check: bool = False
+    n_knock_on: int = 0  # disagreements resolved by adopting the log (``context.Deviations``)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +80,7 @@ class CheckResult:
             "lines": self.n_lines,
             "events": self.stats.event_counts(),
             "deviation_count": self.n_deviations,
+            "knock_on_suppressed": self.n_knock_on,
             "deviations": [d.to_json() for d in self.deviations],
             "nothing_to_check": self.nothing_to_check,
             "stats": self.stats.as_dict(),
@@ -295,7 +297,8 @@ class LogChecker:
                              f"counted but not kept (the first {len(kept)} are listed)")
         return CheckResult(self.source, n_lines, self.n_events, kept, all_notes, self.stats,
                            self.runs, self.weakened, self.deviations.count,
-                           nothing_to_check=self.n_checked == 0)
+                           nothing_to_check=self.n_checked == 0,
+                           n_knock_on=self.deviations.knock_on)
 
 
 def check_events(events: Sequence[ev.Event], options: Options | None = None,

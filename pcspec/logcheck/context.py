@@ -49,10 +49,17 @@ MAX_KEPT_DEVIATIONS = 10_000  # a log deviating at every line must not fill the 
 
 @dataclass(slots=True)
 class Deviations:
-    """A log's deviations: every one counted, the first ``MAX_KEPT_DEVIATIONS`` kept."""
+    """A log's deviations: every one counted, the first ``MAX_KEPT_DEVIATIONS`` kept.
+
+    After a deviation the checker adopts what the log shows (the server's state, not its own
+    expectation) and goes on, so one wrong number gives the few deviations it causes on its own
+    lines, not one at every later line that depends on it. ``knock_on`` counts the later
+    disagreements that only restate an earlier deviation (a checkpoint recorded from a deviating
+    line, named again by a later line): they are resolved by adopting the log, not reported."""
 
     kept: list[Finding] = field(default_factory=list)
     count: int = 0
+    knock_on: int = 0
 
     def add(self, d: Finding) -> None:
         self.count += 1
@@ -91,6 +98,10 @@ class Context:
     def deviate(self, line: int, rule: str, message: str) -> None:
         assert rule in RULES, rule
         self.deviations.add(deviation(rule, line, message))
+
+    def knock_on(self) -> None:
+        """Count a disagreement that follows from an earlier deviation (see ``Deviations``)."""
+        self.deviations.knock_on += 1
 
     def weaken(self, why: str) -> None:
         """Count a check that ran without an input the log did not show."""

@@ -30,6 +30,7 @@ def to_json(results: Sequence[CheckResult]) -> dict[str, Any]:
         "lines": sum(r.n_lines for r in results),
         "events": stats.event_counts(),
         "deviation_count": sum(r.n_deviations for r in results),
+        "knock_on_suppressed": sum(r.n_knock_on for r in results),
         "deviations": [dict(d.to_json(), file=r.source) for r in results for d in r.deviations],
         "stats": stats.as_dict(),
         "logs": [r.as_dict() for r in results],
@@ -101,6 +102,13 @@ def _rules_line(r: CheckResult) -> list[str]:
     return out
 
 
+def _knock_on(r: CheckResult) -> str:
+    if not r.n_knock_on:
+        return ""
+    return (f"; {r.n_knock_on} knock-on disagreement(s) suppressed (after a deviation the "
+            "checker adopts what the log shows)")
+
+
 def render_plain(results: Sequence[CheckResult], out: TextIO) -> None:
     for r in results:
         out.write(f"== {r.source}: {r.n_lines} lines, {r.n_events} events\n")
@@ -113,7 +121,7 @@ def render_plain(results: Sequence[CheckResult], out: TextIO) -> None:
         for note in r.notes:
             out.write(f"note: {note}\n")
         if r.n_deviations:
-            out.write(f"{r.n_deviations} deviation(s):\n")
+            out.write(f"{r.n_deviations} deviation(s){_knock_on(r)}:\n")
             for d in r.deviations[:MAX_TEXT_DEVIATIONS]:
                 out.write(f"  line {d.line}: [{d.rule}] {d.message}\n")
             if r.n_deviations > MAX_TEXT_DEVIATIONS:
@@ -151,7 +159,7 @@ def render_rich(results: Sequence[CheckResult], out: TextIO) -> None:
         for note in r.notes:
             console.print(f"note: {note}", highlight=False, markup=False)
         if r.n_deviations:
-            table = Table(title=f"{r.n_deviations} deviation(s)", show_lines=False)
+            table = Table(title=f"{r.n_deviations} deviation(s){_knock_on(r)}", show_lines=False)
             table.add_column("line", justify="right")
             table.add_column("rule")
             table.add_column("message")
