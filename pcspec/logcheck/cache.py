@@ -79,12 +79,23 @@ class _Update:
 _Val = tuple[Fraction | float, Fraction | float]
 
 
+def _row_problems(x: Entry, r: ev.CacheSummaryEntry) -> list[str]:
+    """How a "cache state" per-entry line differs from the entry (lengths, checkpoints, sizes)."""
+    problems = []
+    if x.n_tokens != r.n_tokens:
+        problems.append(f"{r.n_tokens} tokens, expected {x.n_tokens}")
+    if x.n_ckpts is not None and r.n_ckpts is not None and x.n_ckpts != r.n_ckpts:
+        problems.append(f"{r.n_ckpts} checkpoints, expected {x.n_ckpts}")
+    if not x.size.overlaps(Approx.logged(r.size_mib)):
+        problems.append(f"{r.size_mib:.3f} MiB, expected {x.size.show()} (state + "
+                        "checkpoints at save)")
+    return problems
+
+
 def _rows_fit(entries: list[Entry], rows: list[ev.CacheSummaryEntry]) -> bool:
-    """A "cache state" listing can be of these entries (lengths, checkpoints, sizes)."""
-    return len(entries) == len(rows) and all(
-        x.n_tokens == r.n_tokens and (x.n_ckpts is None or r.n_ckpts is None
-                                      or x.n_ckpts == r.n_ckpts)
-        and x.size.overlaps(Approx.logged(r.size_mib)) for x, r in zip(entries, rows, strict=True))
+    """A "cache state" listing can be of these entries."""
+    return len(entries) == len(rows) and not any(
+        _row_problems(x, r) for x, r in zip(entries, rows, strict=True))
 
 
 def _logged(v: float) -> _Val:
@@ -610,14 +621,7 @@ class CacheChecker:
         adopted, and a later disagreement about it is that deviation again), if any."""
         ctx = self.ctx
         for x, r in zip(self.entries, rows, strict=True):
-            problems = []
-            if x.n_tokens != r.n_tokens:
-                problems.append(f"{r.n_tokens} tokens, expected {x.n_tokens}")
-            if x.n_ckpts is not None and r.n_ckpts is not None and x.n_ckpts != r.n_ckpts:
-                problems.append(f"{r.n_ckpts} checkpoints, expected {x.n_ckpts}")
-            if not x.size.overlaps(Approx.logged(r.size_mib)):
-                problems.append(f"{r.size_mib:.3f} MiB, expected {x.size.show()} (state + "
-                                "checkpoints at save)")
+            problems = _row_problems(x, r)
             if problems and x.deviated:
                 ctx.knock_on()
             elif problems:

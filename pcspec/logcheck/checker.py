@@ -118,10 +118,6 @@ class _Run:
         self.selection = Selection(self.slots, self.cache)
         self.restoring: int | None = None  # the slot whose file restore the last line was
         self.handlers: dict[type[ev.Event], Callable[[Any], None]] = {
-            ev.ServerInit: self._server_init,
-            ev.CacheConfig: self._cache_config,
-            ev.CheckpointConfig: self._ckpt_config,
-            ev.IdleSlotConfig: self._idle_config,
             ev.SlotInit: self._slot_init,
             ev.SimChecked: self.selection.on_sim,
             ev.SlotSkipped: self.selection.on_skipped,
@@ -142,6 +138,7 @@ class _Run:
             ev.LoadLookup: self.cache.on_lookup,
         }
         groups: list[tuple[tuple[type[ev.Event], ...], Callable[[Any], None]]] = [
+            ((ev.CacheConfig, ev.CheckpointConfig, ev.IdleSlotConfig), ctx.config.learn),
             (get_args(ev.StartLine), self.slots.on_start_line),
             (get_args(ev.Erasure), self.slots.on_erasure),
             ((ev.PromptCleared, ev.LoraCleared, ev.SlotPurged), self._cleared),
@@ -173,25 +170,6 @@ class _Run:
             self.slots.settle(s)
 
     # ---- start-up ------------------------------------------------------------------------------
-
-    def _server_init(self, e: ev.ServerInit) -> None:
-        self.ctx.config.n_slots = e.n_slots
-        self.ctx.config.kv_unified = e.kv_unified
-
-    def _cache_config(self, e: ev.CacheConfig) -> None:
-        cfg = self.ctx.config
-        cfg.cache_enabled = e.enabled
-        if e.enabled:
-            cfg.set_limit_mib(e.limit_mib)
-
-    def _ckpt_config(self, e: ev.CheckpointConfig) -> None:
-        cfg = self.ctx.config
-        cfg.cap = e.max if e.enabled else 0
-        cfg.min_step = e.min_spacing if e.enabled else None
-
-    def _idle_config(self, e: ev.IdleSlotConfig) -> None:
-        self.ctx.config.idle_enabled = e.enabled
-        self.ctx.config.idle_clear = e.enabled and e.clear
 
     def _slot_init(self, e: ev.SlotInit) -> None:
         self.slots.slot(e.slot).clear()

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pcspec.core.results import Finding, deviation
+from pcspec.logcheck import events as ev
 from pcspec.logcheck.mib import Approx
 from pcspec.logcheck.options import Rules
 from pcspec.logcheck.rules import RULES
@@ -19,13 +20,9 @@ class RunConfig:
 
     cap: int | None = None  # --ctx-checkpoints
     min_step: int | None = None  # --checkpoint-min-step
-    cache_enabled: bool | None = None
     no_limit: bool = False  # --cache-ram -1: limit_size == 0
     limit: Approx | None = None  # byte limit in MiB (exact from start-up, approximate after)
     limit_tokens: int | None = None  # limit_tokens (n_ctx total)
-    n_slots: int | None = None
-    kv_unified: bool | None = None
-    idle_enabled: bool | None = None
     idle_clear: bool | None = None
     n_swa: int | None = None  # the server's n_swa, from invalidation lines
 
@@ -42,6 +39,17 @@ class RunConfig:
             self.no_limit, self.limit = True, None
         else:
             self.no_limit, self.limit = False, Approx.exact(float(mib))
+
+    def learn(self, e: ev.CacheConfig | ev.CheckpointConfig | ev.IdleSlotConfig) -> None:
+        """A start-up line: what the server was started with."""
+        if isinstance(e, ev.CacheConfig):
+            if e.enabled:
+                self.set_limit_mib(e.limit_mib)
+        elif isinstance(e, ev.CheckpointConfig):
+            self.cap = e.max if e.enabled else 0
+            self.min_step = e.min_spacing if e.enabled else None
+        else:
+            self.idle_clear = e.enabled and e.clear
 
 
 MAX_KEPT_DEVIATIONS = 10_000  # a log deviating at every line must not fill the memory

@@ -83,7 +83,6 @@ class LogRead:
     n_lines: int
     events: list[ev.Event]
     notes: list[str] = field(default_factory=list)
-    binary: bool = False
 
 
 @dataclass(slots=True)
@@ -179,27 +178,30 @@ def _cut_last(last: str, n_lines: int, notes: list[str]) -> bool:
     return False
 
 
+def _parse_block(text: str, before: int, notes: list[str], out: list[ev.Event]) -> tuple[int, int]:
+    """Append the events of a block of whole lines that follows ``before`` lines (its last line
+    may lack the line end: a log cut while being written) to ``out``; (lines so far, server
+    lines in the block)."""
+    lines = text.split("\n")
+    if text.endswith("\n") or text == "":
+        lines.pop()  # the empty string after the final newline
+    n_lines = before + len(lines)
+    if not text.endswith("\n") and text and _cut_last(lines[-1], n_lines, notes):
+        lines.pop()
+    return n_lines, parse_lines(lines, before, text, out)
+
+
 def parse_text(text: str, source: str = "<text>") -> LogRead:
     """Turn decoded log text into events. ``text`` may contain ANSI codes."""
-    lines = text.split("\n")
-    complete = text.endswith("\n") or text == ""
-    if complete:
-        lines.pop()  # the empty string after the final newline
-    n_lines = len(lines)
     out: list[ev.Event] = []
     notes: list[str] = []
-    if not complete and _cut_last(lines[-1], n_lines, notes):
-        lines.pop()
-    parse_lines(lines, 0, text, out)
+    n_lines, _ = _parse_block(text, 0, notes, out)
     return LogRead(source, n_lines, out, notes)
 
 
 def parse_bytes(data: bytes, source: str = "<bytes>") -> LogRead:
     """Decode (invalid UTF-8 replaced) and parse a whole log."""
-    read = parse_text(data.decode("utf-8", errors="replace"), source)
-    # NUL bytes never occur in a text log; with no recognised line it is not a log at all
-    read.binary = b"\x00" in data[:65536]
-    return read
+    return parse_text(data.decode("utf-8", errors="replace"), source)
 
 
 def stream_events(log: LogFile, info: ReadInfo | None = None) -> Iterator[ev.Event]:
@@ -209,17 +211,10 @@ def stream_events(log: LogFile, info: ReadInfo | None = None) -> Iterator[ev.Eve
     n_lines = 0
     out: list[ev.Event] = []
     for before, block in log.blocks(notes):
-        text = block.decode("utf-8", errors="replace")
-        lines = text.split("\n")
-        if text.endswith("\n"):
-            lines.pop()
-        elif _cut_last(lines[-1], before + len(lines), notes):
-            n_lines = before + len(lines)
-            lines.pop()
-        n_server = parse_lines(lines, before, text, out)
+        n_lines, n_server = _parse_block(block.decode("utf-8", errors="replace"), before, notes,
+                                         out)
         if info is not None:
             info.n_server_lines += n_server
-        n_lines = max(n_lines, before + len(lines))
         yield from out
         out.clear()
     if info is not None:
@@ -234,4 +229,4 @@ def read_log(path: str | Path) -> LogRead:
         events = list(stream_events(log, info))
         if log.looks_binary and not events:
             raise PcspecError("binary data, not a llama-server log", log.source)
-        return LogRead(log.source, info.n_lines, events, info.notes, log.looks_binary)
+        return LogRead(log.source, info.n_lines, events, info.notes)
