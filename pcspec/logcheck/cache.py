@@ -283,7 +283,7 @@ class CacheChecker:
                 if size.bytes_lo() > lim[1]:
                     ctx.deviate(t.head.line, "cache-limit",
                                 f"after saving, the cache holds {size.show()}, above its limit of "
-                                f"{ctx.config.limit.show() if ctx.config.limit else '?'}")
+                                f"{self._limit('?')}")
         if t.slot is not None:
             s = self.slots.slot(t.slot)
             if s.clear_after_save:
@@ -299,7 +299,7 @@ class CacheChecker:
         if policy.is_oversize(t.new_size.bytes_lo(), lim[1]):
             ctx.deviate(t.head.line, "cache-oversize",
                         f"entry of {t.new_size.show()} saved although it exceeds the limit "
-                        f"of {ctx.config.limit.show() if ctx.config.limit else '?'}")
+                        f"of {self._limit('?')}")
             return
         # an unsettled obsolete removal (L2): the count must fit one of its views
         fits = [(policy.make_room([x.size.bytes_lo() for x in v], t.new_size.bytes_lo(), lim[1]),
@@ -312,7 +312,7 @@ class CacheChecker:
             ctx.deviate(line, "cache-make-room",
                         f"alloc evicted {n} entr{'y' if n == 1 else 'ies'} for a new entry of "
                         f"{t.new_size.show()}, make_room over {self._sizes(before)} with limit "
-                        f"{ctx.config.limit.show() if ctx.config.limit else 'none'} gives {want}")
+                        f"{self._limit('none')} gives {want}")
         if n and ctx.config.limit is not None:
             kept, kept_mib = avoidable_evictions(before, n, ctx.config.limit.mid,
                                                  t.head.state_mib, t.ckpts or ())
@@ -372,8 +372,7 @@ class CacheChecker:
                 # the target was restored and its buffer cleared before the draft failed
                 self.entries[chosen].size = Approx.unknown()
             if sid is not None:
-                self.slots.clear(sid)
-                self.slots.slot(sid).prefix_hint = 0
+                self.slots.load_failed(sid)
             return
         ctx.stats.cache_loads += 1
         if chosen is None or not self.exact or chosen >= len(self.entries):
@@ -499,7 +498,7 @@ class CacheChecker:
                 ctx.deviate(t.bytes_ev[0].line if t.bytes_ev else t.line, "cache-evict",
                             f"update evicted {n_b} entr{'y' if n_b == 1 else 'ies'} for the byte "
                             f"limit, but update_evictions over {self._sizes(before)} with limit "
-                            f"{ctx.config.limit.show() if ctx.config.limit else 'none'} gives "
+                            f"{self._limit('none')} gives "
                             f"{want}")
             self._check_token_stage(t, before[n_b:], lim)
             if n_b and ctx.config.limit is not None:
@@ -672,6 +671,9 @@ class CacheChecker:
         """The list is no longer known: relearn it from the next listing."""
         self.doubt = None
         self.exact = False
+
+    def _limit(self, unknown: str) -> str:
+        return self.ctx.config.limit.show() if self.ctx.config.limit else unknown
 
     def _lengths(self) -> list[int]:
         return [x.n_tokens for x in self.entries]

@@ -131,7 +131,7 @@ class _Run:
             ev.StateRead: self._state_read,
             ev.ContextShift: self._shift,
             ev.SlotReleased: self.slots.on_released,
-            ev.PromptLoadFailed: self._load_failed,
+            ev.PromptLoadFailed: lambda e: self.slots.load_failed(e.slot),
             ev.IdleSlotSave: self._idle_save,
             ev.CacheUpdateStart: self._update_start,
             ev.PromptSave: self.cache.on_save,
@@ -215,10 +215,6 @@ class _Run:
     def _shift(self, e: ev.ContextShift) -> None:
         # the shift ends with prompt.clear() and a re-insert of the kept tokens
         self.slots.drop(self.slots.slot(e.slot), None)
-
-    def _load_failed(self, e: ev.PromptLoadFailed) -> None:
-        self.slots.clear(e.slot)
-        self.slots.slot(e.slot).prefix_hint = 0
 
 
 class LogChecker:

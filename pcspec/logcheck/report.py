@@ -109,17 +109,16 @@ def _knock_on(r: CheckResult) -> str:
             "checker adopts what the log shows)")
 
 
+def _notes(r: CheckResult, weakened: str) -> list[str]:
+    return ([f"{weakened}{v} x {k}" for k, v in sorted(r.weakened.items())]
+            + [f"note: {note}" for note in r.notes])
+
+
 def render_plain(results: Sequence[CheckResult], out: TextIO) -> None:
     for r in results:
         out.write(f"== {r.source}: {r.n_lines} lines, {r.n_events} events\n")
-        for line in _rules_line(r):
+        for line in [*_rules_line(r), *_summary_lines(r), *_notes(r, "weakened check      ")]:
             out.write(line + "\n")
-        for line in _summary_lines(r):
-            out.write(line + "\n")
-        for k, v in sorted(r.weakened.items()):
-            out.write(f"weakened check      {v} x {k}\n")
-        for note in r.notes:
-            out.write(f"note: {note}\n")
         if r.n_deviations:
             out.write(f"{r.n_deviations} deviation(s){_knock_on(r)}:\n")
             for d in r.deviations[:MAX_TEXT_DEVIATIONS]:
@@ -154,10 +153,8 @@ def render_rich(results: Sequence[CheckResult], out: TextIO) -> None:
             # the plain lines put the label in the first 20 columns
             summary.add_row(line[:20].strip(), line[20:].strip())
         console.print(summary)
-        for k, v in sorted(r.weakened.items()):
-            console.print(f"weakened check: {v} x {k}", highlight=False, markup=False)
-        for note in r.notes:
-            console.print(f"note: {note}", highlight=False, markup=False)
+        for line in _notes(r, "weakened check: "):
+            console.print(line, highlight=False, markup=False)
         if r.n_deviations:
             table = Table(title=f"{r.n_deviations} deviation(s){_knock_on(r)}", show_lines=False)
             table.add_column("line", justify="right")

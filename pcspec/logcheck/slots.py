@@ -87,6 +87,11 @@ class SlotChecker:
         self.drop(s, 0)
         s.clear_after_save = False
 
+    def load_failed(self, sid: int) -> None:
+        """A failed cache load (prompt_load) leaves the slot cleared: its task starts from 0."""
+        self.clear(sid)
+        self.slot(sid).prefix_hint = 0
+
     def hand_over(self, sid: int, ckpts: list[Ckpt] | None, n_tokens: int | None,
                   lcp: int | None) -> None:
         """server_prompt_cache::load success: the slot's prompt becomes the entry's."""
