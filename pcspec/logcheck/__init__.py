@@ -27,7 +27,7 @@ Public API::
     check_events(events, options) -> CheckResult         # events held in memory
     read_log(path) -> LogRead                            # all events in memory (tests, tools)
     parse_options(["sweep=always", ...]) -> Options
-    TraceWriter(path), write_trace(path, [(source, events)]), load_trace(path)
+    TraceWriter(path), load_trace(path)
     RULES: dict[rule id, description]
 """
 
@@ -42,7 +42,7 @@ from pcspec.logcheck.reader import LogRead, ReadInfo, parse_bytes, parse_text, r
 from pcspec.logcheck.rules import RULES
 from pcspec.logcheck.scan import scan_runs
 from pcspec.logcheck.source import LogFile
-from pcspec.logcheck.trace import TraceWriter, load_trace, write_trace
+from pcspec.logcheck.trace import TraceWriter, load_trace
 
 
 def check_log(path: str | Path, options: Options | None = None,
@@ -81,5 +81,4 @@ __all__ = [
     "parse_options",
     "parse_text",
     "read_log",
-    "write_trace",
 ]
