@@ -12,7 +12,9 @@ import pytest
 from pcspec.cli import main
 from pcspec.logcheck import check_log
 
-REAL = Path(__file__).resolve().parent / "data" / "real"
+# the real logs, wherever in tests/ this file is
+REAL = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file()) \
+    / "tests" / "data" / "real"
 CREATED = ("created context checkpoint 3 of 8 (pos_min = 19, pos_max = 274, n_tokens = 275, "
            "size = 0.016 MiB)")
 ERASED = ("erasing context checkpoint too close to an earlier one (pos_min = 19, pos_max = 274, "
