@@ -1,9 +1,12 @@
 """``pcspec check-log LOG [LOG ...]``: check real llama-server logs against the spec.
 
-Exit codes: 0 when no log shows a deviation, 1 when one does, 2 when an input is not a log that
-can be read (missing, a directory, a device, empty, binary data), when the ``--trace`` file
-cannot be written, or when an option is invalid; each is one line on stderr. The trace file is
-opened before any log is read, so a bad ``--trace`` path fails at once.
+Exit codes (``EXIT_CODES``, also in ``--help``): 0 when no log shows a deviation, 1 when one
+does, 2 when an input is not a log that can be read (missing, a directory, a device, empty,
+binary data, text without a single llama-server line), when the ``--trace`` file cannot be
+written, or when an option is invalid (each is one line on stderr), 3 when no log deviates but
+one has nothing to check (server lines, none about the cache or checkpoints): a pass would
+claim a check that did not happen. The trace file is opened before any log is read, so a bad
+``--trace`` path fails at once.
 """
 
 from __future__ import annotations
@@ -21,11 +24,17 @@ from pcspec.logcheck import TraceWriter, check_log, parse_options
 from pcspec.logcheck.options import CHOICES
 from pcspec.logcheck.report import render_plain, render_rich, rules_help, to_json
 
+EXIT_CODES = (
+    "exit codes: 0 no deviation; 1 a deviation; 2 bad input (not a readable llama-server log: "
+    "missing, empty, binary, no server line; a bad option or --trace path); 3 no deviation, but "
+    "a log had nothing about the prompt cache or checkpoints to check"
+)
+
 _EPILOG = (
     "options (--option KEY=VALUE, repeatable; 'auto' = what the log shows of its build: "
     "message formats, the build line; 'either' where it cannot tell):\n"
     + "\n".join(f"  {k:15} {' | '.join(v)}" for k, v in CHOICES.items())
-    + "\n\ndeviation rules:\n" + rules_help()
+    + "\n\ndeviation rules:\n" + rules_help() + "\n\n" + EXIT_CODES
 )
 
 
@@ -79,4 +88,6 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         # the reader of a pipe (`| head`) went away: the verdict is still the exit code
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 1 if any(r.n_deviations for r in results) else 0
+    if any(r.n_deviations for r in results):
+        return 1
+    return 3 if any(r.nothing_to_check for r in results) else 0

@@ -27,7 +27,7 @@ Public API::
     check_events(events, options) -> CheckResult         # events held in memory
     read_log(path) -> LogRead                            # all events in memory (tests, tools)
     parse_options(["sweep=always", ...]) -> Options
-    TraceWriter(path), write_trace(path, [(source, events)]), load_trace(path)
+    TraceWriter(path), load_trace(path)
     RULES: dict[rule id, description]
 """
 
@@ -42,13 +42,14 @@ from pcspec.logcheck.reader import LogRead, ReadInfo, parse_bytes, parse_text, r
 from pcspec.logcheck.rules import RULES
 from pcspec.logcheck.scan import scan_runs
 from pcspec.logcheck.source import LogFile
-from pcspec.logcheck.trace import TraceWriter, load_trace, write_trace
+from pcspec.logcheck.trace import TraceWriter, load_trace
 
 
 def check_log(path: str | Path, options: Options | None = None,
               trace: TraceWriter | None = None) -> CheckResult:
     """Read and check one log file, writing its events to ``trace`` if given. Raises
-    ``PcspecError`` (one line, naming the file) for input that is not a log."""
+    ``PcspecError`` (one line, naming the file) for input that is not a log: empty, binary
+    data, or text without a single llama-server line."""
     with LogFile(path) as log:
         if log.looks_binary and next(stream_events(log), None) is None:
             raise PcspecError("binary data, not a llama-server log", log.source)
@@ -60,6 +61,9 @@ def check_log(path: str | Path, options: Options | None = None,
             checker.feed(e)
             if trace is not None:
                 trace.write(e)
+        if info.n_server_lines == 0:
+            raise PcspecError("no llama-server line in it (no line with the server's 'srv' or "
+                              "'slot' log prefix): not a llama-server log", log.source)
         return checker.finish(info.n_lines, info.notes)
 
 
@@ -77,5 +81,4 @@ __all__ = [
     "parse_options",
     "parse_text",
     "read_log",
-    "write_trace",
 ]

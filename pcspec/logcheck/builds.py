@@ -44,7 +44,6 @@ KNOWN_BUILDS: dict[str, tuple[str, str]] = {
     "e152332a15986f4b15f79396df1980276b984001": (
         "november", "llama.cpp e152332 (#30137, 2026-11-05, the November tree)"),
 }
-RULE_SETS = ("october", "november")
 
 
 class EraDetector:

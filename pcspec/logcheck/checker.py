@@ -48,12 +48,18 @@ from pcspec.logcheck.stats import Stats
 _CKPT_LINES = (ev.CheckpointErasedOld, ev.CheckpointErasedTooClose, ev.CheckpointRestored,
                ev.CheckpointInvalidated, ev.CheckpointChecked)
 _CACHE_LINES = (ev.CacheMakeRoom, ev.CacheLimitEvict, ev.CacheTokenEvict, ev.CacheOversize)
+# lines that say how the server was started, not what its cache or checkpoints did: a log of
+# only these has nothing to check
+_STARTUP_LINES = (ev.BuildLine, ev.ServerInit, ev.SlotInit, ev.CacheConfig, ev.CheckpointConfig,
+                  ev.IdleSlotConfig)
 
 
 @dataclass(slots=True)
 class CheckResult:
     """The outcome of checking one log. ``deviations`` holds the first
-    ``context.MAX_KEPT_DEVIATIONS`` (by line); ``n_deviations`` counts them all."""
+    ``context.MAX_KEPT_DEVIATIONS`` (by line); ``n_deviations`` counts them all.
+    ``nothing_to_check``: the log has server lines but none about what the cache or the
+    checkpoints did (start-up lines at most), so no rule was checked."""
 
     source: str
     n_lines: int
@@ -64,6 +70,8 @@ class CheckResult:
     runs: list[Rules]
     weakened: dict[str, int] = field(default_factory=dict)
     n_deviations: int = 0
+    nothing_to_check: bool = False
+    n_knock_on: int = 0  # disagreements resolved by adopting the log (``context.Deviations``)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,7 +80,9 @@ class CheckResult:
             "lines": self.n_lines,
             "events": self.stats.event_counts(),
             "deviation_count": self.n_deviations,
+            "knock_on_suppressed": self.n_knock_on,
             "deviations": [d.to_json() for d in self.deviations],
+            "nothing_to_check": self.nothing_to_check,
             "stats": self.stats.as_dict(),
             "runs": [r.as_dict() for r in self.runs],
             "weakened_checks": dict(self.weakened),
@@ -108,10 +118,6 @@ class _Run:
         self.selection = Selection(self.slots, self.cache)
         self.restoring: int | None = None  # the slot whose file restore the last line was
         self.handlers: dict[type[ev.Event], Callable[[Any], None]] = {
-            ev.ServerInit: self._server_init,
-            ev.CacheConfig: self._cache_config,
-            ev.CheckpointConfig: self._ckpt_config,
-            ev.IdleSlotConfig: self._idle_config,
             ev.SlotInit: self._slot_init,
             ev.SimChecked: self.selection.on_sim,
             ev.SlotSkipped: self.selection.on_skipped,
@@ -125,13 +131,14 @@ class _Run:
             ev.StateRead: self._state_read,
             ev.ContextShift: self._shift,
             ev.SlotReleased: self.slots.on_released,
-            ev.PromptLoadFailed: self._load_failed,
+            ev.PromptLoadFailed: lambda e: self.slots.load_failed(e.slot),
             ev.IdleSlotSave: self._idle_save,
             ev.CacheUpdateStart: self._update_start,
             ev.PromptSave: self.cache.on_save,
             ev.LoadLookup: self.cache.on_lookup,
         }
         groups: list[tuple[tuple[type[ev.Event], ...], Callable[[Any], None]]] = [
+            ((ev.CacheConfig, ev.CheckpointConfig, ev.IdleSlotConfig), ctx.config.learn),
             (get_args(ev.StartLine), self.slots.on_start_line),
             (get_args(ev.Erasure), self.slots.on_erasure),
             ((ev.PromptCleared, ev.LoraCleared, ev.SlotPurged), self._cleared),
@@ -163,25 +170,6 @@ class _Run:
             self.slots.settle(s)
 
     # ---- start-up ------------------------------------------------------------------------------
-
-    def _server_init(self, e: ev.ServerInit) -> None:
-        self.ctx.config.n_slots = e.n_slots
-        self.ctx.config.kv_unified = e.kv_unified
-
-    def _cache_config(self, e: ev.CacheConfig) -> None:
-        cfg = self.ctx.config
-        cfg.cache_enabled = e.enabled
-        if e.enabled:
-            cfg.set_limit_mib(e.limit_mib)
-
-    def _ckpt_config(self, e: ev.CheckpointConfig) -> None:
-        cfg = self.ctx.config
-        cfg.cap = e.max if e.enabled else 0
-        cfg.min_step = e.min_spacing if e.enabled else None
-
-    def _idle_config(self, e: ev.IdleSlotConfig) -> None:
-        self.ctx.config.idle_enabled = e.enabled
-        self.ctx.config.idle_clear = e.enabled and e.clear
 
     def _slot_init(self, e: ev.SlotInit) -> None:
         self.slots.slot(e.slot).clear()
@@ -228,10 +216,6 @@ class _Run:
         # the shift ends with prompt.clear() and a re-insert of the kept tokens
         self.slots.drop(self.slots.slot(e.slot), None)
 
-    def _load_failed(self, e: ev.PromptLoadFailed) -> None:
-        self.slots.clear(e.slot)
-        self.slots.slot(e.slot).prefix_hint = 0
-
 
 class LogChecker:
     """Checks one log fed event by event. ``summaries`` yields each run's ``RunSummary`` (from
@@ -248,10 +232,12 @@ class LogChecker:
         self.runs: list[Rules] = []
         self.weakened: dict[str, int] = {}
         self.n_events = 0
+        self.n_checked = 0  # events past the start-up lines
         self.run: _Run | None = None
 
     def feed(self, e: ev.Event) -> None:
         self.n_events += 1
+        self.n_checked += not isinstance(e, _STARTUP_LINES)
         if opens_run(e, self.run is not None):
             self._close_run()
             summary = next(self.summaries, None)
@@ -279,14 +265,14 @@ class LogChecker:
     def finish(self, n_lines: int = 0, notes: Sequence[str] = ()) -> CheckResult:
         self._close_run()
         all_notes = [*notes, *self.notes]
-        if self.n_events == 0:
-            all_notes.append("no llama-server prompt-cache or checkpoint lines found")
         kept = sorted(self.deviations.kept, key=lambda d: d.line)
         if self.deviations.count > len(kept):
             all_notes.append(f"{self.deviations.count - len(kept)} more deviations were "
                              f"counted but not kept (the first {len(kept)} are listed)")
         return CheckResult(self.source, n_lines, self.n_events, kept, all_notes, self.stats,
-                           self.runs, self.weakened, self.deviations.count)
+                           self.runs, self.weakened, self.deviations.count,
+                           nothing_to_check=self.n_checked == 0,
+                           n_knock_on=self.deviations.knock_on)
 
 
 def check_events(events: Sequence[ev.Event], options: Options | None = None,

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pcspec.core.results import Finding, deviation
+from pcspec.logcheck import events as ev
 from pcspec.logcheck.mib import Approx
 from pcspec.logcheck.options import Rules
 from pcspec.logcheck.rules import RULES
@@ -19,13 +20,9 @@ class RunConfig:
 
     cap: int | None = None  # --ctx-checkpoints
     min_step: int | None = None  # --checkpoint-min-step
-    cache_enabled: bool | None = None
     no_limit: bool = False  # --cache-ram -1: limit_size == 0
     limit: Approx | None = None  # byte limit in MiB (exact from start-up, approximate after)
     limit_tokens: int | None = None  # limit_tokens (n_ctx total)
-    n_slots: int | None = None
-    kv_unified: bool | None = None
-    idle_enabled: bool | None = None
     idle_clear: bool | None = None
     n_swa: int | None = None  # the server's n_swa, from invalidation lines
 
@@ -43,16 +40,34 @@ class RunConfig:
         else:
             self.no_limit, self.limit = False, Approx.exact(float(mib))
 
+    def learn(self, e: ev.CacheConfig | ev.CheckpointConfig | ev.IdleSlotConfig) -> None:
+        """A start-up line: what the server was started with."""
+        if isinstance(e, ev.CacheConfig):
+            if e.enabled:
+                self.set_limit_mib(e.limit_mib)
+        elif isinstance(e, ev.CheckpointConfig):
+            self.cap = e.max if e.enabled else 0
+            self.min_step = e.min_spacing if e.enabled else None
+        else:
+            self.idle_clear = e.enabled and e.clear
+
 
 MAX_KEPT_DEVIATIONS = 10_000  # a log deviating at every line must not fill the memory
 
 
 @dataclass(slots=True)
 class Deviations:
-    """A log's deviations: every one counted, the first ``MAX_KEPT_DEVIATIONS`` kept."""
+    """A log's deviations: every one counted, the first ``MAX_KEPT_DEVIATIONS`` kept.
+
+    After a deviation the checker adopts what the log shows (the server's state, not its own
+    expectation) and goes on, so one wrong number gives the few deviations it causes on its own
+    lines, not one at every later line that depends on it. ``knock_on`` counts the later
+    disagreements that only restate an earlier deviation (a checkpoint recorded from a deviating
+    line, named again by a later line): they are resolved by adopting the log, not reported."""
 
     kept: list[Finding] = field(default_factory=list)
     count: int = 0
+    knock_on: int = 0
 
     def add(self, d: Finding) -> None:
         self.count += 1
@@ -91,6 +106,10 @@ class Context:
     def deviate(self, line: int, rule: str, message: str) -> None:
         assert rule in RULES, rule
         self.deviations.add(deviation(rule, line, message))
+
+    def knock_on(self) -> None:
+        """Count a disagreement that follows from an earlier deviation (see ``Deviations``)."""
+        self.deviations.knock_on += 1
 
     def weaken(self, why: str) -> None:
         """Count a check that ran without an input the log did not show."""

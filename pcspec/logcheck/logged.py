@@ -14,7 +14,8 @@ one ``CkptErased`` with no length.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from pcspec.logcheck import events as ev
 from pcspec.model.logged import (
@@ -35,6 +36,29 @@ from pcspec.model.logged import (
 
 _SAME = 5e-4  # two fractions printed with %.3f are the same number
 
+# the record of each line kind that needs no other line
+_RECORDS: dict[type[ev.Event], Callable[[Any], Logged]] = {
+    ev.LoadRestoreFailed: lambda e: CacheLoadFailed(),
+    ev.SlotSelected: lambda e: Selected(e.slot, e.how),
+    ev.PromptSave: lambda e: CacheSaved(e.length),
+    ev.CacheAlreadyCached: lambda e: CacheSkipped("contained"),
+    ev.CacheOversize: lambda e: CacheSkipped("oversize"),
+    ev.CacheObsoleteRemoved: lambda e: CacheEvicted("obsolete", e.length),
+    ev.CacheMakeRoom: lambda e: CacheEvicted("make_room", None),
+    ev.CacheLimitEvict: lambda e: CacheEvicted("limit_bytes", None),
+    ev.CacheTokenEvict: lambda e: CacheEvicted("limit_tokens", None),
+    ev.CheckpointRestored: lambda e: CkptRestored(e.slot, e.n_tokens, e.pos_min, e.pos_max, e.n_past),
+    ev.FullReprocess: lambda e: FullReprocess(e.slot),
+    ev.CheckpointCreated: lambda e: CkptCreated(e.slot, e.n_tokens, e.pos_min, e.pos_max),
+    ev.CheckpointErasedOld: lambda e: CkptErased(e.slot, "cap", e.n_tokens),
+    ev.CheckpointErasedTooClose: lambda e: CkptErased(e.slot, "too_close", e.n_tokens),
+    ev.CheckpointSuperseded: lambda e: CkptErased(e.slot, "supersede", e.n_tokens),
+    ev.CheckpointInvalidated: lambda e: CkptErased(e.slot, "invalidated", e.n_tokens),
+    ev.ContextShift: lambda e: CkptErased(e.slot, "context_shift", None),
+    ev.PromptCleared: lambda e: PromptCleared(e.slot, e.n_tokens),
+    ev.SlotReleased: lambda e: Released(e.slot, e.n_tokens),
+}
+
 
 def logged(events: Iterable[ev.Event]) -> Iterator[Logged]:
     """The records of ``events``, in log order."""
@@ -47,41 +71,5 @@ def logged(events: Iterable[ev.Event]) -> Iterator[Logged]:
         elif isinstance(e, ev.LoadFound):
             same = [c for c in candidates if abs(c.f_keep - e.f_keep) < _SAME and abs(c.f_sim - e.f_sim) < _SAME]
             yield CacheLoaded(same[0].length if len(same) == 1 else None)
-        elif isinstance(e, ev.LoadRestoreFailed):
-            yield CacheLoadFailed()
-        elif isinstance(e, ev.SlotSelected):
-            yield Selected(e.slot, e.how)
-        elif isinstance(e, ev.PromptSave):
-            yield CacheSaved(e.length)
-        elif isinstance(e, ev.CacheAlreadyCached):
-            yield CacheSkipped("contained")
-        elif isinstance(e, ev.CacheOversize):
-            yield CacheSkipped("oversize")
-        elif isinstance(e, ev.CacheObsoleteRemoved):
-            yield CacheEvicted("obsolete", e.length)
-        elif isinstance(e, ev.CacheMakeRoom):
-            yield CacheEvicted("make_room", None)
-        elif isinstance(e, ev.CacheLimitEvict):
-            yield CacheEvicted("limit_bytes", None)
-        elif isinstance(e, ev.CacheTokenEvict):
-            yield CacheEvicted("limit_tokens", None)
-        elif isinstance(e, ev.CheckpointRestored):
-            yield CkptRestored(e.slot, e.n_tokens, e.pos_min, e.pos_max, e.n_past)
-        elif isinstance(e, ev.FullReprocess):
-            yield FullReprocess(e.slot)
-        elif isinstance(e, ev.CheckpointCreated):
-            yield CkptCreated(e.slot, e.n_tokens, e.pos_min, e.pos_max)
-        elif isinstance(e, ev.CheckpointErasedOld):
-            yield CkptErased(e.slot, "cap", e.n_tokens)
-        elif isinstance(e, ev.CheckpointErasedTooClose):
-            yield CkptErased(e.slot, "too_close", e.n_tokens)
-        elif isinstance(e, ev.CheckpointSuperseded):
-            yield CkptErased(e.slot, "supersede", e.n_tokens)
-        elif isinstance(e, ev.CheckpointInvalidated):
-            yield CkptErased(e.slot, "invalidated", e.n_tokens)
-        elif isinstance(e, ev.ContextShift):
-            yield CkptErased(e.slot, "context_shift", None)
-        elif isinstance(e, ev.PromptCleared):
-            yield PromptCleared(e.slot, e.n_tokens)
-        elif isinstance(e, ev.SlotReleased):
-            yield Released(e.slot, e.n_tokens)
+        elif (record := _RECORDS.get(type(e))) is not None:
+            yield record(e)

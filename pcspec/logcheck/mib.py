@@ -78,7 +78,4 @@ def prints_as(value: float, printed: float) -> bool:
 
 
 def total(values: list[Approx]) -> Approx:
-    acc = Approx(0.0, 0.0)
-    for v in values:
-        acc = acc + v
-    return acc
+    return sum(values, Approx(0.0, 0.0))

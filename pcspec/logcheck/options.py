@@ -40,7 +40,7 @@ is ``either``. Resolution under ``auto``:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from pcspec.core.errors import PcspecError
 from pcspec.logcheck import events as ev
@@ -66,20 +66,20 @@ class Options:
     restored_owner: str = "creator"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Rules:
-    """The rule variants in force for one server run."""
+    """The rule variants in force for one server run (in the order of the report's JSON)."""
 
     era: str
     era_evidence: str
+    build: str = "unknown"  # october | november | unknown (current-format builds)
+    build_evidence: str = ""
     sweep: str  # when-full | always | none
     invalidation: str  # n-prefix | pos-max | either
+    invalidation_evidence: str = ""  # the line that settled an "either" rule
     supersede: bool
     positions: str  # text | mtmd
     restored_owner: str  # creator | restorer
-    build: str = "unknown"  # october | november | unknown (current-format builds)
-    build_evidence: str = ""
-    invalidation_evidence: str = ""  # the line that settled an "either" rule
 
     def invalidation_rules(self) -> tuple[str, ...]:
         """The invalidation rules a prompt start may follow."""
@@ -91,18 +91,7 @@ class Rules:
         return self.era in ("pre-25078", "pre-20287")
 
     def as_dict(self) -> dict[str, str | bool]:
-        return {
-            "era": self.era,
-            "era_evidence": self.era_evidence,
-            "build": self.build,
-            "build_evidence": self.build_evidence,
-            "sweep": self.sweep,
-            "invalidation": self.invalidation,
-            "invalidation_evidence": self.invalidation_evidence,
-            "supersede": self.supersede,
-            "positions": self.positions,
-            "restored_owner": self.restored_owner,
-        }
+        return asdict(self)
 
 
 def parse_options(items: Sequence[str] | None) -> Options:

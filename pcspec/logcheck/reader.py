@@ -83,7 +83,6 @@ class LogRead:
     n_lines: int
     events: list[ev.Event]
     notes: list[str] = field(default_factory=list)
-    binary: bool = False
 
 
 @dataclass(slots=True)
@@ -92,6 +91,9 @@ class ReadInfo:
 
     n_lines: int = 0
     notes: list[str] = field(default_factory=list)
+    # lines with the server's log prefix (``srv``/``slot``, the build line, libllama's state
+    # read), recognised as an event or not: none means the file is not a llama-server log
+    n_server_lines: int = 0
 
 
 def _build(m: re.Match[str], line: str, ln: int) -> ev.Event | None:
@@ -121,20 +123,24 @@ def _other(line: str, ln: int) -> ev.Event | None:
     return None
 
 
-def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) -> None:
+def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) -> int:
     """Append the events of ``lines`` (line numbers from ``first + 1``) to ``out``; ``text`` is
-    the text the lines come from (searched once for the rare non-prefixed lines)."""
+    the text the lines come from (searched once for the rare non-prefixed lines). Returns how
+    many of the lines are server lines (the prefix matched, whether or not the message is one
+    the checker reads)."""
     state_reads = _STATE_READ_WORD in text
     builds = _BUILD_WORD in text
     header = _HEADER.match
     inner = _TS_HEADER.search
     strip_ansi = _ANSI.sub
+    n_server = 0
     for i, line in enumerate(lines, first + 1):
         # prefilter: every relevant line but two rare ones is an SRV_x or SLT_x line
         if "srv " not in line and "slot " not in line:
             if (state_reads and _STATE_READ_WORD in line) or (builds and _BUILD_WORD in line):
                 other = _other(line, i)
                 if other is not None:
+                    n_server += 1
                     out.append(other)
             continue
         if "\x1b" in line:
@@ -142,6 +148,8 @@ def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) ->
             line = strip_ansi("", line)
         m = header(line)
         event = _build(m, line, i) if m is not None else None
+        if m is not None:
+            n_server += 1
         if event is None:
             # two writes glued on one line: a message printed without "\n" followed by a
             # complete one (03-eviction.log line 2496 holds "...content parser.0.00.810.936 I
@@ -152,10 +160,12 @@ def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) ->
             m2 = inner(line, p)
             if m2 is None:
                 continue
+            n_server += m is None
             event = _build(m2, line, i)
             if event is None:
                 continue
         out.append(event)
+    return n_server
 
 
 def _cut_last(last: str, n_lines: int, notes: list[str]) -> bool:
@@ -168,27 +178,30 @@ def _cut_last(last: str, n_lines: int, notes: list[str]) -> bool:
     return False
 
 
+def _parse_block(text: str, before: int, notes: list[str], out: list[ev.Event]) -> tuple[int, int]:
+    """Append the events of a block of whole lines that follows ``before`` lines (its last line
+    may lack the line end: a log cut while being written) to ``out``; (lines so far, server
+    lines in the block)."""
+    lines = text.split("\n")
+    if text.endswith("\n") or text == "":
+        lines.pop()  # the empty string after the final newline
+    n_lines = before + len(lines)
+    if not text.endswith("\n") and text and _cut_last(lines[-1], n_lines, notes):
+        lines.pop()
+    return n_lines, parse_lines(lines, before, text, out)
+
+
 def parse_text(text: str, source: str = "<text>") -> LogRead:
     """Turn decoded log text into events. ``text`` may contain ANSI codes."""
-    lines = text.split("\n")
-    complete = text.endswith("\n") or text == ""
-    if complete:
-        lines.pop()  # the empty string after the final newline
-    n_lines = len(lines)
     out: list[ev.Event] = []
     notes: list[str] = []
-    if not complete and _cut_last(lines[-1], n_lines, notes):
-        lines.pop()
-    parse_lines(lines, 0, text, out)
+    n_lines, _ = _parse_block(text, 0, notes, out)
     return LogRead(source, n_lines, out, notes)
 
 
 def parse_bytes(data: bytes, source: str = "<bytes>") -> LogRead:
     """Decode (invalid UTF-8 replaced) and parse a whole log."""
-    read = parse_text(data.decode("utf-8", errors="replace"), source)
-    # NUL bytes never occur in a text log; with no recognised line it is not a log at all
-    read.binary = b"\x00" in data[:65536]
-    return read
+    return parse_text(data.decode("utf-8", errors="replace"), source)
 
 
 def stream_events(log: LogFile, info: ReadInfo | None = None) -> Iterator[ev.Event]:
@@ -198,15 +211,10 @@ def stream_events(log: LogFile, info: ReadInfo | None = None) -> Iterator[ev.Eve
     n_lines = 0
     out: list[ev.Event] = []
     for before, block in log.blocks(notes):
-        text = block.decode("utf-8", errors="replace")
-        lines = text.split("\n")
-        if text.endswith("\n"):
-            lines.pop()
-        elif _cut_last(lines[-1], before + len(lines), notes):
-            n_lines = before + len(lines)
-            lines.pop()
-        parse_lines(lines, before, text, out)
-        n_lines = max(n_lines, before + len(lines))
+        n_lines, n_server = _parse_block(block.decode("utf-8", errors="replace"), before, notes,
+                                         out)
+        if info is not None:
+            info.n_server_lines += n_server
         yield from out
         out.clear()
     if info is not None:
@@ -221,4 +229,4 @@ def read_log(path: str | Path) -> LogRead:
         events = list(stream_events(log, info))
         if log.looks_binary and not events:
             raise PcspecError("binary data, not a llama-server log", log.source)
-        return LogRead(log.source, info.n_lines, events, info.notes, log.looks_binary)
+        return LogRead(log.source, info.n_lines, events, info.notes)

@@ -14,6 +14,8 @@ from pcspec.logcheck.rules import RULES
 from pcspec.logcheck.stats import Stats
 
 MAX_TEXT_DEVIATIONS = 100  # the text report lists this many; --json lists all
+NOTHING_TO_CHECK = ("nothing to check: the log has server lines, but none about the prompt cache "
+                    "or checkpoints (start-up lines at most), so no rule was checked")
 
 
 def to_json(results: Sequence[CheckResult]) -> dict[str, Any]:
@@ -28,6 +30,7 @@ def to_json(results: Sequence[CheckResult]) -> dict[str, Any]:
         "lines": sum(r.n_lines for r in results),
         "events": stats.event_counts(),
         "deviation_count": sum(r.n_deviations for r in results),
+        "knock_on_suppressed": sum(r.n_knock_on for r in results),
         "deviations": [dict(d.to_json(), file=r.source) for r in results for d in r.deviations],
         "stats": stats.as_dict(),
         "logs": [r.as_dict() for r in results],
@@ -99,23 +102,31 @@ def _rules_line(r: CheckResult) -> list[str]:
     return out
 
 
+def _knock_on(r: CheckResult) -> str:
+    if not r.n_knock_on:
+        return ""
+    return (f"; {r.n_knock_on} knock-on disagreement(s) suppressed (after a deviation the "
+            "checker adopts what the log shows)")
+
+
+def _notes(r: CheckResult, weakened: str) -> list[str]:
+    return ([f"{weakened}{v} x {k}" for k, v in sorted(r.weakened.items())]
+            + [f"note: {note}" for note in r.notes])
+
+
 def render_plain(results: Sequence[CheckResult], out: TextIO) -> None:
     for r in results:
         out.write(f"== {r.source}: {r.n_lines} lines, {r.n_events} events\n")
-        for line in _rules_line(r):
+        for line in [*_rules_line(r), *_summary_lines(r), *_notes(r, "weakened check      ")]:
             out.write(line + "\n")
-        for line in _summary_lines(r):
-            out.write(line + "\n")
-        for k, v in sorted(r.weakened.items()):
-            out.write(f"weakened check      {v} x {k}\n")
-        for note in r.notes:
-            out.write(f"note: {note}\n")
         if r.n_deviations:
-            out.write(f"{r.n_deviations} deviation(s):\n")
+            out.write(f"{r.n_deviations} deviation(s){_knock_on(r)}:\n")
             for d in r.deviations[:MAX_TEXT_DEVIATIONS]:
                 out.write(f"  line {d.line}: [{d.rule}] {d.message}\n")
             if r.n_deviations > MAX_TEXT_DEVIATIONS:
                 out.write(f"  ... {r.n_deviations - MAX_TEXT_DEVIATIONS} more (see --json)\n")
+        elif r.nothing_to_check:
+            out.write(NOTHING_TO_CHECK + "\n")
         else:
             out.write("no deviations: the log shows behaviour the spec allows\n")
 
@@ -142,18 +153,18 @@ def render_rich(results: Sequence[CheckResult], out: TextIO) -> None:
             # the plain lines put the label in the first 20 columns
             summary.add_row(line[:20].strip(), line[20:].strip())
         console.print(summary)
-        for k, v in sorted(r.weakened.items()):
-            console.print(f"weakened check: {v} x {k}", highlight=False, markup=False)
-        for note in r.notes:
-            console.print(f"note: {note}", highlight=False, markup=False)
+        for line in _notes(r, "weakened check: "):
+            console.print(line, highlight=False, markup=False)
         if r.n_deviations:
-            table = Table(title=f"{r.n_deviations} deviation(s)", show_lines=False)
+            table = Table(title=f"{r.n_deviations} deviation(s){_knock_on(r)}", show_lines=False)
             table.add_column("line", justify="right")
             table.add_column("rule")
             table.add_column("message")
             for d in r.deviations[:MAX_TEXT_DEVIATIONS]:
                 table.add_row(str(d.line), d.rule, d.message)
             console.print(table)
+        elif r.nothing_to_check:
+            console.print(NOTHING_TO_CHECK, highlight=False, markup=False)
         else:
             console.print("[green]no deviations[/green]: the log shows behaviour the spec allows")
 

@@ -21,6 +21,8 @@ settles the run's rule (``context.InvalidationChoice``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.context import Context
 from pcspec.logcheck.mib import Approx, prints_as
@@ -84,6 +86,11 @@ class SlotChecker:
         s = self.slot(sid)
         self.drop(s, 0)
         s.clear_after_save = False
+
+    def load_failed(self, sid: int) -> None:
+        """A failed cache load (prompt_load) leaves the slot cleared: its task starts from 0."""
+        self.clear(sid)
+        self.slot(sid).prefix_hint = 0
 
     def hand_over(self, sid: int, ckpts: list[Ckpt] | None, n_tokens: int | None,
                   lcp: int | None) -> None:
@@ -227,7 +234,9 @@ class SlotChecker:
             self._finish_start(s, None)
         pend, s.pending_create = s.pending_create, []
         ctx.stats.ckpt_created += 1
-        self._check_position(s, e)
+        deviated = self._check_position(s, e)
+        self._adopt(s, pend, {ev.CheckpointErasedTooClose: "ckpt-sweep",
+                              ev.CheckpointErasedOld: "ckpt-cap-evict"})
         cap = ctx.config.cap if ctx.config.cap is not None else e.cap
         if e.cap is not None and ctx.config.cap is not None and e.cap != ctx.config.cap:
             ctx.deviate(e.line, "ckpt-count",
@@ -265,11 +274,38 @@ class SlotChecker:
                 # "1 of N": the list was empty before the append, so it is known again
                 self._drop_all(s, e.task, e.line, "cleared")
                 s.exact = True
-        s.ckpts.append(
-            Ckpt(e.n_tokens, e.pos_min, e.pos_max, Approx.logged(e.size), e.task, e.line)
-        )
+        s.ckpts.append(Ckpt(e.n_tokens, e.pos_min, e.pos_max, Approx.logged(e.size), e.task,
+                            e.line, deviated=deviated))
 
-    def _check_position(self, s: SlotState, e: ev.CheckpointCreated) -> None:
+    def _adopt(self, s: SlotState,
+               refs: Sequence[ev.Erasure | ev.CheckpointInvalidated | ev.CheckpointRestored],
+               rules: dict[type[ev.Event], str]) -> None:
+        """Lines that name a checkpoint the slot holds at the same positions but with another
+        ``n_tokens``: the log's value is the server's, so it is adopted and the checks that
+        follow run on it. When the checker's value came from a line that already deviated this
+        is that deviation again (``context.Deviations``: a knock-on, counted, not reported);
+        otherwise it is a deviation of the rule ``rules`` gives for the line's kind."""
+        for x in refs:
+            rule = rules.get(type(x))
+            if rule is None or isinstance(x, ev.CheckpointSuperseded) or x.n_tokens is None:
+                continue
+            pos_min, pos_max, n_tokens = x.pos_min, x.pos_max, x.n_tokens
+            if find(s.ckpts, pos_min, pos_max, n_tokens) is not None:
+                continue
+            c = next((c for c in s.ckpts if (c.pos_min, c.pos_max) == (pos_min, pos_max)), None)
+            if c is None:
+                continue
+            if c.deviated:
+                self.ctx.knock_on()
+            else:
+                self.ctx.deviate(x.line, rule,
+                                 f"the line names [{pos_min}, {pos_max}] n_tokens={n_tokens} "
+                                 f"but slot {s.id} holds {c.show()} (created line {c.line}); "
+                                 "the log's n_tokens is adopted")
+            c.n_tokens, c.deviated = n_tokens, False
+
+    def _check_position(self, s: SlotState, e: ev.CheckpointCreated) -> bool:
+        """Judge where the checkpoint was taken; whether it deviates."""
         ctx = self.ctx
         problems: list[str] = []
         if e.pos_min > e.pos_max:
@@ -293,6 +329,7 @@ class SlotChecker:
                             f"(line {cached.line}) but the checkpoint has n_tokens = {e.n_tokens}")
         for p in problems:
             ctx.deviate(e.line, "ckpt-position", f"checkpoint created by task {e.task}: {p}")
+        return bool(problems)
 
     def _owner(self, s: SlotState, c: Ckpt, task: int) -> int:
         if self.ctx.rules.restored_owner == "restorer":
@@ -404,6 +441,8 @@ class SlotChecker:
                         "thresholds")
         if not s.exact and st.forcing is not None and self.checks_visible:
             self._learn_from_scan(s, st)
+        self._adopt(s, [*st.invalidated, *([st.restored] if st.restored else [])],
+                    {ev.CheckpointInvalidated: "invalidate", ev.CheckpointRestored: "restore-choice"})
         scan_ok = self._check_scan(s, st) if s.exact and self.checks_visible else True
         # statistics of the outcome
         stats = ctx.stats

@@ -33,6 +33,7 @@ class Ckpt:
     id_task: int
     line: int
     uid: int = field(default_factory=lambda: next(_uids))
+    deviated: bool = False  # recorded from a line that deviated: a later line may correct it
 
     def matches(self, pos_min: int, pos_max: int, n_tokens: int | None) -> bool:
         if self.pos_min != pos_min or self.pos_max != pos_max:
@@ -113,6 +114,7 @@ class Entry:
     ckpts: list[Ckpt] | None  # None when the log did not show which
     n_ckpts: int | None
     line: int
+    deviated: bool = False  # its size was adopted from a listing line that deviated
 
     def state_size(self) -> Approx:
         """The entry's own data (size minus its checkpoints)."""

@@ -177,29 +177,27 @@ class Stats:
         }
 
     def merge(self, other: Stats) -> None:
-        """Add another log's statistics (counts add, peaks take the maximum)."""
+        """Add another log's statistics (counts add; a peak is the larger one, with the figures
+        recorded where it was)."""
+        peaks = {name for group in _PEAKS for name in group}
         for name in self.__slots__:
             mine = getattr(self, name)
-            theirs = getattr(other, name)
             if isinstance(mine, list):
-                mine.extend(theirs[:max(0, MAX_LISTED - len(mine))])
-            elif name.startswith(("peak_", "unique_max", "unique_accounted", "unique_at",
-                                  "shared_with")):
-                continue
-            elif isinstance(mine, int | float):
-                setattr(self, name, mine + theirs)
-        if other.peak_cache_mib > self.peak_cache_mib:
-            self.peak_cache_mib = other.peak_cache_mib
-            self.peak_cache_line = other.peak_cache_line
-            self.peak_cache_prompts = other.peak_cache_prompts
-        if other.unique_max_gap_mib > self.unique_max_gap_mib:
-            self.unique_max_gap_mib = other.unique_max_gap_mib
-            self.unique_max_gap_line = other.unique_max_gap_line
-            self.unique_accounted_at_gap = other.unique_accounted_at_gap
-            self.unique_at_gap = other.unique_at_gap
-        self.shared_with_slots_max_mib = max(
-            self.shared_with_slots_max_mib, other.shared_with_slots_max_mib
-        )
+                mine.extend(getattr(other, name)[:max(0, MAX_LISTED - len(mine))])
+            elif name not in peaks:
+                setattr(self, name, mine + getattr(other, name))
+        for key, *rest in _PEAKS:
+            if getattr(other, key) > getattr(self, key):
+                for name in (key, *rest):
+                    setattr(self, name, getattr(other, name))
+
+
+# the peaks of ``Stats``: the figure that decides, then those recorded with it
+_PEAKS = (
+    ("peak_cache_mib", "peak_cache_line", "peak_cache_prompts"),
+    ("unique_max_gap_mib", "unique_max_gap_line", "unique_accounted_at_gap", "unique_at_gap"),
+    ("shared_with_slots_max_mib",),
+)
 
 
 # ---- unique accounting ----------------------------------------------------------------------

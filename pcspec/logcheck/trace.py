@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
 from types import TracebackType
@@ -85,17 +84,8 @@ class TraceWriter:
         self.close()
 
 
-def write_trace(path: str | Path, logs: Sequence[tuple[str, Iterable[ev.Event]]]) -> None:
-    """Write ``(source, events)`` pairs to ``path``."""
-    with TraceWriter(path) as out:
-        for source, events in logs:
-            out.begin(source)
-            for e in events:
-                out.write(e)
-
-
 def load_trace(path: str | Path) -> list[tuple[str, list[ev.Event]]]:
-    """Read a file written by ``write_trace``; raises PcspecError naming the bad line."""
+    """Read a file written by ``TraceWriter``; raises PcspecError naming the bad line."""
     logs: list[tuple[str, list[ev.Event]]] = []
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -99,9 +99,10 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
 def test_other_program(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = write(tmp_path, "nginx.log", b'127.0.0.1 - - [01/Oct/2026:10:00:00 +0000] "GET / HTTP/1.1"'
               b" 200 612\nslot machine: jackpot\nsrv  nothing: to see\n" * 100)
-    assert main(["check-log", str(p), "--json"]) == 0
+    # lines in the server's prefix format, none about the cache: nothing checked (exit 3)
+    assert main(["check-log", str(p), "--json"]) == 3
     out = json.loads(capsys.readouterr().out)
-    assert out["lines"] == 300 and out["deviations"] == []
+    assert out["lines"] == 300 and out["deviations"] == [] and out["nothing_to_check"]
     assert out["events"]["checkpoint_created"] == 0
 
 
