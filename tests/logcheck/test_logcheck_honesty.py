@@ -15,9 +15,9 @@ import pytest
 from pcspec.cli import main
 from pcspec.commands.check_log import EXIT_CODES
 from pcspec.logcheck import check_log
+from tests.support.paths import ROOT
 
 # the checkout's root, wherever in tests/ this file is
-ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 DATA_LOGS = sorted((ROOT / "tests" / "data").rglob("*.log"))
 
 
