@@ -1,0 +1,129 @@
+"""A smoke run of a built server: does this binary run the code its design changes?
+
+On the tiny SWA model (window 32; ``pcspec/live/models.py``), one slot, ``--cache-ram 64``,
+8 checkpoints 64 tokens apart:
+
+1. prompt A (300 tokens): context checkpoints are created near its end;
+2. prompt B: A's state goes to the prompt cache with its checkpoints (the copy #30137 and
+   #27451 make cheap);
+3. prompt A again: A comes back from the cache, and the slot restores one of its checkpoints
+   (the window no longer holds the start of the prompt);
+4. ``POST /slots/0?action=save``: the slot file.
+
+    python -m pcspec.live.smoke --design pr30137      # the design's cached build
+    python -m pcspec.live.smoke --server PATH         # any build
+
+prints the log lines of each step, and exits 1 when a step is missing or a request failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pcspec.live import build
+from pcspec.live.client import Client, Reply
+from pcspec.live.designs import DesignUnavailable, design_of
+from pcspec.live.models import ensure_model
+from pcspec.live.process import Flags, ServerDied, ServerProcess
+
+FLAGS = Flags(n_slots=1, n_ctx=2048, n_batch=64, n_ubatch=64, cache_ram_mib=64, ctx_checkpoints=8,
+              checkpoint_min_step=64)
+PROMPT_A = [128 + (7 * i) % 128 for i in range(300)]
+PROMPT_B = [128 + (13 * i + 5) % 128 for i in range(300)]
+# what each step logs (0c1e570: create_checkpoint, server_slot::prompt_save,
+# server_prompt_cache::load, the checkpoint restore of update_slots, the slot-file save)
+STEPS = (
+    ("checkpoint created", "created context checkpoint"),
+    ("prompt saved to the cache", "saving prompt with length"),
+    ("prompt loaded from the cache", "found better prompt"),
+    ("checkpoint restored", "restored context checkpoint"),
+    ("slot saved", "/slots/0"),
+)
+
+
+@dataclass
+class SmokeResult:
+    binary: Path
+    log: str
+    replies: list[Reply] = field(default_factory=list)
+
+    @property
+    def completions_ok(self) -> bool:
+        return all(r.ok for r in self.replies if r.path == "/completion") and len(self.replies) >= 3
+
+    @property
+    def n_saved(self) -> int:
+        save = [r for r in self.replies if "action=save" in r.path]
+        return int(save[0].data.get("n_saved", 0)) if save and save[0].ok else 0
+
+    def lines(self, needle: str) -> list[str]:
+        return [line for line in self.log.splitlines() if needle in line]
+
+    def missing(self) -> list[str]:
+        return [what for what, needle in STEPS if not self.lines(needle)]
+
+    def summary(self) -> str:
+        out = [f"{self.binary}"]
+        out += [f"  {r.method} {r.path}: {r.status} {r.error}".rstrip() for r in self.replies]
+        out.append(f"  slot save: n_saved = {self.n_saved}")
+        for what, needle in STEPS:
+            found = self.lines(needle)
+            out.append(f"  {what}: {len(found)} line(s)")
+            out += [f"    {line.strip()[:200]}" for line in found[:2]]
+        return "\n".join(out)
+
+
+def smoke(binary: Path, workdir: Path, timeout: float = 60.0) -> SmokeResult:
+    """Run the four steps on a fresh server in ``workdir``; the server is stopped on return."""
+    model = ensure_model("swa", workdir / "models")
+    replies: list[Reply] = []
+    server = ServerProcess(binary, model, FLAGS, workdir, name="smoke")
+    try:
+        with server:
+            client = Client(server.url, timeout=timeout)
+            for prompt in (PROMPT_A, PROMPT_B, PROMPT_A):
+                replies.append(client.completion(prompt, n_predict=4))
+            replies.append(client.slot_action(0, "save", "smoke.bin"))
+    except ServerDied as exc:
+        return SmokeResult(binary, server.log_bytes().decode("utf-8", "replace") + f"\n{exc}", replies)
+    return SmokeResult(binary, server.log_bytes().decode("utf-8", "replace"), replies)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pcspec.live.smoke", description=__doc__.split("\n\n")[0])
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--design", metavar="NAME", help="the cached build of a design (default master)")
+    which.add_argument("--server", type=Path, help="a llama-server binary")
+    p.add_argument("--keep", type=Path, help="run in this folder and keep the log there")
+    args = p.parse_args(argv)
+    if args.server is not None:
+        binary: Path | None = args.server if args.server.is_file() else None
+        if binary is None:
+            print(f"pcspec live smoke: no such server binary: {args.server}", file=sys.stderr)
+            return 2
+    else:
+        try:
+            d = design_of(args.design or "master")
+        except DesignUnavailable as exc:
+            print(f"pcspec live smoke: {exc}", file=sys.stderr)
+            return 2
+        binary = build.find_server(d.tree, d.patch_paths())
+        if binary is None:
+            print(f"pcspec live smoke: design {d.name} is not built: python -m pcspec.live.build --design {d.name}",
+                  file=sys.stderr)
+            return 2
+    if args.keep is not None:
+        res = smoke(binary, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="pcspec-smoke-") as tmp:
+            res = smoke(binary, Path(tmp))
+    print(res.summary())
+    return 0 if res.completions_ok and res.n_saved > 0 and not res.missing() else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
