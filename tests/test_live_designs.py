@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,22 @@ def test_a_patch_applies_cleanly_to_its_tree(name: str, tmp_path: Path) -> None:
         # cleanly: no hunk moved or fuzzed, nothing rejected
         assert not re.search(r"offset|fuzz|FAILED|reject", done.stdout, flags=re.I), done.stdout
     assert not list(src.rglob("*.orig")) and not list(src.rglob("*.rej"))
+
+
+def test_the_wheel_ships_the_patches(tmp_path: Path) -> None:
+    """An installed pcspec builds a design without a checkout: the patches are package data."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT, checkout, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".mypy_cache", ".ruff_cache", ".hypothesis", ".pytest_cache", "__pycache__", "build", "pcspec-out"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"),
+         "."], cwd=checkout, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "dist").glob("pcspec-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for d in DESIGNS.values():
+        for rel in d.patches:
+            assert f"pcspec/live/patches/{rel}" in names, sorted(n for n in names if "live" in n)
 
 
 # -- the command line ------------------------------------------------------------------------------
