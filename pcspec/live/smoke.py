@@ -8,7 +8,7 @@ On the tiny SWA model (window 32; ``pcspec/live/models.py``), one slot, ``--cach
    #27451 make cheap);
 3. prompt A again: A comes back from the cache, and the slot restores one of its checkpoints
    (the window no longer holds the start of the prompt);
-4. ``POST /slots/0?action=save``: the slot file.
+4. ``POST /slots/0?action=save``: the slot file (its size must be the reply's ``n_written``).
 
     python -m pcspec.live.smoke --design pr30137      # the design's cached build
     python -m pcspec.live.smoke --server PATH         # any build
@@ -35,14 +35,15 @@ FLAGS = Flags(n_slots=1, n_ctx=2048, n_batch=64, n_ubatch=64, cache_ram_mib=64, 
 PROMPT_A = [128 + (7 * i) % 128 for i in range(300)]
 PROMPT_B = [128 + (13 * i + 5) % 128 for i in range(300)]
 # what each step logs (0c1e570: create_checkpoint, server_slot::prompt_save,
-# server_prompt_cache::load, the checkpoint restore of update_slots, the slot-file save)
+# server_prompt_cache::load, the checkpoint restore of update_slots); the slot save logs no line
+# of its own (server-context.cpp:2526-2575): its reply and its file show it
 STEPS = (
     ("checkpoint created", "created context checkpoint"),
     ("prompt saved to the cache", "saving prompt with length"),
     ("prompt loaded from the cache", "found better prompt"),
     ("checkpoint restored", "restored context checkpoint"),
-    ("slot saved", "/slots/0"),
 )
+SLOT_FILE = "smoke.bin"
 
 
 @dataclass
@@ -50,15 +51,25 @@ class SmokeResult:
     binary: Path
     log: str
     replies: list[Reply] = field(default_factory=list)
+    slot_file_bytes: int = 0  # the size of the file the save wrote (0: none)
 
     @property
     def completions_ok(self) -> bool:
         return all(r.ok for r in self.replies if r.path == "/completion") and len(self.replies) >= 3
 
+    def _save(self, key: str) -> int:
+        save = [r for r in self.replies if "action=save" in r.path]
+        return int(save[0].data.get(key, 0)) if save and save[0].ok else 0
+
     @property
     def n_saved(self) -> int:
-        save = [r for r in self.replies if "action=save" in r.path]
-        return int(save[0].data.get("n_saved", 0)) if save and save[0].ok else 0
+        """Tokens the slot save wrote, by its reply."""
+        return self._save("n_saved")
+
+    @property
+    def saved_whole(self) -> bool:
+        """The save wrote a file of the size its reply gives (``n_written``)."""
+        return self.n_saved > 0 and self.slot_file_bytes == self._save("n_written") > 0
 
     def lines(self, needle: str) -> list[str]:
         return [line for line in self.log.splitlines() if needle in line]
@@ -69,7 +80,8 @@ class SmokeResult:
     def summary(self) -> str:
         out = [f"{self.binary}"]
         out += [f"  {r.method} {r.path}: {r.status} {r.error}".rstrip() for r in self.replies]
-        out.append(f"  slot save: n_saved = {self.n_saved}")
+        out.append(f"  slot save: n_saved = {self.n_saved}, n_written = {self._save('n_written')}, "
+                   f"file {SLOT_FILE}: {self.slot_file_bytes} bytes")
         for what, needle in STEPS:
             found = self.lines(needle)
             out.append(f"  {what}: {len(found)} line(s)")
@@ -87,10 +99,12 @@ def smoke(binary: Path, workdir: Path, timeout: float = 60.0) -> SmokeResult:
             client = Client(server.url, timeout=timeout)
             for prompt in (PROMPT_A, PROMPT_B, PROMPT_A):
                 replies.append(client.completion(prompt, n_predict=4))
-            replies.append(client.slot_action(0, "save", "smoke.bin"))
+            replies.append(client.slot_action(0, "save", SLOT_FILE))
     except ServerDied as exc:
         return SmokeResult(binary, server.log_bytes().decode("utf-8", "replace") + f"\n{exc}", replies)
-    return SmokeResult(binary, server.log_bytes().decode("utf-8", "replace"), replies)
+    slot_file = server.slot_dir / SLOT_FILE
+    size = slot_file.stat().st_size if slot_file.is_file() else 0
+    return SmokeResult(binary, server.log_bytes().decode("utf-8", "replace"), replies, size)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="pcspec-smoke-") as tmp:
             res = smoke(binary, Path(tmp))
     print(res.summary())
-    return 0 if res.completions_ok and res.n_saved > 0 and not res.missing() else 1
+    return 0 if res.completions_ok and res.saved_whole and not res.missing() else 1
 
 
 if __name__ == "__main__":  # pragma: no cover
