@@ -214,3 +214,15 @@ def test_a_built_design_answers_a_completion_and_a_slot_save(name: str, tmp_path
     assert not res.lines("failed to save complete prompt state")  # #30137's check: every save was whole
     if name == "pr30137":
         assert b"failed to save complete prompt state" in binary.read_bytes()  # the check is compiled in
+
+
+@pytest.mark.parametrize("name", PATCHED)
+def test_a_built_design_logs_what_master_logs(name: str, tmp_path: Path) -> None:
+    """The patches change how checkpoints are held, not what the server does with them: the
+    smoke run's checkpoint and cache lines (and the cache's size accounting) are master's."""
+    binary, master = _binary(name), _binary("master")
+    pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+    from pcspec.live.smoke import smoke
+
+    ours, theirs = smoke(binary, tmp_path / name), smoke(master, tmp_path / "master")
+    assert ours.records() and ours.records() == theirs.records()

@@ -19,6 +19,7 @@ prints the log lines of each step, and exits 1 when a step is missing or a reque
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ STEPS = (
     ("checkpoint restored", "restored context checkpoint"),
 )
 SLOT_FILE = "smoke.bin"
+# the checkpoint and cache lines two designs are compared on (the patches change no log line a
+# healthy run prints, and not the cache accounting either)
+RECORD = re.compile(r"context checkpoint|saving prompt|found better prompt|cache state|removing|erased|erasing")
 
 
 @dataclass
@@ -73,6 +77,14 @@ class SmokeResult:
 
     def lines(self, needle: str) -> list[str]:
         return [line for line in self.log.splitlines() if needle in line]
+
+    def records(self) -> list[str]:
+        """The checkpoint and cache lines, without their time stamps and addresses."""
+        out = []
+        for line in self.log.splitlines():
+            if RECORD.search(line):
+                out.append(re.sub(r"0x[0-9a-f]+", "0x", line.split(" ", 1)[-1]))
+        return out
 
     def missing(self) -> list[str]:
         return [what for what, needle in STEPS if not self.lines(needle)]
