@@ -25,6 +25,7 @@ tree with other patches recompiles only the files the patches touch.
     python -m pcspec.live.build                    # build (or find) the October server
     python -m pcspec.live.build --tree b11549      # the newest tree
     python -m pcspec.live.build --where            # print the cached path, exit 1 when not built
+    python -m pcspec.live.build --design pr30137   # a design: its tree and its patches (designs.py)
 
 The build is CPU-only, Release, the ``llama-server`` target alone, statically linked (one file
 to cache), ``-j2``: measured on this project's 2-core machine, 17 to 40 minutes from cold
@@ -44,6 +45,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from pcspec.live.designs import DesignUnavailable, design_of
 
 
 @dataclass(frozen=True)
@@ -242,12 +245,33 @@ def build(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pcspec.live.build", description=__doc__.split("\n\n")[0])
-    p.add_argument("--tree", choices=list(TREES), default=DEFAULT_TREE, help="the llama.cpp tree (default 0c1e570)")
+    p.add_argument("--tree", choices=list(TREES), default=None, help="the llama.cpp tree (default 0c1e570)")
     p.add_argument("--patch", action="append", type=Path, default=[], help="a patch to apply (repeatable, in order)")
+    p.add_argument("--design", metavar="NAME",
+                   help="a design of the model: its tree and its patches (master, pr30137, pr27451); "
+                        "--patch adds patches after the design's")
     p.add_argument("--where", action="store_true", help="print the cached path; exit 1 when not built")
     p.add_argument("-j", "--jobs", type=int, default=2)
     p.add_argument("--keep-tree", action="store_true", help="keep the source and build trees")
     args = p.parse_args(argv)
+    if args.design is not None:
+        try:
+            design = design_of(args.design)
+        except DesignUnavailable as exc:
+            print(f"pcspec live build: {exc}", file=sys.stderr)
+            return 2
+        if args.tree is not None and args.tree != design.tree:
+            print(f"pcspec live build: design {design.name!r} is built from tree {design.tree}, "
+                  f"not {args.tree} (drop --tree)", file=sys.stderr)
+            return 2
+        args.tree = design.tree
+        args.patch = [*design.patch_paths(), *args.patch]
+    if args.tree is None:
+        args.tree = DEFAULT_TREE
+    missing = [str(q) for q in args.patch if not q.is_file()]
+    if missing:
+        print(f"pcspec live build: no such patch file: {missing[0]}", file=sys.stderr)
+        return 2
     if args.where:
         found = find_server(args.tree, args.patch)
         print(found if found else cached_server(args.tree, args.patch))

@@ -1,0 +1,72 @@
+"""The designs pcspec models, as real ``llama-server`` builds: a llama.cpp tree and the patches
+that turn it into the design (docs/DESIGNS.md says what each patch is and where it departs from
+the upstream change it ports).
+
+==========  ========  =================================================================
+design      tree      patches (``pcspec/live/patches/<design>/``, applied with ``patch -p1``)
+==========  ========  =================================================================
+``master``  0c1e570   none: the October tree as it is
+``pr30137`` 0c1e570   #30137 (reference-counted shared checkpoints), ported to 0c1e570
+``pr27451`` 0c1e570   #27451 (shared payload buffers, guarded cache-entry construction)
+``fixed``   -         not available yet (pcspec's own design has no C++ patch)
+==========  ========  =================================================================
+
+The patch files are package data: an installed pcspec builds every design without a checkout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# The patches live at the repository's top level (patches/), like model/, properties/ and
+# proofs/; pcspec/live/patches is a symbolic link to it, so the wheel ships them as data.
+PATCH_DIR = Path(__file__).resolve().parent / "patches"
+
+
+class DesignUnavailable(ValueError):
+    """A design name pcspec knows but cannot build, or one it does not know."""
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    tree: str  # a name of pcspec.live.build.TREES
+    patches: tuple[str, ...]  # in order, relative to PATCH_DIR
+    ports: str  # the upstream change the patches port ("" for none)
+
+    def patch_paths(self) -> tuple[Path, ...]:
+        return tuple(PATCH_DIR / p for p in self.patches)
+
+
+DESIGNS: dict[str, Design] = {
+    d.name: d
+    for d in (
+        Design("master", "0c1e570", (), ""),
+        Design("pr30137", "0c1e570", ("pr30137/0001-server-reference-counted-checkpoints.patch",),
+               "#30137 (merge e152332a1)"),
+        Design("pr27451", "0c1e570", ("pr27451/0001-server-share-checkpoint-state-harden-cache-oom.patch",),
+               "#27451 (head 5c7018ed7)"),
+    )
+}
+
+# Designs of the model that have no build yet, with the reason.
+UNAVAILABLE: dict[str, str] = {
+    "fixed": "pcspec's own design has no llama.cpp patch yet",
+}
+
+
+def design_of(name: str) -> Design:
+    """The buildable design ``name``; ``DesignUnavailable`` (one line) otherwise."""
+    if name in DESIGNS:
+        if DESIGNS[name].patches and not PATCH_DIR.is_dir():
+            # (a checkout made without symbolic links has a one-line text file here)
+            raise DesignUnavailable(
+                "pcspec/live/patches is not a folder: this copy of pcspec was made without symbolic "
+                "links; clone again with them (git config --global core.symlinks true)"
+            )
+        return DESIGNS[name]
+    if name in UNAVAILABLE:
+        raise DesignUnavailable(f"design {name!r} is not available as a build yet: {UNAVAILABLE[name]} "
+                                f"(buildable: {', '.join(DESIGNS)})")
+    raise DesignUnavailable(f"unknown design {name!r}; buildable: {', '.join(DESIGNS)}")

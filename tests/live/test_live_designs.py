@@ -1,0 +1,228 @@
+"""The designs as real llama-server builds (``pcspec/live/designs.py``, docs/DESIGNS.md).
+
+* every design of the model either maps to a tree and package files, or says it has no build;
+* each patch is a ``git format-patch`` file in llama.cpp's style, and applies cleanly with
+  ``patch -p1`` to its tree (skipped when the tree's sdist is neither cached nor downloadable);
+* ``python -m pcspec.live.build --design`` refuses what it cannot build in one line, exit 2;
+* a built design's server (skipped when it is not built: ``python -m pcspec.live.build --design
+  NAME``) answers a completion and a slot save on a tiny model, and logs the checkpoint and
+  cache lines its patch touches.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pcspec.live import build
+from pcspec.live.designs import DESIGNS, PATCH_DIR, UNAVAILABLE, Design, DesignUnavailable, design_of
+from pcspec.model.variants import DESIGNS as MODEL_DESIGNS
+from tests.support.paths import ROOT
+
+PATCHED = tuple(name for name, d in DESIGNS.items() if d.patches)
+
+
+def test_every_design_of_the_model_is_buildable_or_says_why_not() -> None:
+    assert set(DESIGNS) | set(UNAVAILABLE) == set(MODEL_DESIGNS)
+    assert not set(DESIGNS) & set(UNAVAILABLE)
+    assert DESIGNS["master"].patches == ()
+    assert set(PATCHED) == {"pr30137", "pr27451"}
+
+
+@pytest.mark.parametrize("name", list(DESIGNS))
+def test_a_design_maps_to_its_tree_and_existing_package_files(name: str) -> None:
+    d = design_of(name)
+    assert d.tree in build.TREES
+    for p in d.patch_paths():
+        assert p.is_file(), p
+        assert p.resolve().is_relative_to(PATCH_DIR.resolve())
+        assert p.parent.name == name  # patches/<design>/NNNN-<slug>.patch
+        assert re.fullmatch(r"\d{4}-[a-z0-9-]+\.patch", p.name), p.name
+
+
+def test_every_patch_file_belongs_to_a_design() -> None:
+    used = {p.resolve() for d in DESIGNS.values() for p in d.patch_paths()}
+    assert set(PATCH_DIR.resolve().glob("*/*.patch")) == used
+    # the top-level folder and the package's link are the same files
+    assert (ROOT / "patches").resolve() == PATCH_DIR.resolve()
+
+
+def test_designs_are_distinct_builds() -> None:
+    keys = {build.build_key(d.tree, d.patch_paths()) for d in DESIGNS.values()}
+    assert len(keys) == len(DESIGNS)
+    assert build.build_key(DESIGNS["master"].tree) == build.build_key()  # master is the October build
+
+
+def _diff_files(text: str) -> list[str]:
+    return re.findall(r"^diff --git a/(\S+) b/\S+$", text, flags=re.M)
+
+
+def _added_lines(text: str) -> list[str]:
+    return [line[1:] for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
+
+
+@pytest.mark.parametrize("name", PATCHED)
+def test_a_patch_is_a_format_patch_in_llama_cpp_style(name: str) -> None:
+    (path,) = design_of(name).patch_paths()
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert re.fullmatch(r"From [0-9a-f]{40} Mon Sep 17 00:00:00 2001", lines[0])
+    assert lines[1].startswith("From: ") and lines[2].startswith("Date: ")
+    assert lines[3].startswith("Subject: [PATCH] server : ")
+    assert "0c1e570" in text.split("\n---\n", 1)[0]  # the message names the tree it is ported to
+    assert "Original-commit: " in text
+    for added in _added_lines(text):
+        assert added == added.rstrip(), f"trailing whitespace: {added!r}"
+        assert "\t" not in added, f"a tab: {added!r}"
+        assert (len(added) - len(added.lstrip(" "))) % 4 == 0, f"indentation not in fours: {added!r}"
+
+
+def _sdist(t: build.Tree) -> Path:
+    """The tree's sdist from build.py's cache, else through pip into it; skip when neither works."""
+    dest = build.cache_root() / "sdist"
+    found = sorted(dest.glob(f"{t.archive_stem}.tar.gz"))
+    if found:
+        return found[0]
+    if shutil.which("patch") is None:
+        pytest.skip("no `patch` program")
+    dest.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", f"{t.sdist}=={t.version}", "--no-deps", "--no-binary", t.sdist,
+         "--retries", "1", "--timeout", "15", "-q", "-d", str(dest)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )
+    found = sorted(dest.glob(f"{t.archive_stem}.tar.gz"))
+    if done.returncode != 0 or not found:
+        pytest.skip(f"the {t.sdist} {t.version} sdist is not cached and pip could not download it "
+                    f"(no network?): {' '.join(done.stderr.strip().splitlines()[-1:])}")
+    return found[0]
+
+
+@pytest.mark.parametrize("name", PATCHED)
+def test_a_patch_applies_cleanly_to_its_tree(name: str, tmp_path: Path) -> None:
+    if shutil.which("patch") is None:
+        pytest.skip("no `patch` program")
+    d: Design = design_of(name)
+    t = build.tree_of(d.tree)
+    tarball = _sdist(t)
+    files = {f for p in d.patch_paths() for f in _diff_files(p.read_text(encoding="utf-8"))}
+    assert files
+    with tarfile.open(tarball) as tf:
+        members = [m for m in tf.getmembers()
+                   if any(m.name.endswith(f"/{t.folder}/{f}") and "/.git/" not in m.name for f in files)]
+        tf.extractall(tmp_path, members=members, filter="data")
+    (src,) = tmp_path.glob(f"*/{t.folder}")
+    for f in files:
+        assert (src / f).is_file(), f"{f} is not in the {t.name} tree"
+    for p in d.patch_paths():
+        done = subprocess.run(["patch", "-p1", "--forward", "-i", str(p)], cwd=src,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        # cleanly: no hunk moved or fuzzed, nothing rejected
+        assert not re.search(r"offset|fuzz|FAILED|reject", done.stdout, flags=re.I), done.stdout
+    assert not list(src.rglob("*.orig")) and not list(src.rglob("*.rej"))
+
+
+def test_the_wheel_ships_the_patches(tmp_path: Path) -> None:
+    """An installed pcspec builds a design without a checkout: the patches are package data."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT, checkout, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".mypy_cache", ".ruff_cache", ".hypothesis", ".pytest_cache", "__pycache__", "build", "pcspec-out"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"),
+         "."], cwd=checkout, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "dist").glob("pcspec-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for d in DESIGNS.values():
+        for rel in d.patches:
+            assert f"pcspec/live/patches/{rel}" in names, sorted(n for n in names if "live" in n)
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def _run_build(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    rc = build.main(args)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_design_fixed_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _run_build(["--design", "fixed"], capsys)
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "'fixed' is not available as a build yet" in err
+    with pytest.raises(DesignUnavailable):
+        design_of("fixed")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--design", "nope"], "unknown design 'nope'"),
+    (["--design", "pr30137", "--tree", "b11549"], "built from tree 0c1e570, not b11549"),
+    (["--where", "--patch", "/no/such.patch"], "no such patch file"),
+])
+def test_bad_design_arguments_are_one_line_exit_2(args: list[str], says: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _run_build(args, capsys)
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and says in err, err
+
+
+@pytest.mark.parametrize("name", list(DESIGNS))
+def test_design_where_names_the_design_build(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(build.ENV_CACHE, str(tmp_path))
+    monkeypatch.delenv(build.ENV_SERVER, raising=False)
+    d = design_of(name)
+    rc, out, _err = _run_build(["--design", name, "--where"], capsys)
+    assert rc == 1  # not built in an empty cache
+    assert Path(out.strip()) == build.cached_server(d.tree, d.patch_paths())
+    assert out.strip().endswith(f"-p{len(d.patches)}/llama-server" if d.patches else "/llama-server")
+
+
+# -- a built design's server -----------------------------------------------------------------------
+
+
+def _binary(name: str) -> Path:
+    d = design_of(name)
+    found = build.find_server(d.tree, d.patch_paths()) if d.patches else build.find_server(d.tree)
+    if found is None:
+        pytest.skip(f"design {name} not built: run `python -m pcspec.live.build --design {name}` "
+                    f"(cached as {build.cached_server(d.tree, d.patch_paths())})")
+    return found
+
+
+@pytest.mark.parametrize("name", list(DESIGNS))
+def test_a_built_design_answers_a_completion_and_a_slot_save(name: str, tmp_path: Path) -> None:
+    """pcspec.live.smoke: a checkpoint created, a prompt saved to the cache with it and loaded
+    back, the checkpoint restored, the slot saved (the code the patches change)."""
+    binary = _binary(name)
+    pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+    from pcspec.live.smoke import smoke
+
+    res = smoke(binary, tmp_path)
+    assert res.completions_ok and res.saved_whole, res.summary()
+    assert not res.missing(), f"not in the log: {res.missing()}\n{res.summary()}"
+    assert not res.lines("failed to save complete prompt state")  # #30137's check: every save was whole
+    if name == "pr30137":
+        assert b"failed to save complete prompt state" in binary.read_bytes()  # the check is compiled in
+
+
+@pytest.mark.parametrize("name", PATCHED)
+def test_a_built_design_logs_what_master_logs(name: str, tmp_path: Path) -> None:
+    """The patches change how checkpoints are held, not what the server does with them: the
+    smoke run's checkpoint and cache lines (and the cache's size accounting) are master's."""
+    binary, master = _binary(name), _binary("master")
+    pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+    from pcspec.live.smoke import smoke
+
+    ours, theirs = smoke(binary, tmp_path / name), smoke(master, tmp_path / "master")
+    assert ours.records() and ours.records() == theirs.records()
