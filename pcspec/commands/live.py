@@ -18,6 +18,8 @@ from typing import Any
 
 from pcspec.core.errors import PcspecError
 from pcspec.live import build as live_build
+from pcspec.live import calibrate
+from pcspec.live.designs import DesignUnavailable, design_of
 from pcspec.live.models import KINDS, ensure_model
 
 DEFAULT_OUT = Path("pcspec-out") / "live"
@@ -36,6 +38,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--server", metavar="PATH", help="the llama-server binary (default: the cached build, "
                    f"or ${live_build.ENV_SERVER})")
+    p.add_argument("--design", metavar="NAME",
+                   help="run a design's build (master, pr30137, pr27451: its cached binary, built with --build) "
+                        "and compare it with the model's variant of that name on the build's tree "
+                        "(pr30137@0c1e570: the design with the October tree's seams; master: october)")
     p.add_argument("--build", action="store_true", help="build the server first if it is not cached "
                    "(about 5 minutes on 2 cores)")
     p.add_argument("--kind", action="append", choices=[*KINDS, "all"], help="model kind(s) (default: all)")
@@ -50,14 +56,39 @@ def register(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=20.0, metavar="S",
                    help="a request without an answer after S seconds is a finding")
     p.add_argument(
-        "--variant", default="october", help="the rule set or design the server is compared with (default october)"
+        "--variant", default=None,
+        help="the rule set or design the server is compared with (default october, or the --design's rules)",
     )
     p.add_argument("--replay", type=Path, metavar="WORKLOAD", help="run a saved workload.jsonl once")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
+def _design_server(args: argparse.Namespace) -> Path:
+    """The design's cached build (``--build``: built when missing); the model's rules for it."""
+    if args.server:
+        raise PcspecError("--design runs the design's own build: drop --server (or --design)")
+    try:
+        design = design_of(args.design)
+    except DesignUnavailable as exc:
+        raise PcspecError(str(exc)) from None
+    if args.variant is None:
+        args.variant = calibrate.design_rules(design.name, design.tree)
+    patches = design.patch_paths()
+    found = live_build.find_server(design.tree, patches)
+    if found is not None:
+        return found
+    if args.build:
+        return live_build.build(tree=design.tree, patches=patches).path
+    raise PcspecError(f"design {design.name!r} is not built: run `pcspec live --design {design.name} --build` "
+                      f"(or python -m pcspec.live.build --design {design.name})")
+
+
 def _server(args: argparse.Namespace) -> Path:
+    if args.design is not None:
+        return _design_server(args)
+    if args.variant is None:
+        args.variant = calibrate.DEFAULT_VARIANT
     if args.server:
         path = Path(args.server)
         if not path.is_file():
@@ -104,10 +135,12 @@ def run(args: argparse.Namespace) -> int:
         reports.append(rep)
     unexplained = sum(len(r.unexplained) for r in reports)
     if args.json:
-        json.dump({"schema": 1, "server": str(binary), "kinds": [r.to_json() for r in reports],
+        json.dump({"schema": 1, "server": str(binary), "design": args.design or "", "rules": args.variant,
+                   "kinds": [r.to_json() for r in reports],
                    "unexplained": unexplained}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
+        print(f"server: {binary} (design {args.design or 'unnamed'}); model rules: {args.variant}")
         _print(reports)
     return 1 if unexplained else 0
 

@@ -12,8 +12,9 @@ eviction decided within that margin of the byte limit differed: M8 in docs/LIVE.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from pcspec.core.errors import PcspecError
 from pcspec.live.models import N_VOCAB
 from pcspec.live.process import Flags
 from pcspec.live.schedule import ServerFacts
@@ -100,5 +101,24 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
     ).validate()
 
 
+# A design ported onto a tree keeps that tree's rules where the design does not touch them: the
+# October tree's seams of OCTOBER (model/variants.py). ``DESIGN@TREE`` names the design's
+# variant with them (``pr30137@0c1e570``: #30137 as patches/pr30137 ports it, no file appendix).
+TREE_SEAMS: dict[str, dict[str, bool]] = {"0c1e570": {"invalidate_n_prefix": False, "slot_file_appendix": False}}
+
+
+def design_rules(design: str, tree: str) -> str:
+    """The rule set ``pcspec live --design`` compares a design's build with: ``october`` for
+    master on 0c1e570 (the same seams), else ``DESIGN@TREE``."""
+    if design == "master" and tree == "0c1e570":
+        return DEFAULT_VARIANT
+    return f"{design}@{tree}"
+
+
 def variant(name: str = DEFAULT_VARIANT) -> Variant:
-    return get_variant(name)
+    base, at, tree = name.partition("@")
+    if not at:
+        return get_variant(name)
+    if tree not in TREE_SEAMS:
+        raise PcspecError(f"unknown tree {tree!r} in rule set {name!r}; known: {', '.join(TREE_SEAMS)}")
+    return replace(get_variant(base), name=name, **TREE_SEAMS[tree])  # type: ignore[arg-type]

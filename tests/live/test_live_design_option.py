@@ -1,0 +1,79 @@
+"""``pcspec live --design NAME``: a design's build against the model's variant of that name.
+
+* the argument errors, one line and exit 2, with no binary needed: ``fixed`` (no build yet), an
+  unknown name, ``--design`` with ``--server``, a design not built without ``--build``;
+* the rules chosen: ``october`` for master, ``DESIGN@0c1e570`` (the design with the October
+  tree's seams) for the patched designs, and ``--variant`` still overrides;
+* a tiny campaign on the pr30137 build (``live``: skipped when it is not cached), its report
+  naming the design and the rules.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pcspec.cli import main
+from pcspec.live import build, calibrate
+from pcspec.live.designs import design_of
+from pcspec.model.variants import MASTER, OCTOBER, PR27451, PR30137
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert needle in err, err
+
+
+def test_fixed_has_no_build(capsys: pytest.CaptureFixture[str]) -> None:
+    _one_line_error(capsys, ["live", "--design", "fixed"], "not available as a build yet")
+
+
+def test_unknown_design(capsys: pytest.CaptureFixture[str]) -> None:
+    _one_line_error(capsys, ["live", "--design", "nope"], "unknown design 'nope'")
+
+
+def test_design_with_server_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    fake = tmp_path / "llama-server"
+    fake.write_text("")
+    _one_line_error(capsys, ["live", "--design", "pr30137", "--server", str(fake)], "drop --server")
+
+
+def test_a_design_not_built_names_the_build_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(build.ENV_CACHE, str(tmp_path))  # an empty cache
+    _one_line_error(capsys, ["live", "--design", "pr27451"], "pcspec live --design pr27451 --build")
+
+
+def test_the_rules_of_each_design() -> None:
+    assert calibrate.design_rules("master", "0c1e570") == "october"
+    for base in (PR30137, PR27451, MASTER):
+        v = calibrate.variant(f"{base.name}@0c1e570")
+        assert v.name == f"{base.name}@0c1e570"
+        # the design's seams, the October tree's invalidation and slot files
+        assert v.sharing == base.sharing and v.save_protocol == base.save_protocol
+        assert v.invalidate_n_prefix == OCTOBER.invalidate_n_prefix
+        assert v.slot_file_appendix == OCTOBER.slot_file_appendix
+    # master with the October seams is the October rule set
+    from dataclasses import replace
+
+    assert replace(calibrate.variant("master@0c1e570"), name="october", summary=OCTOBER.summary) == OCTOBER
+
+
+@pytest.mark.live
+def test_a_tiny_campaign_on_the_pr30137_build(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    d = design_of("pr30137")
+    server = build.find_server(d.tree, d.patch_paths())
+    if server is None:
+        pytest.skip("pr30137 is not built: pcspec live --design pr30137 --build")
+    code = main(["live", "--design", "pr30137", "--kind", "swa", "--requests", "8", "--run-requests", "8",
+                 "--no-shrink", "--out", str(tmp_path), "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["design"] == "pr30137" and rep["rules"] == "pr30137@0c1e570"
+    assert rep["server"] == str(server)
+    assert rep["kinds"][0]["requests"] == 8
+    assert code == (1 if rep["unexplained"] else 0)
