@@ -1,6 +1,7 @@
 """The host-RAM prompt cache: ``server_prompt_cache`` (tools/server/server-task.cpp).
 
-``alloc`` / ``load`` / ``update`` mirror the C++ step by step (behaviour notes section 1);
+``alloc`` / ``load`` / ``update`` mirror the C++ step by step (tree 0c1e570, server-task.cpp:
+1711-1791, 1793-1868 and 1870-1901; docs/SPEC.md, section 4, says each step in words);
 ``save_transactional`` is the ``fixed`` design's save (build and fill off the list, validate,
 then remove obsolete entries, make room and insert: nothing changes on failure). Which sizes
 the cache accounts is the accounting seam; every decision itself is a rule of
