@@ -94,6 +94,7 @@ class VariantItem(pytest.Item):
         from pcspec.core.trace import Trace
         from pcspec.engines.hypothesis import PROFILES, machine_for
         from pcspec.properties.catalogue import CATALOGUE, get_property
+        from pcspec.properties.judge import shrink_trace
         from pcspec.tools.user_variant import declared, load_variant
 
         config = self.config
@@ -119,13 +120,16 @@ class VariantItem(pytest.Item):
                 raise
             violation, ops, cfg = machine.record.last
             found = [{"property": violation.rule, "op": violation.at, "message": violation.message}]
-            raise VariantFailed(self._report(Trace(variant, cfg, list(ops), None, found))) from None
+            trace = shrink_trace(Trace(variant, cfg, list(ops), None, found), violation.rule)
+            raise VariantFailed(self._report(trace)) from None
 
     @staticmethod
     def _walk(variant: Variant, targets: list[str], profile: str) -> Trace | None:
         """The first target (in catalogue order) the survey saw broken, hunted for its shortest
-        trace; None when the survey saw none."""
+        trace (the hunt shrinks it; the survey's own trace, shrunk, if the hunt's budget finds
+        none); None when the survey saw none."""
         from pcspec.engines.search import hunt, survey
+        from pcspec.properties.judge import shrink_trace
         from pcspec.tools.verdicts import PROFILES as BUDGETS
 
         survey_examples, hunt_examples = BUDGETS[profile]
@@ -134,14 +138,14 @@ class VariantItem(pytest.Item):
         if first is None:
             return None
         _, hit = hunt(variant, first, seed=0, examples=hunt_examples)
-        return hit.trace if hit is not None else hits[first].trace
+        return hit.trace if hit is not None else shrink_trace(hits[first].trace, first)
 
     def _report(self, trace: Trace) -> str:
-        from pcspec.properties.judge import shrink_trace, write_counterexample
+        """The failure's text; writes the (already shrunk) trace and its pytest file."""
+        from pcspec.properties.judge import write_counterexample
 
         variant = trace.variant
         rule = str(trace.expect[0]["property"])
-        trace = shrink_trace(trace, rule)
         out = Path(self.config.getoption("--pcspec-out"))
         out.mkdir(parents=True, exist_ok=True)
         stem = f"{variant.name.replace(':', '-')}__{rule}"
