@@ -1,4 +1,4 @@
-"""Bad input is one line on stderr and exit 2, never a traceback: one test per case of issue 10.
+"""Bad input is one line on stderr and exit 2, never a traceback: one test per case.
 
 Each case runs the CLI in-process (an exception escaping ``main`` would fail the test) and checks
 the exit status, that stderr is exactly one line, and that the line names the place (file and

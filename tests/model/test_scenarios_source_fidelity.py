@@ -1,5 +1,5 @@
-"""Regression scenarios for the points where the model departed from the C++ source (issue 8,
-section 2). Each test names the point and the source lines it follows (the October tree
+"""Regression scenarios for the points where the model departed from the C++ source.
+ Each test names the point and the source lines it follows (the October tree
 0c1e570; docs/SOURCES.md)."""
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ def test_short_write_in_a_save(variant: str, kept: bool) -> None:
     assert (len(srv.cache.entries) == 1) == kept  # master keeps the partial entry (RB-1)
 
 
-# -- issue 8, section 3: three short traces longer fuzzing found; each replays clean on fixed ---
+# -- three short traces longer fuzzing found; each replays clean on fixed ---
 
 REGRESSIONS = sorted((DATA / "regressions").glob("*.jsonl"))
 

@@ -142,7 +142,7 @@ def test_every_saved_trace_replays(verified: tuple[dict[str, Any], Path]) -> Non
 
 
 def test_every_decision_reached(verified: tuple[dict[str, Any], Path]) -> None:
-    """Decision coverage (issue 12): every decision of properties/coverage.py is reached by
+    """Decision coverage: every decision of properties/coverage.py is reached by
     some design's runs in the default budget, unless ``UNREACHABLE`` excuses it for every
     design (a decision only one design can take, as fixed's kept restore, counts once)."""
     coverage = verified[0]["coverage"]

@@ -1,6 +1,6 @@
 """pcspec in a user's own CI: a variant of one's own gates the build, the pytest plugin, no
 surprises in the user's tree or pipes, and the messages a user acts on. Each test failed on
-the behaviour before (issue 21)."""
+the behaviour before."""
 
 from __future__ import annotations
 
