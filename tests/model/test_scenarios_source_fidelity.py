@@ -1,6 +1,5 @@
-"""Regression scenarios for the points where the model departed from the C++ source.
- Each test names the point and the source lines it follows (the October tree
-0c1e570; docs/SOURCES.md)."""
+"""Regression scenarios for the points where the model departed from the C++ source. Each
+test names the point and the source lines it follows (the October tree 0c1e570; docs/SOURCES.md)."""
 
 from __future__ import annotations
 
