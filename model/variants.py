@@ -80,14 +80,13 @@ class Variant:
     # stricter than the window needs, docs/FINDINGS.md, F3, and blind to a recurrent
     # rollback depth) and takes the newest usable checkpoint, not the one keeping most.
     resume_best: bool = False
-    # The two places the October 2026 build (llama.cpp 0c1e570, the one `pcspec live` runs)
-    # differs from November's code (#30137's merged diff): the invalidation has no
-    # ``n_tokens > n_prefix`` term (server-context.cpp:3367-3378) and slot files carry no
-    # checkpoint appendix.
+    # Seams where the builds of the rule sets differ (docs/RULESETS.md, with file:line of each
+    # tree). The invalidation at a prompt start also erases ``n_tokens > n_prefix`` (#30137's
+    # merged diff; 0c1e570 to b11549 erase ``pos_max > pos_next`` only, server-context.cpp:
+    # 3369-3378), and slot files carry the checkpoint appendix (#26004: b11549 and November).
     invalidate_n_prefix: bool = True
     slot_file_appendix: bool = True
-    # The seams of the later October builds (docs/RULESETS.md, with file:line of each tree):
-    # the build's LLAMA_STATE_SEQ_VERSION (include/llama.h:49): its slot files carry it and its
+    # The build's LLAMA_STATE_SEQ_VERSION (include/llama.h:49): its slot files carry it and its
     # restore takes that version only (3 in the October tree, 4 from b11434). The designs keep 3:
     # pcspec builds them as patches on the October tree (pcspec/live/designs.py).
     state_seq_version: int = 3
