@@ -96,13 +96,13 @@ def _choose_rules(args: argparse.Namespace, binary: Path) -> None:
     if args.rules is not None:
         if args.variant is not None:
             raise PcspecError("--rules and --variant both name what the server is compared with: give one")
-        args.variant = get_rule_set(args.rules).name
+        args.variant, args.rules_evidence = get_rule_set(args.rules).name, f"--rules {args.rules}"
     if args.variant is not None:
         return
     chosen = rules_for_server(binary)
     if chosen.warning:
         print(f"pcspec live: warning: {chosen.warning}", file=sys.stderr)
-    args.variant = chosen.rule_set
+    args.variant, args.rules_evidence = chosen.rule_set, chosen.evidence
 
 
 def _server(args: argparse.Namespace) -> Path:
@@ -165,11 +165,14 @@ def run(args: argparse.Namespace) -> int:
     unexplained = sum(len(r.unexplained) for r in reports)
     if args.json:
         json.dump({"schema": 1, "server": str(binary), "design": args.design or "", "rules": args.variant,
+                   "rules_evidence": getattr(args, "rules_evidence", ""),
                    "kinds": [r.to_json() for r in reports],
                    "unexplained": unexplained}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(f"server: {binary} (design {args.design or 'unnamed'}); model rules: {args.variant}")
+        why = getattr(args, "rules_evidence", "")
+        print(f"server: {binary} (design {args.design or 'unnamed'}); model rules: {args.variant}"
+              + (f" ({why})" if why else ""))
         _print(reports)
     return 1 if unexplained else 0
 

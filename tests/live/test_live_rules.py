@@ -42,6 +42,7 @@ def test_the_rule_set_of_the_build_the_server_names(tmp_path: Path, number: int,
     args = parsed("--server", str(fake_server(tmp_path, number, commit)))
     live_cmd._server(args)
     assert args.variant == rule_set
+    assert args.rules_evidence.startswith(f"build {number} ({commit}) = ")
 
 
 def test_a_newer_build_gets_the_newest_rule_set_with_a_warning(tmp_path: Path,
@@ -67,7 +68,7 @@ def test_rules_overrides_and_is_checked(tmp_path: Path, capsys: pytest.CaptureFi
     server = str(fake_server(tmp_path, 11549, "b11549"))
     args = parsed("--server", server, "--rules", "b11434")
     live_cmd._server(args)
-    assert args.variant == "b11434"
+    assert (args.variant, args.rules_evidence) == ("b11434", "--rules b11434")
     for argv, needle in (
         (["--rules", "nope"], f"unknown rule set 'nope'; known rule sets: {', '.join(RULE_SETS)}"),
         (["--server", server, "--rules", "b11434", "--variant", "fixed"], "give one"),
