@@ -73,8 +73,8 @@ _NUMBERED = sorted((b for b in KNOWN_BUILDS if b.number is not None), key=lambda
 _HEX = re.compile(r"[0-9a-f]{7,40}")
 
 # The forms a build names itself in (see the module docstring): the log's TRACE line, the
-# ``--version`` answer, and ``build: N (commit)``, the form the issue quotes (none of the three
-# trees prints it; accepted so that a log of another build that does is not left unnamed).
+# ``--version`` answer, and ``build: N (commit)`` (none of the three trees prints it; accepted
+# so that a log of another build that does is not left unnamed).
 _FORMS = (
     re.compile(r"common_params_print_info: build (\d+) \(([^)\s]*)\) with "),
     re.compile(r"version: \S+ \(build (\d+), commit ([^)\s]*)\)"),

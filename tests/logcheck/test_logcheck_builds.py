@@ -26,7 +26,7 @@ FORMS = {
                   "for Linux x86_64",
     # common/build-info.cpp.in:33 (--version), in a capture that holds it
     "version": "version: 0.5.0-dev (build {n}, commit {c})",
-    # the form the issue quotes
+    # a form none of the three trees prints, read all the same
     "build:": "build: {n} ({c}) with cc (GCC) 12.2.0 for x86_64-linux-gnu",
 }
 # How each rule set's build names itself: (number, commit) as its line prints them.
