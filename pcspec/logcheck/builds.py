@@ -46,7 +46,6 @@ ERAS = ("current", "pre-26271", "pre-25078", "pre-20287")  # newest first
 _RANK = {era: i for i, era in enumerate(ERAS)}
 
 
-
 @dataclass(frozen=True, slots=True)
 class KnownBuild:
     """A build pcspec has a rule set for, and what its build line can print of it."""
