@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, replace
 from pcspec.core.errors import PcspecError
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.scan import RunSummary
-from pcspec.model.variants import RULE_SETS, get_rule_set
+from pcspec.model.variants import get_rule_set
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "sweep": ("auto", "when-full", "always", "none"),
@@ -129,7 +129,7 @@ def with_rules(options: Options, name: str | None) -> Options:
 
 
 def _invalidation(rule_sets: Sequence[str]) -> str:
-    kinds = {"n-prefix" if RULE_SETS[r].invalidate_n_prefix else "pos-max" for r in rule_sets}
+    kinds = {"n-prefix" if get_rule_set(r).invalidate_n_prefix else "pos-max" for r in rule_sets}
     return kinds.pop() if len(kinds) == 1 else "either"
 
 
