@@ -75,10 +75,18 @@ def _load_ckpt_part(srv: Server, ctx: Context | None, slot: Slot, buf: Buffer | 
 
 def _restore_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, pos_next: int) -> tuple[int, int] | None:
     """Load ``ck``'s target, then draft part (update_slots, 3345-3364); on success the
-    ``(pos_next, n_past)`` it resumes at (``ckpt_restore`` emitted), else None."""
-    ok = _load_ckpt_part(srv, srv.ctx_tgt, slot, ck.tgt, "ckpt.write.tgt") and _load_ckpt_part(
-        srv, srv.ctx_dft, slot, ck.dft, "ckpt.write.dft"
-    )
+    ``(pos_next, n_past)`` it resumes at (``ckpt_restore`` emitted), else None. A build whose
+    loads return nothing (``checkpoint_load_checked`` off: 0c1e570, b11434) aborts inside the
+    load instead (common/common.cpp:2336-2338, 2354-2356 at 0c1e570)."""
+    v = srv.variant
+    ok = True
+    for ctx, buf, site, part in ((srv.ctx_tgt, ck.tgt, "ckpt.write.tgt", "load_tgt"),
+                                 (srv.ctx_dft, ck.dft, "ckpt.write.dft", "load_dft")):
+        ok = _load_ckpt_part(srv, ctx, slot, buf, site)
+        if not ok and not v.checkpoint_load_checked and not v.contain_failures:
+            raise Abort(f"common_prompt_checkpoint::{part}", "checkpoint size mismatch")
+        if not ok:
+            break
     if not ok:
         return None
     pos_next, n_past = policy.restored_positions(pos_next, ck.pos_min, ck.pos_max, ck.n_tokens)

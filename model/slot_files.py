@@ -40,7 +40,6 @@ from pcspec.model.slotfile import (
     read_slot_file,
     write_slot_file,
 )
-from pcspec.model.state_versions import STATE_SEQ_VERSION_DEFAULT
 
 if TYPE_CHECKING:
     from pcspec.model.server import Server
@@ -180,7 +179,9 @@ def save(srv: Server, slot: Slot, filename: str) -> None:
         rec, n = _file_checkpoint(ck)
         records.append(rec)
         unwritten += n
-    data = write_slot_file(slot.prompt.tokens, encode_content(img), records)
+    # (the header carries the build's LLAMA_STATE_SEQ_VERSION: 3 at 0c1e570, 4 from b11434)
+    data = write_slot_file(slot.prompt.tokens, encode_content(img), records,
+                           state_version=srv.variant.state_seq_version)
     srv.files[filename] = data
     # Mutant appendix-uncounted: the #26004 bug the author acknowledged (July 2026), the
     # reported count leaves the appendix out.
@@ -245,7 +246,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
             filename,
             None if v.restore_uncapped else cfg.n_ctx_checkpoints,
             state_size=_peek_state_size(data),
-            expected_version=STATE_SEQ_VERSION_DEFAULT,  # this build's loader takes its own only
+            expected_version=v.state_seq_version,  # this build's loader takes its own only
         )
     except PcspecError as exc:
         _fail(srv, slot, filename, exc.why)

@@ -14,7 +14,8 @@ from __future__ import annotations
 # The versions known: 2 is the August 2026 code's (docs/SOURCES.md), whose state layout is not
 # in ``state_layout``.
 STATE_SEQ_VERSIONS: tuple[int, ...] = (2, 3, 4)
-# The version the model writes and its server reads: the October build's.
+# The October build's version: what a file is written with unless told otherwise, and the
+# designs' (``Variant.state_seq_version``; the rule sets b11434, b11549 and november write 4).
 STATE_SEQ_VERSION_DEFAULT = 3
 # Which builds write (and alone read) each version.
 STATE_SEQ_BUILDS: dict[int, tuple[str, ...]] = {

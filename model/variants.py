@@ -80,12 +80,22 @@ class Variant:
     # stricter than the window needs, docs/FINDINGS.md, F3, and blind to a recurrent
     # rollback depth) and takes the newest usable checkpoint, not the one keeping most.
     resume_best: bool = False
-    # The two places the October 2026 build (llama.cpp 0c1e570, the one `pcspec live` runs)
-    # differs from November's code (#30137's merged diff): the invalidation has no
-    # ``n_tokens > n_prefix`` term (server-context.cpp:3367-3378) and slot files carry no
-    # checkpoint appendix.
+    # Seams where the builds of the rule sets differ (docs/RULESETS.md, with file:line of each
+    # tree). The invalidation at a prompt start also erases ``n_tokens > n_prefix`` (#30137's
+    # merged diff; 0c1e570 to b11549 erase ``pos_max > pos_next`` only, server-context.cpp:
+    # 3369-3378), and slot files carry the checkpoint appendix (#26004: b11549 and November).
     invalidate_n_prefix: bool = True
     slot_file_appendix: bool = True
+    # The build's LLAMA_STATE_SEQ_VERSION (include/llama.h:49): its slot files carry it and its
+    # restore takes that version only (3 in the October tree, 4 from b11434). The designs keep 3:
+    # pcspec builds them as patches on the October tree (pcspec/live/designs.py).
+    state_seq_version: int = 3
+    # common_prompt_checkpoint::load_tgt/load_dft return whether the load was whole (b11549,
+    # common/common.cpp:2417-2448 of b11549; #30137's merged diff): the prompt start then aborts
+    # for a checkpoint of this process and re-processes for one restored from a slot file.
+    # False: they abort themselves on a short load ("checkpoint size mismatch",
+    # common/common.cpp:2324-2358 at 0c1e570), whatever made the checkpoint.
+    checkpoint_load_checked: bool = True
     # Historical rules kept as seams so that their regressions can be shown (mutants):
     # #24110 lowers the restore threshold only for a prompt without new tokens; #30137's merged
     # diff sweeps too-close checkpoints only while the list is full.
@@ -170,16 +180,67 @@ FIXED = Variant(
 
 DESIGNS: dict[str, Variant] = {v.name: v for v in (MASTER, PR30137, PR27451, FIXED)}
 
-# Rule sets of real builds, for checking a real server (`pcspec live`, replay): not designs
-# under review, so not in the verdict matrix.
+# Rule sets of real builds, for checking a real server (`pcspec check-log`, `pcspec live`):
+# not designs under review, so not in the verdict matrix. Each is its parent with the seams its
+# tree changed (RULE_SET_PARENTS; docs/RULESETS.md cites the lines). The November code is the
+# `master` design; `november` differs from it only in the slot files' version (4, as b11434's),
+# which the designs keep at 3 because pcspec builds them on the October tree.
 OCTOBER = replace(
     MASTER,
     name="october",
-    summary="the October 2026 build (0c1e570): master's design with October's invalidation and no file appendix",
+    summary="the October 2026 build (0c1e570): master's design with October's invalidation, no file appendix, "
+    "aborting checkpoint loads",
     invalidate_n_prefix=False,
     slot_file_appendix=False,
+    checkpoint_load_checked=False,
 )
-RULE_SETS: dict[str, Variant] = {OCTOBER.name: OCTOBER}
+B11434 = replace(
+    OCTOBER,
+    name="b11434",
+    summary="build 11434 (about 2026-10-06): October's rules with slot files of state-sequence version 4",
+    state_seq_version=4,
+)
+B11549 = replace(
+    B11434,
+    name="b11549",
+    summary="build 11549 (about 2026-10-10): the slot-file checkpoint appendix (#26004) and checkpoint loads that"
+    " return false",
+    slot_file_appendix=True,
+    checkpoint_load_checked=True,
+)
+NOVEMBER = replace(
+    B11549,
+    name="november",
+    summary="the November 2026 code (#30137's parent): b11549 with the n_prefix invalidation",
+    invalidate_n_prefix=True,
+)
+RULE_SETS: dict[str, Variant] = {v.name: v for v in (OCTOBER, B11434, B11549, NOVEMBER)}  # oldest first
+RULE_SET_PARENTS: dict[str, str] = {"october": "master", "b11434": "october", "b11549": "b11434",
+                                    "november": "b11549"}
+NEWEST_RULE_SET = "november"
+_NOT_SEAMS = ("name", "summary")
+
+
+def seam_differences(variant: Variant, parent: Variant) -> dict[str, tuple[object, object]]:
+    """The seams where ``variant`` departs from ``parent``: name -> (parent's, variant's)."""
+    return {
+        f: (getattr(parent, f), getattr(variant, f))
+        for f in variant.__dataclass_fields__
+        if f not in _NOT_SEAMS and getattr(variant, f) != getattr(parent, f)
+    }
+
+
+def rule_set_differences(name: str) -> dict[str, tuple[object, object]]:
+    """The seams where rule set ``name`` departs from its parent (RULE_SET_PARENTS)."""
+    parent = RULE_SET_PARENTS[name]
+    return seam_differences(RULE_SETS[name], RULE_SETS.get(parent) or DESIGNS[parent])
+
+
+def get_rule_set(name: str) -> Variant:
+    """A rule set by name; PcspecError naming the known ones otherwise."""
+    if name not in RULE_SETS:
+        raise PcspecError(f"unknown rule set {name!r}; known rule sets: {', '.join(RULE_SETS)}")
+    return RULE_SETS[name]
 
 
 def _mutant(base: Variant, name: str, summary: str, **seams: object) -> Variant:

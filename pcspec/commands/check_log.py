@@ -21,8 +21,10 @@ from typing import Any
 
 from pcspec.core.errors import PcspecError
 from pcspec.logcheck import TraceWriter, check_log, parse_options
-from pcspec.logcheck.options import CHOICES
+from pcspec.logcheck.checker import CheckResult
+from pcspec.logcheck.options import CHOICES, with_rules
 from pcspec.logcheck.report import render_plain, render_rich, rules_help, to_json
+from pcspec.model.variants import RULE_SETS
 
 EXIT_CODES = (
     "exit codes: 0 no deviation; 1 a deviation; 2 bad input (not a readable llama-server log: "
@@ -31,7 +33,10 @@ EXIT_CODES = (
 )
 
 _EPILOG = (
-    "options (--option KEY=VALUE, repeatable; 'auto' = what the log shows of its build: "
+    "rule sets (--rules NAME; default: the one the log's build line names, a build newer than "
+    "every known one gets the newest, with a warning):\n"
+    + "\n".join(f"  {n:15} {v.summary}" for n, v in RULE_SETS.items())
+    + "\n\noptions (--option KEY=VALUE, repeatable; 'auto' = what the log shows of its build: "
     "message formats, the build line; 'either' where it cannot tell):\n"
     + "\n".join(f"  {k:15} {' | '.join(v)}" for k, v in CHOICES.items())
     + "\n\ndeviation rules:\n" + rules_help() + "\n\n" + EXIT_CODES
@@ -56,6 +61,9 @@ def register(sub: Any) -> None:
                    help="also write the recognised events as a JSON-lines trace")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="choose a rule variant (see below)")
+    p.add_argument("--rules", metavar="NAME", default=None,
+                   help=f"the rule set of the build that wrote the logs ({', '.join(RULE_SETS)}; default: "
+                        "from the build line the log shows, docs/RULESETS.md)")
     p.set_defaults(func=run)
 
 
@@ -66,8 +74,15 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _warn(results: list[CheckResult]) -> None:
+    """Each rule-set warning once per log, on stderr (the report keeps it in its JSON too)."""
+    for r in results:
+        for warning in dict.fromkeys(run.build_warning for run in r.runs if run.build_warning):
+            print(f"pcspec check-log: warning: {r.source}: {warning}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
-    options = parse_options(args.option)
+    options = with_rules(parse_options(args.option), args.rules)
     with ExitStack() as stack:
         trace: TraceWriter | None = None
         if args.trace:
@@ -76,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
                 raise PcspecError("the trace file is one of the logs", str(Path(args.trace)))
             trace = stack.enter_context(TraceWriter(args.trace))
         results = [check_log(path, options, trace) for path in args.logs]
+    _warn(results)
     try:
         if args.json:
             json.dump(to_json(results), sys.stdout, indent=2)

@@ -19,8 +19,10 @@ from typing import Any
 from pcspec.core.errors import PcspecError
 from pcspec.live import build as live_build
 from pcspec.live import calibrate
+from pcspec.live.buildinfo import rules_for_server
 from pcspec.live.designs import DesignUnavailable, design_of
 from pcspec.live.models import KINDS, ensure_model
+from pcspec.model.variants import RULE_SETS, get_rule_set
 
 DEFAULT_OUT = Path("pcspec-out") / "live"
 
@@ -57,8 +59,12 @@ def register(sub: Any) -> None:
                    help="a request without an answer after S seconds is a finding")
     p.add_argument(
         "--variant", default=None,
-        help="the rule set or design the server is compared with (default october, or the --design's rules)",
+        help="the rule set or design the server is compared with (default: the rule set of the build the "
+             "server names, or the --design's rules)",
     )
+    p.add_argument("--rules", metavar="NAME", default=None,
+                   help=f"the rule set of the server's build ({', '.join(RULE_SETS)}; default: the one its "
+                        "build names, docs/RULESETS.md)")
     p.add_argument("--replay", type=Path, metavar="WORKLOAD", help="run a saved workload.jsonl once")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
@@ -84,11 +90,34 @@ def _design_server(args: argparse.Namespace) -> Path:
                       f"(or python -m pcspec.live.build --design {design.name})")
 
 
+def _choose_rules(args: argparse.Namespace, binary: Path) -> None:
+    """``--rules`` (checked), else ``--variant``, else the rule set of the build ``binary`` names,
+    with its warning on stderr (pcspec.live.buildinfo)."""
+    if args.rules is not None:
+        if args.variant is not None:
+            raise PcspecError("--rules and --variant both name what the server is compared with: give one")
+        args.variant, args.rules_evidence = get_rule_set(args.rules).name, f"--rules {args.rules}"
+    if args.variant is not None:
+        return
+    chosen = rules_for_server(binary)
+    if chosen.warning:
+        print(f"pcspec live: warning: {chosen.warning}", file=sys.stderr)
+    args.variant, args.rules_evidence = chosen.rule_set, chosen.evidence
+
+
 def _server(args: argparse.Namespace) -> Path:
     if args.design is not None:
+        if args.rules is not None:
+            raise PcspecError("--design compares the design's build with its own rules: drop --rules")
         return _design_server(args)
-    if args.variant is None:
-        args.variant = calibrate.DEFAULT_VARIANT
+    if args.rules is not None:
+        get_rule_set(args.rules)  # a bad name fails before anything is looked up or built
+    binary = _binary(args)
+    _choose_rules(args, binary)
+    return binary
+
+
+def _binary(args: argparse.Namespace) -> Path:
     if args.server:
         path = Path(args.server)
         if not path.is_file():
@@ -136,11 +165,14 @@ def run(args: argparse.Namespace) -> int:
     unexplained = sum(len(r.unexplained) for r in reports)
     if args.json:
         json.dump({"schema": 1, "server": str(binary), "design": args.design or "", "rules": args.variant,
+                   "rules_evidence": getattr(args, "rules_evidence", ""),
                    "kinds": [r.to_json() for r in reports],
                    "unexplained": unexplained}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(f"server: {binary} (design {args.design or 'unnamed'}); model rules: {args.variant}")
+        why = getattr(args, "rules_evidence", "")
+        print(f"server: {binary} (design {args.design or 'unnamed'}); model rules: {args.variant}"
+              + (f" ({why})" if why else ""))
         _print(reports)
     return 1 if unexplained else 0
 

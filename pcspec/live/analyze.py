@@ -37,10 +37,11 @@ from pcspec.live.schedule import read_schedule
 from pcspec.live.slotfiles import Source, compare
 from pcspec.live.transparency import Reference
 from pcspec.live.waste import WasteWatch
-from pcspec.logcheck import check_events, parse_bytes
+from pcspec.logcheck import Options, check_events, parse_bytes
 from pcspec.logcheck.logged import logged
 from pcspec.model.logged import Logged, Served, SlotFile
 from pcspec.model.processing import VOCAB_GEN
+from pcspec.model.variants import RULE_SETS
 
 SERVER_BUGS = ("crash", "no-answer", "transparency")
 
@@ -141,7 +142,10 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
                         a.findings.append(divergence("transparency", o.index, v.detail,
                                                      max_diff=round(v.max_diff, 4), step=v.step))
     if logcheck and log:
-        _logcheck(a, run, log)
+        # the log checker holds the server to the rule set the model follows (a design's
+        # variant is no rule set: the checker then reads the build from the log itself)
+        name = predictor.srv.variant.name if predictor is not None else ""
+        _logcheck(a, run, log, name if name in RULE_SETS else "auto")
     a.findings.sort(key=lambda f: (f.at, f.rule))
     return a
 
@@ -195,8 +199,8 @@ def _sources(run: Run, predictor: Predictor, before: int) -> list[Source]:
     return out
 
 
-def _logcheck(a: Analysis, run: Run, log: bytes) -> None:
-    result = check_events(parse_bytes(log).events, None)
+def _logcheck(a: Analysis, run: Run, log: bytes, rules: str = "auto") -> None:
+    result = check_events(parse_bytes(log).events, Options(rules=rules))
     if not result.deviations:
         return
     # line -> op: the op whose log range holds the line's first byte

@@ -19,7 +19,7 @@ from pcspec.live.models import N_VOCAB
 from pcspec.live.process import Flags
 from pcspec.live.schedule import ServerFacts
 from pcspec.model.config import MIB, STATE_HEADER, Config, MemoryKind
-from pcspec.model.variants import Variant, get_variant
+from pcspec.model.variants import MASTER, RULE_SETS, Variant, get_variant, seam_differences
 
 KIND_MEMORY = {"kv": MemoryKind.KV, "swa": MemoryKind.SWA, "recurrent": MemoryKind.RECURRENT,
                "hybrid": MemoryKind.HYBRID}
@@ -102,9 +102,14 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
 
 
 # A design ported onto a tree keeps that tree's rules where the design does not touch them: the
-# October tree's seams of OCTOBER (model/variants.py). ``DESIGN@TREE`` names the design's
-# variant with them (``pr30137@0c1e570``: #30137 as patches/pr30137 ports it, no file appendix).
-TREE_SEAMS: dict[str, dict[str, bool]] = {"0c1e570": {"invalidate_n_prefix": False, "slot_file_appendix": False}}
+# seams where the tree's rule set departs from ``master`` (model/variants.py, docs/RULESETS.md).
+# ``DESIGN@TREE`` names the design's variant with them (``pr30137@0c1e570``: #30137 as
+# patches/pr30137 ports it: no file appendix, the October invalidation and aborting loads).
+TREE_RULE_SETS = {"0c1e570": "october", "b11434": "b11434", "b11549": "b11549"}
+TREE_SEAMS: dict[str, dict[str, object]] = {
+    tree: {seam: ours for seam, (_, ours) in seam_differences(RULE_SETS[rule_set], MASTER).items()}
+    for tree, rule_set in TREE_RULE_SETS.items()
+}
 
 
 def design_rules(design: str, tree: str) -> str:

@@ -11,39 +11,128 @@ pull request that names it. Markers, oldest first:
 * ``pre-26271`` (before 2026-07-29): ``sim =`` instead of ``f_sim =`` in load lines;
 * otherwise ``current``.
 
-**Which current build** (``BuildEvidence``): the October 2026 code (0c1e570) and the November
-2026 code (e152332, #30137) print the same formats but erase different checkpoints at prompt
-start: October only those with ``pos_max > pos_next`` (server-context.cpp:3369-3378 at 0c1e570),
-November also those with ``n_tokens > n_prefix`` (server-context.cpp:4317-4323 at e152332).
-Evidence, strongest first:
+**Which rule set** (``BuildEvidence``, ``choose``): the builds pcspec has rule sets for
+(``pcspec.model.variants.RULE_SETS``, docs/RULESETS.md) print the same message formats but
+differ in rules the log shows, e.g. which checkpoints a prompt start erases (``pos_max >
+pos_next`` up to b11549, also ``n_tokens > n_prefix`` in the November code). Evidence,
+strongest first:
 
-* the build line ``common_params_print_info: build N (commit)`` (common/common.cpp:402 at
-  0c1e570; TRACE, so only in ``-v`` / ``-lv 4`` logs) naming a commit in ``KNOWN_BUILDS``;
-* a message only the November code prints: "restored N context checkpoint(s) from" and
-  "<invalid|truncated> context checkpoint appendix" (the slot-file appendix, #26004 as adapted in
-  #30137; the October tree 0c1e570 has none: server-context.cpp:2575-2640), and "failed to save
-  complete prompt state" (#30137).
+* the build line, ``common_params_print_info: build N (commit) with ...`` (TRACE, so only in
+  ``-v`` / ``-lv 4`` logs: common/common.cpp:402 at 0c1e570, common/common.cpp:406 of b11434 and
+  of b11549), or the same numbers as ``--version`` prints them, ``version: V (build N, commit
+  C)`` (common/build-info.cpp.in:33 in all three trees). A known commit, or a known build number,
+  names its rule set; a number newer than every known one gets the newest rule set and a
+  warning; a number between two known ones leaves the two (the messages may tell them apart).
+  ``build 0`` with commit ``unknown`` is a tree built without git metadata and without
+  ``LLAMA_BUILD_NUMBER`` (cmake/build-info.cmake:1-2 in all three trees): it names nothing;
+* a message only some builds print: "restored N context checkpoint(s) from" and "<invalid|
+  truncated> context checkpoint appendix" (the slot-file appendix, #26004: b11549
+  server-context.cpp:2674-2712, and the November code; neither 0c1e570 nor b11434 has it), and
+  "failed to save complete prompt state" (#30137's merged diff only).
 
-Neither is there (a default-verbosity log, another commit): the build is unknown, and the
-checker accepts what either rule set allows (``pcspec.logcheck.options``).
+When neither settles one rule set, the checker accepts what every remaining one allows
+(``pcspec.logcheck.options``), and ``--rules NAME`` chooses one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from itertools import pairwise
 
 from pcspec.logcheck import events as ev
 
 ERAS = ("current", "pre-26271", "pre-25078", "pre-20287")  # newest first
 _RANK = {era: i for i, era in enumerate(ERAS)}
 
-# full commit -> (rule set, description). A log prints a prefix of the commit (7+ hex digits).
-KNOWN_BUILDS: dict[str, tuple[str, str]] = {
-    "0c1e57098bba43ac29e6e3b677cdceebdd22334f": (
-        "october", "llama.cpp 0c1e570 (2026-10-01, the October tree)"),
-    "e152332a15986f4b15f79396df1980276b984001": (
-        "november", "llama.cpp e152332 (#30137, 2026-11-05, the November tree)"),
-}
+
+@dataclass(frozen=True, slots=True)
+class KnownBuild:
+    """A build pcspec has a rule set for, and what its build line can print of it."""
+
+    rule_set: str
+    description: str
+    number: int | None  # the upstream build number (tag bN); None when not known
+    # commits as printed: full hashes (a log prints a prefix of 7+ hex digits), and the names
+    # pcspec's own builds pass as LLAMA_BUILD_COMMIT (pcspec/live/build.py)
+    commits: tuple[str, ...]
+
+
+KNOWN_BUILDS: tuple[KnownBuild, ...] = (  # oldest first, as RULE_SETS
+    KnownBuild("october", "llama.cpp 0c1e570 (2026-10-01, the October tree)", None,
+               ("0c1e57098bba43ac29e6e3b677cdceebdd22334f",)),
+    KnownBuild("b11434", "llama.cpp b11434 (about 2026-10-06)", 11434, ("b11434",)),
+    KnownBuild("b11549", "llama.cpp b11549 (about 2026-10-10)", 11549, ("b11549",)),
+    KnownBuild("november", "llama.cpp e152332 (#30137, 2026-11-05, the November tree)", None,
+               ("e152332a15986f4b15f79396df1980276b984001",)),
+)
+ALL_RULE_SETS: tuple[str, ...] = tuple(b.rule_set for b in KNOWN_BUILDS)
+NEWEST = KNOWN_BUILDS[-1]  # (tests/logcheck/test_logcheck_builds.py: the same as the model's)
+_NUMBERED = sorted((b for b in KNOWN_BUILDS if b.number is not None), key=lambda b: b.number or 0)
+_HEX = re.compile(r"[0-9a-f]{7,40}")
+
+# The forms a build names itself in (see the module docstring): the log's TRACE line, the
+# ``--version`` answer, and ``build: N (commit)`` (none of the three trees prints it; accepted
+# so that a log of another build that does is not left unnamed).
+_FORMS = (
+    re.compile(r"common_params_print_info: build (\d+) \(([^)\s]*)\) with "),
+    re.compile(r"version: \S+ \(build (\d+), commit ([^)\s]*)\)"),
+    re.compile(r"\bbuild: (\d+) \(([^)\s]*)\)"),
+)
+
+
+def parse_build(text: str) -> tuple[int, str] | None:
+    """(number, commit) of the first build line in ``text``, in any of the forms."""
+    for form in _FORMS:
+        m = form.search(text)
+        if m is not None:
+            return int(m.group(1)), m.group(2)
+    return None
+
+
+def known_build(commit: str) -> KnownBuild | None:
+    """The known build a printed commit names, or None."""
+    c = commit.lower()
+    for b in KNOWN_BUILDS:
+        if c in b.commits or (_HEX.fullmatch(c) and any(full.startswith(c) for full in b.commits)):
+            return b
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class BuildChoice:
+    """What a build line says: the rule sets it may be (oldest first), why, whether the
+    line settles it (``exact``: messages are not consulted), and a warning for the user."""
+
+    candidates: tuple[str, ...]
+    evidence: str
+    exact: bool = False
+    warning: str = ""
+
+
+def choose(number: int, commit: str, where: str = "") -> BuildChoice:
+    """The rule sets a build line ``build number (commit)`` leaves (``where``: "line N: ")."""
+    named = f"{where}build {number} ({commit})"
+    known = known_build(commit)
+    if known is not None:
+        return BuildChoice((known.rule_set,), f"{named} = {known.description}", exact=True)
+    if number == 0 and commit == "unknown":
+        return BuildChoice(ALL_RULE_SETS, f"{named}: built without git metadata, it names no build")
+    for b in _NUMBERED:
+        if b.number == number:
+            return BuildChoice((b.rule_set,), f"{named} = {b.description}", exact=True)
+    newest = _NUMBERED[-1]
+    if newest.number is not None and number > newest.number:
+        warning = (f"build {number} is newer than every known build (newest numbered: "
+                   f"b{newest.number}): checked with the newest rule set, {NEWEST.rule_set} "
+                   f"(--rules NAME to choose another)")
+        return BuildChoice((NEWEST.rule_set,), f"{named}: newer than every known build, "
+                           f"the newest rule set", exact=True, warning=warning)
+    for lo, hi in pairwise(_NUMBERED):
+        if (lo.number or 0) < number < (hi.number or 0):
+            return BuildChoice((lo.rule_set, hi.rule_set),
+                               f"{named}: between b{lo.number} and b{hi.number}")
+    return BuildChoice(ALL_RULE_SETS, f"{named} is not a known build")
 
 
 class EraDetector:
@@ -74,42 +163,58 @@ class EraDetector:
             self.era, self.evidence = era, f"line {e.line}: {why}"
 
 
-def known_build(commit: str) -> tuple[str, str] | None:
-    """(rule set, description) of a printed commit, or None when it is not a known one."""
-    c = commit.lower()
-    if len(c) < 7:
-        return None
-    for full, known in KNOWN_BUILDS.items():
-        if full.startswith(c):
-            return known
-    return None
+# Messages only some builds print -> the rule sets that print them.
+_APPENDIX_BUILDS = ("b11549", "november")
+_SAVE_FAILED_BUILDS = ("november",)
 
 
 @dataclass(slots=True)
 class BuildEvidence:
-    """Which rule set of a current-format build one server run shows, and why."""
+    """Which rule set one server run shows, and why."""
 
     build: ev.BuildLine | None = None  # the process's build line (inherited across runs)
-    november_line: int | None = None  # first line only the November code prints
-    november_what: str = ""
+    # the rule sets the messages seen so far allow, and the lines that narrowed them
+    allowed: tuple[str, ...] = ALL_RULE_SETS
+    why: list[str] = field(default_factory=list)
 
     def add(self, e: ev.Event) -> None:
-        if self.november_line is not None:
-            return
         if isinstance(e, ev.SlotFileCheckpoints):
-            self.november_line, self.november_what = e.line, "slot-file checkpoint appendix line"
+            self._narrow(e.line, "a slot-file checkpoint appendix line", _APPENDIX_BUILDS)
         elif isinstance(e, ev.SaveFailed):
-            self.november_line, self.november_what = e.line, "'failed to save complete prompt state'"
+            self._narrow(e.line, "'failed to save complete prompt state'", _SAVE_FAILED_BUILDS)
+
+    def _narrow(self, line: int, what: str, builds: tuple[str, ...]) -> None:
+        kept = tuple(b for b in self.allowed if b in builds)
+        if kept != self.allowed:
+            self.allowed = kept
+            self.why.append(f"line {line}: {what} ({' or '.join(builds)})")
+
+    def choice(self) -> BuildChoice:
+        """The rule sets this run may follow: the build line's, narrowed by the messages."""
+        line = self.build
+        got = choose(line.number, line.commit, f"line {line.line}: ") if line is not None else None
+        if got is not None and got.exact:
+            return got
+        base = got.candidates if got is not None else ALL_RULE_SETS
+        said = [got.evidence] if got is not None else ["no build line"]
+        kept = tuple(b for b in base if b in self.allowed)
+        if not self.why:
+            said.append("no message only some builds print")
+        elif kept:
+            said.extend(self.why)
+        else:  # the messages contradict the build line: the line is the stronger evidence
+            said.append(f"{'; '.join(self.why)}, which the build line rules out")
+            kept = base
+        if len(kept) > 1:
+            said.append(f"accepting what {' or '.join(kept)} allow (--rules NAME to choose)")
+        warning = ""
+        if len(kept) > 1 and line is not None and line.number == 0:
+            warning = (f"line {line.line}: build 0 (unknown) names no build and the log does not tell "
+                       f"{', '.join(kept)} apart: checked with what any of them allows (--rules NAME "
+                       f"to choose one)")
+        return BuildChoice(kept, "; ".join(said), exact=False, warning=warning)
 
     def rule_set(self) -> tuple[str | None, str]:
-        """(rule set or None when unknown, evidence)."""
-        if self.build is not None:
-            known = known_build(self.build.commit)
-            if known is not None:
-                return known[0], f"line {self.build.line}: build {self.build.number} = {known[1]}"
-        if self.november_line is not None:
-            return "november", f"line {self.november_line}: {self.november_what} (November code)"
-        if self.build is not None:
-            return None, (f"line {self.build.line}: build {self.build.number} "
-                          f"({self.build.commit}) is not a known commit")
-        return None, "no build line and no message only one build prints"
+        """(rule set or None when more than one remains, evidence)."""
+        got = self.choice()
+        return (got.candidates[0] if len(got.candidates) == 1 else None), got.evidence

@@ -87,7 +87,8 @@ class SlotInit(SlotEvent):
 
 class BuildLine(Event):
     """TRACE ``cmn common_param: common_params_print_info: build %d (%s) with %s for %s%s``
-    (common/common.cpp:402): the server binary's build number and commit. Printed once per
+    (common/common.cpp:402; 406 of b11434 and b11549), or the same two values in another form
+    (``pcspec.logcheck.builds.parse_build``): the server binary's build number and commit. Printed once per
     process before load_model, so it belongs to every server run after it (a wake from sleep
     re-runs load_model without printing it again). ``commit`` is as printed (a short hash, or
     ``unknown`` for a build without git)."""

@@ -22,13 +22,16 @@ Option (``--option KEY=VALUE``)   values (default first)      what changed
     task that restored it (the snapshot; #30683 proposes ``restorer``).
 
 ``auto`` decides from what the run shows of its build (``pcspec.logcheck.builds``): older message
-formats give an older era; for the current formats, the build line or a message only the
-November code prints tells October from November, and when nothing does the invalidation rule
-is ``either``. Resolution under ``auto``:
+formats give an older era; for the current formats, the build line or a message only some builds
+print names the rule set (``pcspec.model.variants.RULE_SETS``: october, b11434, b11549,
+november), and ``--rules NAME`` (``Options.rules``) names it whatever the log shows. The rules
+then follow the rule set's seams; where more than one rule set remains, each rule is what any of
+them allows. Resolution under ``auto``:
 
-* ``current``: sweep when-full, supersede on (both builds: server-context.cpp:2293-2310 and
-  2320-2331 at 0c1e570, and e152332); invalidation pos-max (October), n-prefix (November) or
-  either (build unknown);
+* ``current``: sweep when-full, supersede on (every rule set: server-context.cpp:2293-2310 and
+  2320-2331 at 0c1e570, the same code in b11434, b11549 and e152332); invalidation pos-max
+  (october, b11434, b11549: ``invalidate_n_prefix`` off), n-prefix (november) or either (rule
+  sets of both kinds remain);
 * ``pre-26271``: invalidation pos-max, supersede off, and the sweep is ``always`` when the log
   shows any too-close erasure (the era straddles #25472, so a build of it may have no sweep at
   all), ``none`` otherwise;
@@ -40,11 +43,12 @@ is ``either``. Resolution under ``auto``:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from pcspec.core.errors import PcspecError
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.scan import RunSummary
+from pcspec.model.variants import get_rule_set
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "sweep": ("auto", "when-full", "always", "none"),
@@ -61,6 +65,7 @@ class Options:
 
     sweep: str = "auto"
     invalidation: str = "auto"
+    rules: str = "auto"  # a rule set's name (--rules), or auto: from the build line and messages
     supersede: str = "auto"
     positions: str = "text"
     restored_owner: str = "creator"
@@ -72,8 +77,9 @@ class Rules:
 
     era: str
     era_evidence: str
-    build: str = "unknown"  # october | november | unknown (current-format builds)
+    build: str = "unknown"  # the rule set (RULE_SETS), or unknown when more than one remains
     build_evidence: str = ""
+    build_warning: str = ""  # one line for the user (a build newer than every known one, ...)
     sweep: str  # when-full | always | none
     invalidation: str  # n-prefix | pos-max | either
     invalidation_evidence: str = ""  # the line that settled an "either" rule
@@ -114,11 +120,30 @@ def parse_options(items: Sequence[str] | None) -> Options:
     return Options(**values)
 
 
+def with_rules(options: Options, name: str | None) -> Options:
+    """``options`` with ``--rules NAME`` (None: as they are); PcspecError for an unknown name."""
+    if name is None:
+        return options
+    get_rule_set(name)  # one line naming the known rule sets
+    return replace(options, rules=name)
+
+
+def _invalidation(rule_sets: Sequence[str]) -> str:
+    kinds = {"n-prefix" if get_rule_set(r).invalidate_n_prefix else "pos-max" for r in rule_sets}
+    return kinds.pop() if len(kinds) == 1 else "either"
+
+
 def resolve(options: Options, run: RunSummary) -> Rules:
     """Fix every ``auto`` option for one server run from what the run shows."""
     era, evidence = run.era.era, run.era.evidence
     current = era == "current"
-    rule_set, build_evidence = run.build.rule_set()
+    if options.rules != "auto":
+        candidates: tuple[str, ...] = (options.rules,)
+        build_evidence, warning = f"--rules {options.rules}", ""
+    else:
+        choice = run.build.choice()
+        candidates, build_evidence, warning = choice.candidates, choice.evidence, choice.warning
+    rule_set = candidates[0] if len(candidates) == 1 else None
     if options.sweep != "auto":
         sweep = options.sweep
     elif current:
@@ -129,12 +154,10 @@ def resolve(options: Options, run: RunSummary) -> Rules:
         sweep = "none"
     if options.invalidation != "auto":
         invalidation = options.invalidation
-    elif not current or rule_set == "october":
+    elif not current and options.rules == "auto":
         invalidation = "pos-max"
-    elif rule_set == "november":
-        invalidation = "n-prefix"
     else:
-        invalidation = "either"
+        invalidation = _invalidation(candidates)
     supersede = options.supersede == "on" or (options.supersede == "auto" and current)
     return Rules(
         era=era,
@@ -146,4 +169,5 @@ def resolve(options: Options, run: RunSummary) -> Rules:
         restored_owner=options.restored_owner,
         build=rule_set or "unknown",
         build_evidence=build_evidence,
+        build_warning=warning if current or options.rules != "auto" else "",
     )

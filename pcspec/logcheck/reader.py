@@ -44,6 +44,7 @@ from pathlib import Path
 
 from pcspec.core.errors import PcspecError
 from pcspec.logcheck import events as ev
+from pcspec.logcheck.builds import parse_build
 from pcspec.logcheck.messages import DISPATCH
 from pcspec.logcheck.source import LogFile
 
@@ -68,6 +69,8 @@ _STATE_READ = re.compile(
     r"dest_seq_id = (-?\d+)"
 )
 _BUILD_WORD = "print_info: build "
+# the other forms a build names itself in (pcspec.logcheck.builds.parse_build)
+_OTHER_BUILD_WORDS = ("(build ", "build: ")
 _BUILD = re.compile(
     r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d )?(?:([A-Z]) )?cmn +\S{1,12}: common_params_print_info: "
     r"build (\d+) \(([^)\s]*)\) with "
@@ -120,7 +123,14 @@ def _other(line: str, ln: int) -> ev.Event | None:
     m = _BUILD.match(line)
     if m is not None:
         return ev.BuildLine(ln, m.group(1) or "", int(m.group(2)), m.group(3))
+    named = parse_build(line)
+    if named is not None:
+        return ev.BuildLine(ln, "", *named)
     return None
+
+
+def _names_build(line: str) -> bool:
+    return _BUILD_WORD in line or any(w in line for w in _OTHER_BUILD_WORDS)
 
 
 def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) -> int:
@@ -129,7 +139,7 @@ def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) ->
     many of the lines are server lines (the prefix matched, whether or not the message is one
     the checker reads)."""
     state_reads = _STATE_READ_WORD in text
-    builds = _BUILD_WORD in text
+    builds = _BUILD_WORD in text or any(w in text for w in _OTHER_BUILD_WORDS)
     header = _HEADER.match
     inner = _TS_HEADER.search
     strip_ansi = _ANSI.sub
@@ -137,7 +147,7 @@ def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) ->
     for i, line in enumerate(lines, first + 1):
         # prefilter: every relevant line but two rare ones is an SRV_x or SLT_x line
         if "srv " not in line and "slot " not in line:
-            if (state_reads and _STATE_READ_WORD in line) or (builds and _BUILD_WORD in line):
+            if (state_reads and _STATE_READ_WORD in line) or (builds and _names_build(line)):
                 other = _other(line, i)
                 if other is not None:
                     n_server += 1

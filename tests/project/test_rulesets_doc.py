@@ -1,0 +1,41 @@
+"""docs/RULESETS.md lists every seam where a rule set departs from its parent, with a line of C++."""
+
+from __future__ import annotations
+
+import re
+
+from pcspec.model.variants import RULE_SET_PARENTS, RULE_SETS, rule_set_differences
+from tests.support.paths import ROOT
+
+TEXT = (ROOT / "docs" / "RULESETS.md").read_text(encoding="utf-8")
+CITATION = re.compile(r"[\w/.-]+\.(?:cpp|h|cmake|in|txt):\d+")
+
+
+def section(name: str) -> str:
+    start = TEXT.index(f"\n## `{name}`")
+    end = TEXT.find("\n## ", start + 1)
+    return TEXT[start:end if end >= 0 else None]
+
+
+def summary_row(name: str) -> str:
+    return next(line for line in TEXT.splitlines() if line.startswith(f"| `{name}` |"))
+
+
+def test_every_difference_of_every_rule_set_is_listed_with_its_line() -> None:
+    for name in RULE_SETS:
+        diffs = rule_set_differences(name)
+        assert diffs, f"{name} does not differ from its parent"
+        row = summary_row(name)
+        assert f"`{RULE_SET_PARENTS[name]}`" in row
+        listed = set(re.findall(r"`(\w+)`", row.split("|")[4]))
+        assert listed == set(diffs), (name, listed, set(diffs))
+        text = section(name)
+        for seam in diffs:
+            line = next((x for x in text.splitlines() if x.startswith(f"| `{seam}` |")), None)
+            assert line is not None, f"docs/RULESETS.md, {name}: no row for {seam}"
+            assert CITATION.search(line) or "#30137's merged diff" in line, (name, seam)
+
+
+def test_the_doc_names_no_rule_set_that_is_not_one() -> None:
+    named = set(re.findall(r"^\| `(\w+)` \| (?:0c1e570|build|e152332)", TEXT, re.MULTILINE))
+    assert named == set(RULE_SETS)
