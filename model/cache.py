@@ -177,10 +177,14 @@ class PromptCache:
             for ck in e.prompt.checkpoints:
                 for b in ck.buffers():
                     self.heap.free(b)
+        self._discard(e)
+        e.main = e.drft = None
+
+    def _discard(self, e: CacheEntry) -> None:
+        """What an entry holds goes: its checkpoints, then its data."""
         drop_all(self.heap, e.prompt)
         for b in e.data_buffers():
             self.heap.release(b)
-        e.main = e.drft = None
 
     def _evict_front(self, n: int, reason: str, new_bufs: list[Buffer], new_size: int) -> None:
         for _ in range(n):
@@ -243,39 +247,46 @@ class PromptCache:
             hold(self.heap, entry.prompt, ck)
         return entry
 
-    def _allocate_data(self, size_tgt: int, size_dft: int) -> tuple[Buffer | None, Buffer | None]:
-        """The two ``resize`` calls (no allocation for size 0)."""
+    def _allocate(self, prompt: Prompt, size_tgt: int, size_dft: int,
+                  with_entry: bool) -> tuple[Buffer | None, Buffer | None, CacheEntry | None] | None:
+        """alloc's ``try``: the two ``resize`` calls (none for size 0) and, ``with_entry``, the
+        entry built inside it; None after a ``bad_alloc`` it caught (nothing left allocated)."""
         z = self.variant.zero_init
-        main = self.heap.allocate(size_tgt, "main", z, "save.alloc.main") if size_tgt > 0 else None
+        main = drft = None
         try:
+            main = self.heap.allocate(size_tgt, "main", z, "save.alloc.main") if size_tgt > 0 else None
             drft = self.heap.allocate(size_dft, "drft", z, "save.alloc.drft") if size_dft > 0 else None
-        except BadAlloc:
+            return main, drft, (self._build_entry(prompt, main, drft) if with_entry else None)
+        except BadAlloc as exc:
             self.heap.release(main)
-            raise
-        return main, drft
+            self.heap.release(drft)
+            self._on_bad_alloc(str(exc))
+            return None
 
-    # -- the C++ save: alloc, then the caller fills -----------------------------------------
-
-    def alloc(self, prompt: Prompt, size_tgt: int, size_dft: int) -> CacheEntry | None:
-        """server-task.cpp: server_prompt_cache::alloc. Returns the appended entry or None."""
+    def _admit(self, prompt: Prompt, size_tgt: int, size_dft: int) -> tuple[int, list[Buffer]] | None:
+        """alloc steps 1-3, which both saves take: None when the prompt is in the cache or the
+        entry is over the limit; else its size as counted and the checkpoint buffers it shares."""
         if self._contained(prompt.tokens):
             return None
         new_size, new_bufs = self.candidate_size(size_tgt + size_dft, prompt.checkpoints)
         own_unique = size_tgt + size_dft + sum(ck.size() for ck in prompt.checkpoints)
         if self._rejects(new_size, own_unique, new_bufs):
             return None
-        self._remove_obsolete(prompt.tokens)
-        self._make_room(new_size, new_bufs)
-        entry_scope = self.variant.alloc_scope == AllocScope.ENTRY
-        main = drft = None
-        try:
-            main, drft = self._allocate_data(size_tgt, size_dft)
-            entry = self._build_entry(prompt, main, drft) if entry_scope else None
-        except BadAlloc as exc:
-            self.heap.release(main)
-            self.heap.release(drft)
-            self._on_bad_alloc(str(exc))
+        return new_size, new_bufs
+
+    # -- the C++ save: alloc, then the caller fills -----------------------------------------
+
+    def alloc(self, prompt: Prompt, size_tgt: int, size_dft: int) -> CacheEntry | None:
+        """server-task.cpp: server_prompt_cache::alloc. Returns the appended entry or None."""
+        admitted = self._admit(prompt, size_tgt, size_dft)
+        if admitted is None:
             return None
+        self._remove_obsolete(prompt.tokens)
+        self._make_room(*admitted)
+        got = self._allocate(prompt, size_tgt, size_dft, self.variant.alloc_scope == AllocScope.ENTRY)
+        if got is None:
+            return None
+        main, drft, entry = got
         if entry is None:
             try:
                 entry = self._build_entry(prompt, main, drft)
@@ -302,41 +313,33 @@ class PromptCache:
         assert self.entries and self.entries[-1] is entry
         self.evict(entry, "pop_back")
 
+    def fill(self, entry: CacheEntry, ctx_tgt: Context, ctx_dft: Context | None, seq: int,
+             size_tgt: int, size_dft: int) -> bool:
+        """The state reads into the entry's data (``get_data_ext``, the caller's fill after
+        alloc): whether both wrote what ``get_size`` said."""
+        n_tgt = ctx_tgt.get_data(self.heap, seq, entry.main, FULL, "save.read.tgt") if entry.main else 0
+        n_dft = 0
+        if ctx_dft is not None and entry.drft is not None:
+            n_dft = ctx_dft.get_data(self.heap, seq, entry.drft, FULL, "save.read.dft")
+        return n_tgt == size_tgt and n_dft == size_dft
+
     # -- the fixed save --------------------------------------------------------------------
 
-    def save_transactional(self, prompt: Prompt, ctx_tgt: Context, ctx_dft: Context | None, seq: int) -> bool:
+    def save_transactional(self, prompt: Prompt, ctx_tgt: Context, ctx_dft: Context | None, seq: int,
+                           size_tgt: int, size_dft: int) -> bool:
         """``fixed``: build and fill off the list, validate, then remove obsolete entries, make
         room and insert. Any failure leaves the cache exactly as it was."""
-        if self._contained(prompt.tokens):
+        admitted = self._admit(prompt, size_tgt, size_dft)
+        got = self._allocate(prompt, size_tgt, size_dft, True) if admitted is not None else None
+        if admitted is None or got is None or got[2] is None:
             return False
-        size_tgt = ctx_tgt.get_size(seq, FULL)
-        size_dft = ctx_dft.get_size(seq, FULL) if ctx_dft is not None else 0
-        new_size, new_bufs = self.candidate_size(size_tgt + size_dft, prompt.checkpoints)
-        own_unique = size_tgt + size_dft + sum(ck.size() for ck in prompt.checkpoints)
-        if self._rejects(new_size, own_unique, new_bufs):
-            return False
-        try:
-            main, drft = self._allocate_data(size_tgt, size_dft)
-        except BadAlloc as exc:
-            self._on_bad_alloc(str(exc))
-            return False
-        try:
-            entry = self._build_entry(prompt, main, drft)
-        except BadAlloc as exc:
-            self.heap.release(main)
-            self.heap.release(drft)
-            self._on_bad_alloc(str(exc))
-            return False
-        n_tgt = ctx_tgt.get_data(self.heap, seq, main, FULL, "save.read.tgt") if main else 0
-        n_dft = ctx_dft.get_data(self.heap, seq, drft, FULL, "save.read.dft") if ctx_dft and drft else 0
-        if n_tgt != size_tgt or n_dft != size_dft:
+        entry = got[2]
+        if not self.fill(entry, ctx_tgt, ctx_dft, seq, size_tgt, size_dft):
             self.heap.emit(ev.SaveFillShort(entry=entry.id))
-            drop_all(self.heap, entry.prompt)
-            for b in entry.data_buffers():
-                self.heap.release(b)
+            self._discard(entry)
             return False
         self._remove_obsolete(prompt.tokens)
-        self._make_room(new_size, new_bufs)
+        self._make_room(*admitted)
         self._publish(entry)
         return True
 

@@ -95,12 +95,11 @@ class Slot:
             return False
         heap = srv.heap
         heap.emit(ev.SaveBegin(slot=self.id, n_tokens=self.prompt.n_tokens))
-        v = srv.variant
-        if v.save_protocol == "transactional":
-            ok = cache.save_transactional(self.prompt, srv.ctx_tgt, srv.ctx_dft, self.id)
+        size_tgt = srv.ctx_tgt.get_size(self.id, FULL)
+        size_dft = srv.ctx_dft.get_size(self.id, FULL) if srv.ctx_dft is not None else 0
+        if srv.variant.save_protocol == "transactional":
+            ok = cache.save_transactional(self.prompt, srv.ctx_tgt, srv.ctx_dft, self.id, size_tgt, size_dft)
         else:
-            size_tgt = srv.ctx_tgt.get_size(self.id, FULL)
-            size_dft = srv.ctx_dft.get_size(self.id, FULL) if srv.ctx_dft is not None else 0
             entry = cache.alloc(self.prompt, size_tgt, size_dft)
             ok = entry is not None and self._fill(srv, entry, size_tgt, size_dft)
         heap.emit(ev.SaveEnd(slot=self.id, ok=ok))  # what the save built is published now
@@ -110,13 +109,9 @@ class Slot:
         """The fill after ``alloc``: unchecked (master), or checked with ``pop_back`` (#30137)."""
         cache = srv.cache
         assert cache is not None
-        heap = srv.heap
-        n_tgt = srv.ctx_tgt.get_data(heap, self.id, entry.main, FULL, "save.read.tgt") if entry.main else 0
-        n_dft = 0
-        if srv.ctx_dft is not None and entry.drft is not None:
-            n_dft = srv.ctx_dft.get_data(heap, self.id, entry.drft, FULL, "save.read.dft")
-        if srv.variant.validates_save and (n_tgt != size_tgt or n_dft != size_dft):
-            heap.emit(ev.SaveFillShort(entry=entry.id))  # "failed to save complete prompt state"
+        complete = cache.fill(entry, srv.ctx_tgt, srv.ctx_dft, self.id, size_tgt, size_dft)
+        if srv.variant.validates_save and not complete:
+            srv.heap.emit(ev.SaveFillShort(entry=entry.id))  # "failed to save complete prompt state"
             cache.pop_back(entry)
             return False
         return True

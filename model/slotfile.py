@@ -220,25 +220,21 @@ class _Cursor:
         self.pos += n
         return at
 
-    def u32(self, what: str) -> int:
-        at = self._need(4, what)
-        value: int = struct.unpack_from("<I", self.data, at)[0]
+    def _int(self, fmt: str, what: str) -> int:
+        value: int = struct.unpack_from(fmt, self.data, self._need(struct.calcsize(fmt), what))[0]
         return value
+
+    def u32(self, what: str) -> int:
+        return self._int("<I", what)
 
     def i32(self, what: str) -> int:
-        at = self._need(4, what)
-        value: int = struct.unpack_from("<i", self.data, at)[0]
-        return value
+        return self._int("<i", what)
 
     def u64(self, what: str) -> int:
-        at = self._need(8, what)
-        value: int = struct.unpack_from("<Q", self.data, at)[0]
-        return value
+        return self._int("<Q", what)
 
     def i64(self, what: str) -> int:
-        at = self._need(8, what)
-        value: int = struct.unpack_from("<q", self.data, at)[0]
-        return value
+        return self._int("<q", what)
 
     def skip(self, n: int, what: str) -> None:
         self._need(n, what)

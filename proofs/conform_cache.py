@@ -13,6 +13,7 @@ post-state the model produced (allowed, and no other post-state allowed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,9 @@ from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry, PromptCache, lcp
 from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, hold
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
+from pcspec.model.context import Context
 from pcspec.model.heap import Abort, Buffer
+from pcspec.model.memory import Tokens
 from pcspec.model.server import Server
 from pcspec.model.variants import Sharing, Variant
 from pcspec.proofs import cache_ops as co
@@ -74,23 +77,32 @@ def stage(scene: Scene, v: Variant) -> Staged:
         hold(heap, slot.prompt, pool[i])
     for ctx in srv.contexts():
         ctx.seqs[0].decode(tokens)
-    assert srv.cache is not None
     for toks, groups, filled in scene.entries:
-        ckpts = copy_checkpoints(heap, [pool[i] for i in groups], v.sharing, v.zero_init, None)
-        data: list[Buffer | None] = []
-        for ctx in srv.contexts():
-            size = STATE_HEADER + (scene.rs if ctx.name == "tgt" else scene.draft_rs or 0)
-            buf = heap.allocate(size, "main" if ctx.name == "tgt" else "drft", v.zero_init)
-            # a real state image (the slot's), so that a load of it can succeed
-            heap.fill(buf, ctx.seqs[0].image(0), size if filled else size // 2)
-            data.append(buf)
-        e = CacheEntry(heap.new_id(), Prompt(toks), data[0], data[1] if len(data) > 1 else None)
-        for ck in ckpts:
-            hold(heap, e.prompt, ck)
-        srv.cache.entries.append(e)
+        stage_entry(srv, v, toks, [pool[i] for i in groups], filled,
+                    lambda ctx: STATE_HEADER + (scene.rs if ctx.name == "tgt" else scene.draft_rs or 0))
     if scene.fault != "none":
         heap.faults.arm(scene.fault)
     return Staged(srv, pool, list(held))
+
+
+def stage_entry(srv: Server, v: Variant, tokens: Tokens, ckpts: list[Checkpoint], filled: bool,
+                size_of: Callable[[Context], int]) -> None:
+    """A cache entry as a save leaves it (both sides stage so): ``ckpts`` copied by the sharing
+    seam; per context ``size_of(ctx)`` bytes of the slot's state image (a load of it can
+    succeed), all or (not ``filled``) half of them written."""
+    heap = srv.heap
+    assert srv.cache is not None
+    copies = copy_checkpoints(heap, ckpts, v.sharing, v.zero_init, None)
+    data: list[Buffer | None] = []
+    for ctx in srv.contexts():
+        size = size_of(ctx)
+        buf = heap.allocate(size, "main" if ctx.name == "tgt" else "drft", v.zero_init)
+        heap.fill(buf, ctx.seqs[0].image(0), size if filled else size // 2)
+        data.append(buf)
+    e = CacheEntry(heap.new_id(), Prompt(tokens), data[0], data[1] if len(data) > 1 else None)
+    for ck in copies:
+        hold(heap, e.prompt, ck)
+    srv.cache.entries.append(e)
 
 
 def _groups(ck: Checkpoint, pool: list[Checkpoint]) -> int | None:

@@ -22,7 +22,7 @@ import z3
 
 from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry
-from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, hold
+from pcspec.model.checkpoint import Checkpoint, hold
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.heap import Abort, Buffer
 from pcspec.model.processing import _erase, create_checkpoint
@@ -31,7 +31,7 @@ from pcspec.model.slot import Task
 from pcspec.model.variants import Sharing, Variant
 from pcspec.proofs import world_ops as ops
 from pcspec.proofs.build import Build, Term
-from pcspec.proofs.conform_cache import agreement
+from pcspec.proofs.conform_cache import agreement, stage_entry
 from pcspec.proofs.world import World, fresh, sorts
 
 NH, NC, NB = 5, 14, 24  # designated holders, checkpoint objects, buffers
@@ -77,19 +77,9 @@ def stage(scene: WorldScene, v: Variant) -> Server:
         ctx.seqs[0].decode(tokens)
     for i in range(scene.slot_ckpts):
         hold(heap, slot.prompt, _ckpt(srv, v, 2 + 2 * i))
-    assert srv.cache is not None
     for n, (k, filled) in enumerate(scene.entries):
         own = [_ckpt(srv, v, 3 + 2 * i) for i in range(k)]
-        data: list[Buffer | None] = []
-        for ctx in srv.contexts():
-            size = ctx.get_size(0, 0)
-            buf = heap.allocate(size, "main" if ctx.name == "tgt" else "drft", v.zero_init)
-            heap.fill(buf, ctx.seqs[0].image(0), size if filled else size // 2)
-            data.append(buf)
-        e = CacheEntry(heap.new_id(), Prompt((500 + n,)), data[0], data[1] if len(data) > 1 else None)
-        for ck in copy_checkpoints(heap, own, v.sharing, v.zero_init, None):
-            hold(heap, e.prompt, ck)
-        srv.cache.entries.append(e)
+        stage_entry(srv, v, (500 + n,), own, filled, lambda ctx: ctx.get_size(0, 0))
     if scene.fault != "none":
         heap.faults.arm(scene.fault)
     return srv
