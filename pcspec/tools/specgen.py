@@ -63,6 +63,7 @@ SEAM_OPS = {
     "count_appendix_bytes": "environment (slot files)",
     "restore_uncapped": "environment (slot restore)",
     "trust_size_field": "environment (slot files)",
+    "space_user_breaks": "environment (the batch fill)",
 }
 
 # What `fixed` leaves behind when a site fails (docs/SPEC.md restates each per operation).
