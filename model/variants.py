@@ -99,6 +99,9 @@ class Variant:
     # or the newest checkpoint is more than --checkpoint-min-step earlier
     # (server-context.cpp:3530-3538). False (a mutant): it breaks at every user-message start.
     space_user_breaks: bool = True
+    # A cache load onto an empty slot starts from f_keep = -1, so that any entry sharing a
+    # prefix wins (server-task.cpp:1796). False (a mutant): 0 / 0, NaN, and nothing is loaded.
+    empty_slot_baseline: bool = True
     # -- mutant seams (all False/True as in the real code for the four designs) ------------
     inplace_update: bool = False  # the cap eviction recycles the oldest payload in place
     free_on_evict: bool = False  # eviction frees payload buffers even when still held
@@ -309,6 +312,13 @@ MUTANTS: dict[str, Variant] = {
             "the prompt batch fill breaks at every user-message start, ignoring --checkpoint-min-step"
             " (server-context.cpp:3531-3538 without its spacing test)",
             space_user_breaks=False,
+        ),
+        _mutant(
+            FIXED,
+            "load-nan-f-keep",
+            "a cache load onto an empty slot starts from f_keep = 0 / 0 (NaN) instead of -1"
+            " (server-task.cpp:1796): every comparison is false and nothing is loaded",
+            empty_slot_baseline=False,
         ),
     )
 }

@@ -162,6 +162,7 @@ MUTANT_TARGETS: dict[str, tuple[str, ...]] = {
     "mutant:empty-pinned-skips-cache": ("REUSE-2",),
     "mutant:no-tail-break": ("CKPT-3",),
     "mutant:break-every-user-message": ("CKPT-5",),
+    "mutant:load-nan-f-keep": ("REUSE-2",),
 }
 
 
