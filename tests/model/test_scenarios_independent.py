@@ -1,4 +1,4 @@
-"""Issue 25: checks whose expectation does not come from the model rule they judge.
+"""Checks whose expectation does not come from the model rule they judge.
 
 CKPT-5 (server-context.cpp:3505-3560 at 0c1e570): a prompt batch ends early only where the
 fill loop names an end: the last user-message start, a user-message start with no checkpoint
