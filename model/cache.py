@@ -349,7 +349,9 @@ class PromptCache:
         """server-task.cpp: server_prompt_cache::load. On success the slot's prompt becomes the
         chosen entry's (tokens and checkpoints) and the entry leaves the cache."""
         n_new = len(tokens_new)
-        base = policy.load_baseline(lcp(prompt.tokens, tokens_new), prompt.n_tokens, n_new)
+        base = policy.load_baseline(
+            lcp(prompt.tokens, tokens_new), prompt.n_tokens, n_new, self.variant.empty_slot_baseline
+        )
         cands = [
             policy.entry_fractions(lcp(e.prompt.tokens, tokens_new), e.prompt.n_tokens, n_new) for e in self.entries
         ]

@@ -614,12 +614,15 @@ class Batch(Event, kind="batch"):
     """A slot's share of one batch (server-context.cpp:3409-3616: the fill, its breaks, the
     ``do_checkpoint`` decision) and the inputs of the creation rules: whether the
     task makes checkpoints (``needs``), its prompt's length and message spans, the list and
-    ``pos_min`` at the fill."""
+    ``pos_min`` at the fill. ``room`` is what was left of ``n_batch`` when the slot's fill
+    began (the loop's ``batch.size() < n_batch``, 3505): a fill that put fewer tokens and did
+    not reach the prompt's end stopped at a break."""
 
     slot: int
     task: int
     start: int
     n: int
+    room: int
     checkpoint: bool
     needs: bool
     n_prompt: int

@@ -8,6 +8,7 @@ decision. Every function cites the C++ it mirrors (file: function).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import TypeVar
@@ -22,12 +23,15 @@ LOAD_F_KEEP_FLOOR = 0.25
 UPDATE_CACHE_F_KEEP = 0.5
 
 
-def load_baseline(lcp0: int, n_slot: int, n_new: int) -> tuple[float, float]:
-    """The (f_keep, f_sim) a cache entry must beat (server-task.cpp: server_prompt_cache::load).
+def load_baseline(lcp0: int, n_slot: int, n_new: int, empty_minus_one: bool = True) -> tuple[float, float]:
+    """The (f_keep, f_sim) a cache entry must beat (server-task.cpp: server_prompt_cache::load,
+    1794-1797 at 0c1e570).
 
     An empty slot gets ``f_keep = -1`` so that any entry with ``f_sim > 0`` wins for it.
+    ``empty_minus_one=False`` (a mutant) divides by the empty slot's 0 tokens instead: NaN,
+    which every comparison finds false, so nothing is ever loaded onto an empty slot.
     """
-    f_keep = lcp0 / n_slot if n_slot > 0 else -1.0
+    f_keep = lcp0 / n_slot if n_slot > 0 else (-1.0 if empty_minus_one else math.nan)
     f_sim = lcp0 / n_new if n_new > 0 else 0.0
     return f_keep, f_sim
 

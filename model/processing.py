@@ -304,7 +304,9 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
         if not do_ckpt:
             continue
         pos = n_start + n_cur
-        if pos in spans and (pos == last_user or not ckpts or pos > ckpts[-1].n_tokens + cfg.checkpoint_min_step):
+        # server-context.cpp:3530-3538: the last user message, or one past the minimum step
+        spaced = pos == last_user or not ckpts or pos > ckpts[-1].n_tokens + cfg.checkpoint_min_step
+        if pos in spans and (spaced or not srv.variant.space_user_breaks):
             break
         remaining = task.n_tokens - pos
         if remaining in (tail_a, tail_b) and srv.variant.tail_checkpoints:
@@ -348,6 +350,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
         task=task.id,
         start=n_start,
         n=n_cur,
+        room=room,
         checkpoint=do_ckpt,
         # The inputs of the creation rules: whether this task makes checkpoints
         # at all, its prompt's length and message spans, the list and pos_min at the fill.

@@ -105,6 +105,13 @@ class Variant:
     # #20288: the prompt's last ``4 + n_ubatch`` and ``4`` tokens are batched apart so that
     # checkpoints are made there (server-context.cpp:3540-3559).
     tail_checkpoints: bool = True
+    # The fill breaks at a user-message start only when it is the last one, the list is empty
+    # or the newest checkpoint is more than --checkpoint-min-step earlier
+    # (server-context.cpp:3530-3538). False (a mutant): it breaks at every user-message start.
+    space_user_breaks: bool = True
+    # A cache load onto an empty slot starts from f_keep = -1, so that any entry sharing a
+    # prefix wins (server-task.cpp:1796). False (a mutant): 0 / 0, NaN, and nothing is loaded.
+    empty_slot_baseline: bool = True
     # -- mutant seams (all False/True as in the real code for the four designs) ------------
     inplace_update: bool = False  # the cap eviction recycles the oldest payload in place
     free_on_evict: bool = False  # eviction frees payload buffers even when still held
@@ -359,6 +366,20 @@ MUTANTS: dict[str, Variant] = {
             "trust-size-field",
             "the slot-file reader allocates from an unchecked length field",
             trust_size_field=True,
+        ),
+        _mutant(
+            FIXED,
+            "break-every-user-message",
+            "the prompt batch fill breaks at every user-message start, ignoring --checkpoint-min-step"
+            " (server-context.cpp:3531-3538 without its spacing test)",
+            space_user_breaks=False,
+        ),
+        _mutant(
+            FIXED,
+            "load-nan-f-keep",
+            "a cache load onto an empty slot starts from f_keep = 0 / 0 (NaN) instead of -1"
+            " (server-task.cpp:1796): every comparison is false and nothing is loaded",
+            empty_slot_baseline=False,
         ),
     )
 }

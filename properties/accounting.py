@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pcspec.model import events as ev
-from pcspec.model import policy
 from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.base import events_of, memo, on_events, on_storage
@@ -67,6 +66,18 @@ def acc3_minimal_eviction(srv: Server, events: Sequence[Event]) -> list[str]:
     ]
 
 
+def _token_limit(size: int, n_tokens: int, limit_size: int, limit_tokens: int) -> int:
+    """``limit_tokens_cur`` of ``server_prompt_cache::update`` (server-task.cpp:1880-1883 at
+    0c1e570), restated here rather than taken from ``policy.token_limit_estimate``, which the
+    model's ``update`` applies: a wrong estimate there would move the model's evictions and
+    this bound together. With a byte limit, the token limit rises to what the limit holds at
+    the cache's average bytes per token (at least 1); without one it is ``limit_tokens``."""
+    if limit_size <= 0:
+        return limit_tokens
+    size_per_token = max(1.0, size / max(1, n_tokens))
+    return max(limit_tokens, int(limit_size / size_per_token))
+
+
 @on_storage
 def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
     cache = srv.cache
@@ -82,7 +93,7 @@ def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
         out.append(f"the cache holds {uniq} unique bytes over the limit {limit}")
     if cache.limit_tokens > 0:  # (the estimate is only read then: the cache's size too)
         n_tokens = cache.n_tokens()
-        est = policy.token_limit_estimate(_accounted(srv, events), n_tokens, limit, cache.limit_tokens)
+        est = _token_limit(_accounted(srv, events), n_tokens, limit, cache.limit_tokens)
         if n_tokens > est:
             out.append(f"the cache holds {n_tokens} tokens over the token limit {est}")
     return out

@@ -234,6 +234,16 @@ CATALOGUE: tuple[Property, ...] = (
         checkpoints.ckpt3_creation_rules,
         extended=True,
     ),
+    Property(
+        "CKPT-5",
+        "A prompt batch ends before the slot's share of n_batch is used and before the prompt's end only "
+        "where the rules name an end: the last user-message start, a user-message start when the slot has "
+        "no checkpoint or its newest is more than --checkpoint-min-step earlier, or 4 + n_ubatch or 4 tokens "
+        "before the prompt's end (each at most n_batch).",
+        "checkpoints",
+        "server-context.cpp:3505-3560 (update_slots: the prompt batch fill loop and its breaks)",
+        checkpoints.ckpt5_batch_ends,
+    ),
 )
 
 BY_ID: dict[str, Property] = {p.id: p for p in CATALOGUE}

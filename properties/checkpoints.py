@@ -247,3 +247,30 @@ def ckpt3_creation_rules(srv: Server, events: Sequence[Event]) -> list[str]:
             why = "not a user-message start nor near the prompt's end" if not named else "too close to the last"
             out.append(f"task {d.task}: made a checkpoint at n_tokens={start} ({why}: list {list(listed)})")
     return out
+
+
+@on_events(ev.Batch)
+def ckpt5_batch_ends(srv: Server, events: Sequence[Event]) -> list[str]:
+    """CKPT-3's other direction: a batch ends only where the fill loop's conditions name an
+    end (server-context.cpp:3505-3560 at 0c1e570). The loop runs while the prompt has tokens
+    left and the batch has room (3505); it breaks early only when ``do_checkpoint`` (3441-3455)
+    and the position just reached is a user-message start that is the last one, or with no
+    checkpoint yet, or more than ``--checkpoint-min-step`` past the newest (3531-3538), or lies
+    ``min(n_batch, 4 + n_ubatch)`` or ``min(n_batch, 4)`` tokens before the prompt's end
+    (3545-3559). The named positions are ``_named_breaks``, which CKPT-3 holds the fill to from
+    the other side. A batch that used its whole share of ``n_batch`` or reached the prompt's
+    end ended for those reasons; a task that makes no checkpoints never ends early."""
+    cfg = srv.cfg
+    out: list[str] = []
+    for d in events_of(events, ev.Batch):
+        end = d.start + d.n
+        if d.n >= d.room or end >= d.n_prompt:
+            continue
+        breaks = _named_breaks(d, cfg.n_batch, cfg.n_ubatch, cfg.checkpoint_min_step) if d.needs else {}
+        if end not in breaks:
+            why = "it makes no checkpoints" if not d.needs else f"named ends {sorted(breaks)}, list {list(d.listed)}"
+            out.append(
+                f"task {d.task}: batch [{d.start}, {end}) ended at {end} with {d.room - d.n} tokens of room left"
+                f" and {d.n_prompt - end} of the prompt to go, where the rules name no end ({why})"
+            )
+    return out

@@ -65,6 +65,8 @@ SEAM_OPS = {
     "count_appendix_bytes": "environment (slot files)",
     "restore_uncapped": "environment (slot restore)",
     "trust_size_field": "environment (slot files)",
+    "space_user_breaks": "environment (the batch fill)",
+    "empty_slot_baseline": "load",
 }
 
 # What `fixed` leaves behind when a site fails (docs/SPEC.md restates each per operation).

@@ -174,8 +174,9 @@ def test_ckpt3_mutant_no_tail_break_is_caught() -> None:
 
 
 def _batch(start: int, n: int, listed: tuple[int, ...], **extra: Any) -> ev.Batch:
-    data = {"slot": 0, "task": 0, "start": start, "n": n, "checkpoint": False, "needs": True, "n_prompt": 40,
-            "spans": (20,), "last_user": 20, "listed": listed, "pos_min": start - 1} | extra  # fmt: skip
+    data = {"slot": 0, "task": 0, "start": start, "n": n, "room": 16, "checkpoint": False, "needs": True,
+            "n_prompt": 40, "spans": (20,), "last_user": 20, "listed": listed,
+            "pos_min": start - 1} | extra  # fmt: skip
     return ev.Batch(**data)
 
 
