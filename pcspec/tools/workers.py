@@ -200,9 +200,10 @@ def verify_in_workers(
     except BaseException:
         _stop(pool)
         raise
-    pool.shutdown(wait=not lost, cancel_futures=True)
     if lost:
         _stop(pool)
+    else:
+        pool.shutdown()
     m = _matrix(sched, designs=[v.name for v in designs], lost=lost)
     tell("done")
     return m
@@ -210,11 +211,13 @@ def verify_in_workers(
 
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Stop the pool without waiting for the units it runs: its processes are terminated."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    # (the standard library has no public way before Python 3.14's terminate_workers)
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+    # (the standard library has no public way before Python 3.14's terminate_workers; the
+    # processes are taken first: shutdown forgets them)
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
         if proc.is_alive():
             proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _cells_of(unit: Unit, result: Result) -> list[Cell]:
