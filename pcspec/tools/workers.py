@@ -170,10 +170,10 @@ def verify_in_workers(
     def tell(msg: str) -> None:
         progress(Tick(msg, len(settled), total, sum(c.steps for c in settled)))
 
-    tell(f"{len(order)} units of work on {workers} worker processes")
+    tell(f"starting {workers} worker processes")
     lost: list[Unit] = []
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(min(workers, len(order)), mp_context=ctx, initializer=_ignore_interrupts)
+    pool = ProcessPoolExecutor(max(1, min(workers, len(order))), mp_context=ctx, initializer=_ignore_interrupts)
     running: dict[Future[Result], Unit] = {}
     try:
         while sched.ready or running:
