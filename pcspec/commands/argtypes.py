@@ -51,7 +51,10 @@ def count(text: str) -> int:
 
 def positive(text: str) -> int:
     """A whole number of at least 1 (``--workers``, ``--proof-timeout``, ``--entries``)."""
-    value = count(text)
-    if value < 1:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {_shown(text)}") from None
+    if value < 1:  # (count's own check would say "at least 0" of a negative value)
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {_shown(text)}")
     return value

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
-from pcspec.commands.argtypes import seconds
+from pcspec.commands.argtypes import positive, seconds
 from pcspec.commands.progress import verify_progress
 from pcspec.commands.prove import add_prove_args, config_of, print_row
 from pcspec.core.outdir import ensure_writable_dir
@@ -17,6 +18,7 @@ from pcspec.model.variants import ALL, get_variant
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS, UNREACHABLE, missing, never_reached
 from pcspec.tools.verdicts import PROFILES, Budget, Cell, Matrix, verify
+from pcspec.tools.workers import verify_in_workers
 
 SYMBOL = {"violated": "x", "holds": ".", "unknown": "?"}
 
@@ -50,9 +52,23 @@ def register(sub: Any) -> None:
         action="store_true",
         help="print which decisions each design's runs reached and how often (the JSON always has them)",
     )
+    p.add_argument(
+        "--workers",
+        type=positive,
+        default=cores(),
+        help=f"worker processes for the cells (default: the machine's cores, {cores()} here); "
+        "1 runs them in this process; the result is the same",
+    )
     add_budget_args(p)
     add_prove_args(p)  # the proofs run after the fuzzing (pcspec prove's defaults)
     p.set_defaults(func=run)
+
+
+def cores() -> int:
+    """The cores this process may use (Python 3.13's ``os.process_cpu_count`` honours the CPU
+    affinity; before it, ``os.cpu_count``: every core of the machine)."""
+    count = getattr(os, "process_cpu_count", os.cpu_count)()
+    return max(1, count or 1)
 
 
 def print_matrix(m: Matrix) -> None:
@@ -90,13 +106,20 @@ def print_matrix(m: Matrix) -> None:
             f"  {c.variant} {c.property}: expected {c.expected}, got {c.verdict}"
             + (" (trace did not replay)" if c.replayed is False else "")
         )
-    if m.unknown:
+    capped = [c for c in m.unknown if c.message is None]  # (a lost unit's cells say so in their message)
+    if capped:
         print(
-            f"UNKNOWN: {len(m.unknown)} cell(s) cut short by a time cap (never a pass); raise "
+            f"UNKNOWN: {len(capped)} cell(s) cut short by a time cap (never a pass); raise "
             "--survey-seconds / --hunt-seconds, or run on a less loaded machine"
         )
-        for c in m.unknown:
+        for c in capped:
             print(f"  {c.variant} {c.property}: unknown after {c.steps} steps")
+    if m.crashed:
+        lost = len(m.unknown) - len(capped)
+        print(
+            f"CRASHED: a worker process died; {len(m.crashed)} unit(s) of work not finished, "
+            f"{lost} cell(s) unknown (never a pass): {', '.join(m.crashed)}"
+        )
 
 
 def _route(c: Cell) -> str:
@@ -152,7 +175,10 @@ def run(args: argparse.Namespace) -> int:
     ensure_writable_dir(args.out)  # refused before any fuzzing, not after it
     t0 = time.monotonic()
     with verify_progress(not args.json) as show:
-        m = verify(budget_of(args), args.out, args.variant, show, config_of(args))
+        if args.workers == 1:  # in this process, unit after unit
+            m = verify(budget_of(args), args.out, args.variant, show, config_of(args))
+        else:
+            m = verify_in_workers(budget_of(args), args.out, args.variant, show, config_of(args), args.workers)
     if args.json:
         out = m.to_json()
         out["seconds"] = round(time.monotonic() - t0, 1)

@@ -83,10 +83,18 @@ class Matrix:
     coverage: dict[str, Counter[str]] = field(default_factory=dict)
     # the Z3 proof obligations run after the fuzzing (pcspec.proofs; docs/PROOFS.md)
     proofs: list[Row] = field(default_factory=list)
+    # The units of work a worker process's death left unfinished (pcspec.tools.workers): their
+    # cells are unknown, the proofs absent; never a pass.
+    crashed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.cells) and all(self.mutants.values()) and all(r.ok for r in self.proofs)
+        return (
+            all(c.ok for c in self.cells)
+            and all(self.mutants.values())
+            and all(r.ok for r in self.proofs)
+            and not self.crashed
+        )
 
     @property
     def unknown(self) -> list[Cell]:
@@ -107,10 +115,10 @@ class Matrix:
     def exit_code(self) -> int:
         """0: everything matched; 1: a mismatch, an uncaught mutant or a proof settled
         otherwise than expected; 3: nothing contradicts the oracle but some cells or proofs
-        are unknown (a time cap, a solver timeout)."""
+        are unknown (a time cap, a solver timeout, a worker process that died)."""
         if self.mismatches or not all(self.mutants.values()) or self.proof_mismatches:
             return 1
-        return 3 if self.unknown or any(r.result == "unknown" for r in self.proofs) else 0
+        return 3 if self.unknown or any(r.result == "unknown" for r in self.proofs) or self.crashed else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,6 +131,7 @@ class Matrix:
                 design: {name: counts[name] for name in DECISIONS} for design, counts in self.coverage.items()
             },
             "proofs": [r.to_json() for r in self.proofs],
+            "crashed": self.crashed,
         }
 
 
@@ -169,6 +178,76 @@ def _hunt(v: Variant, pid: str, budget: Budget) -> tuple[Run, Hit | None]:
     return hunt(v, pid, budget.seed, budget.hunt_examples, budget.hunt_seconds)
 
 
+@dataclass
+class Surveyed:
+    """What a design's survey settles: the cells of the properties it saw violated (their
+    traces shrunk and saved), the properties still to hunt (expected violated, not seen), and
+    the survey's run (its steps and time count towards the cells it leaves holding)."""
+
+    run: Run
+    cells: dict[str, Cell]
+    to_hunt: list[str]
+    expected: dict[str, str]
+
+
+def survey_cells(
+    v: Variant,
+    budget: Budget,
+    out: Path | None,
+    pids: Sequence[str],
+    declared: Collection[str] = (),
+    variant_ref: str | None = None,
+) -> Surveyed:
+    """The survey of one design and the cells it settles by itself."""
+    run, hits = survey(v, budget.seed, budget.survey_examples, budget.survey_seconds)
+    exp: dict[str, str] = {pid: expected(v.name, pid, declared) for pid in pids}
+    cells: dict[str, Cell] = {}
+    for pid in pids:
+        if pid in hits:
+            cells[pid] = _violated(v, pid, exp[pid], run, hits[pid], out, variant_ref)
+    return Surveyed(run, cells, [pid for pid in pids if pid not in hits and exp[pid] == "x"], exp)
+
+
+def hunt_cell(
+    v: Variant, pid: str, exp: str, surveyed: Run, budget: Budget, out: Path | None, variant_ref: str | None = None
+) -> tuple[Cell, Counter[str]]:
+    """The hunt of a design's expected violation its survey did not see (``surveyed``: that
+    survey's run), and the decisions the hunt reached."""
+    hrun, hit = _hunt(v, pid, budget)
+    if hit is not None:
+        return _violated(v, pid, exp, hrun, hit, out, variant_ref), hrun.coverage
+    complete = hrun.complete and surveyed.complete
+    verdict = "holds" if complete else "unknown"
+    return Cell(v.name, pid, exp, verdict, surveyed.steps + hrun.steps, surveyed.seconds + hrun.seconds), hrun.coverage
+
+
+def held_cell(variant: str, pid: str, exp: str, surveyed: Run) -> Cell:
+    """A property the survey did not see violated and no hunt was owed."""
+    return Cell(variant, pid, exp, "holds" if surveyed.complete else "unknown", surveyed.steps, surveyed.seconds)
+
+
+def _violated(v: Variant, pid: str, exp: str, run: Run, hit: Hit, out: Path | None, variant_ref: str | None) -> Cell:
+    path, ok, n = _save(hit, out, variant_ref)
+    route = route_name(v.name, pid, hit.trace.ops)  # (of the shrunk trace)
+    return Cell(v.name, pid, exp, "violated", run.steps, run.seconds, path, n, hit.message, ok, route)
+
+
+def mutant_cell(v: Variant, pid: str, budget: Budget, out: Path | None) -> Cell:
+    """One target of a mutant hunted. A mutant is caught once one of its target properties
+    is violated (and the trace replays): a hunt stops at the first violation, a survey would
+    run its whole budget."""
+    hrun, hit = _hunt(v, pid, budget)
+    if hit is None:
+        return Cell(v.name, pid, "x", "holds" if hrun.complete else "unknown", hrun.steps, hrun.seconds)
+    path, ok, n = _save(hit, out)
+    return Cell(v.name, pid, "x", "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok)
+
+
+def caught_by(cells: Sequence[Cell], mutant: str) -> list[str]:
+    """The targets that caught a mutant: violated, with a trace that replays (target order)."""
+    return [c.property for c in cells if c.variant == mutant and c.verdict == "violated" and c.replayed]
+
+
 def fuzz_variant(
     v: Variant,
     budget: Budget,
@@ -185,41 +264,21 @@ def fuzz_variant(
     ``variant_ref``: where its pytest files import it from (``MODULE:NAME``)."""
     pids = list(properties) if properties else [p.id for p in CATALOGUE]
     progress(f"{v.name}: survey")
-    run, hits = survey(v, budget.seed, budget.survey_examples, budget.survey_seconds)
+    s = survey_cells(v, budget, out, pids, declared, variant_ref)
     if coverage is not None:
-        coverage.update(run.coverage)
+        coverage.update(s.run.coverage)
     cells: list[Cell] = []
     for pid in pids:
-        exp = expected(v.name, pid, declared)
-        if pid in hits or exp == "x":
-            hit: Hit | None
-            if pid in hits:
-                hrun, hit = run, hits[pid]
-            else:
-                progress(f"{v.name}: hunt {pid}")
-                hrun, hit = _hunt(v, pid, budget)
-                if coverage is not None:
-                    coverage.update(hrun.coverage)
-            if hit is not None:
-                path, ok, n = _save(hit, out, variant_ref)
-                route = route_name(v.name, pid, hit.trace.ops)  # (of the shrunk trace)
-                cells.append(
-                    Cell(v.name, pid, exp, "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok, route)
-                )
-                continue
-            complete = hrun.complete and run.complete
-            cells.append(
-                Cell(
-                    v.name,
-                    pid,
-                    exp,
-                    "holds" if complete else "unknown",
-                    run.steps + hrun.steps,
-                    run.seconds + hrun.seconds,
-                )
-            )
-            continue
-        cells.append(Cell(v.name, pid, exp, "holds" if run.complete else "unknown", run.steps, run.seconds))
+        if pid in s.cells:
+            cells.append(s.cells[pid])
+        elif pid in s.to_hunt:
+            progress(f"{v.name}: hunt {pid}")
+            c, reached = hunt_cell(v, pid, s.expected[pid], s.run, budget, out, variant_ref)
+            if coverage is not None:
+                coverage.update(reached)
+            cells.append(c)
+        else:
+            cells.append(held_cell(v.name, pid, s.expected[pid], s.run))
     return cells
 
 
@@ -234,8 +293,22 @@ class Tick:
     steps: int
 
 
+def selected(variants: Sequence[str] | None) -> tuple[list[Variant], list[Variant], int]:
+    """The designs and the mutants ``verify`` runs (all, or those ``variants`` names), and how
+    many cells they make."""
+    designs = [v for name, v in DESIGNS.items() if not variants or name in variants]
+    mutants = [v for name, v in MUTANTS.items() if not variants or name in variants]
+    return designs, mutants, len(designs) * len(CATALOGUE) + sum(len(MUTANT_TARGETS[v.name]) for v in mutants)
+
+
 # What ``verify`` proves after the fuzzing unless told otherwise: pcspec prove's defaults.
 PROOFS = RunConfig()
+
+
+def proof_rows(proofs: RunConfig, out: Path | None, variants: Sequence[str] | None) -> list[Row]:
+    """The proof obligations whose variant is among ``variants`` (all when None); their traces
+    in a folder of their own (the fuzzing's are one per violated cell)."""
+    return run_suite(proofs, out=None if out is None else out / "proofs", only=variants).rows
 
 
 def verify(
@@ -248,9 +321,7 @@ def verify(
     """Fuzz every design and mutant (or ``variants``), then run the proof obligations whose
     variant is among them (``proofs``: None runs none)."""
     m = Matrix()
-    designs = [v for name, v in DESIGNS.items() if not variants or name in variants]
-    mutants = [v for name, v in MUTANTS.items() if not variants or name in variants]
-    total = len(designs) * len(CATALOGUE) + sum(len(MUTANT_TARGETS[v.name]) for v in mutants)
+    designs, mutants, total = selected(variants)
 
     def tell(msg: str) -> None:
         progress(Tick(msg, len(m.cells), total, sum(c.steps for c in m.cells)))
@@ -259,26 +330,14 @@ def verify(
         m.coverage[v.name] = Counter()
         m.cells += fuzz_variant(v, budget, out, progress=tell, coverage=m.coverage[v.name])
     for v in mutants:
-        # A mutant is caught once one of its target properties is violated: hunt for each in
-        # turn (a hunt stops at the first violation, a survey would run its whole budget).
         # Every target is hunted: besides catching the mutant, this is where the properties
         # that hold on all four designs are shown to be able to fail at all.
-        caught: list[str] = []
         for pid in MUTANT_TARGETS[v.name]:
             tell(f"{v.name}: hunt {pid}")
-            hrun, hit = _hunt(v, pid, budget)
-            if hit is None:
-                verdict = "holds" if hrun.complete else "unknown"
-                m.cells.append(Cell(v.name, pid, "x", verdict, hrun.steps, hrun.seconds))
-                continue
-            path, ok, n = _save(hit, out)
-            m.cells.append(Cell(v.name, pid, "x", "violated", hrun.steps, hrun.seconds, path, n, hit.message, ok))
-            if ok:
-                caught.append(pid)
-        m.mutants[v.name] = caught
+            m.cells.append(mutant_cell(v, pid, budget, out))
+        m.mutants[v.name] = caught_by(m.cells, v.name)
     if proofs is not None:
         tell("proofs")
-        # (their traces in a folder of their own: the fuzzing's are one per violated cell)
-        m.proofs = run_suite(proofs, out=None if out is None else out / "proofs", only=variants).rows
+        m.proofs = proof_rows(proofs, out, variants)
     tell("done")
     return m

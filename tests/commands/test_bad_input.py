@@ -220,6 +220,19 @@ def test_verify_time_budget_must_be_finite_and_positive(
         one_line_error(capsys, ["verify", option, value], f"argument {option}", repr(value))
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "-8", "x", "1.5", ""])
+def test_verify_workers_must_be_a_whole_number_of_at_least_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # (0 would start no worker and settle nothing; a negative count means nothing)
+    with (
+        no_fuzzing(monkeypatch, "pcspec.commands.verify", "verify"),
+        no_fuzzing(monkeypatch, "pcspec.commands.verify", "verify_in_workers"),
+    ):
+        line = one_line_error(capsys, ["verify", "--workers", value], "argument --workers", repr(value))
+    assert "at least 0" not in line
+
+
 # -- slot files -----------------------------------------------------------------------------------------
 
 
