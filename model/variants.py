@@ -91,6 +91,14 @@ class Variant:
     # diff sweeps too-close checkpoints only while the list is full.
     threshold_uses_new_tokens: bool = True
     sweep_only_when_full: bool = True
+    # The restore choice of the C++ (server-context.cpp:3274-3364 of 0c1e570), rule by rule, so that
+    # each historical off-by-one can be planted in a C++ design's path (mutants of master): the
+    # threshold's ``- 1`` for a prompt without new tokens (3278; False: never applied; always
+    # applied is ``threshold_uses_new_tokens=False``), the acceptance of a checkpoint whose
+    # pos_min is 0 (3342), the rejection of one whose pos_max exceeds pos_next (3339-3341).
+    threshold_minus_one: bool = True
+    restore_accepts_pos_min_zero: bool = True
+    restore_rejects_beyond_pos_next: bool = True
     count_appendix_bytes: bool = True  # n_written / n_read include the checkpoint appendix
     # #20288: the prompt's last ``4 + n_ubatch`` and ``4`` tokens are batched apart so that
     # checkpoints are made there (server-context.cpp:3540-3559).
@@ -106,6 +114,9 @@ class Variant:
     cap_checkpoints: bool = True  # False: the checkpoint list is never capped
     trust_size_field: bool = False  # slot-file reader allocates from an unchecked length
     mutant: bool = False
+    # A mutant's design (the name of the variant it plants its change in): a mutant is caught by
+    # a property this design does not violate on the same trace (pcspec/tools/verdicts.py).
+    base: str | None = None
 
     @property
     def validates_save(self) -> bool:
@@ -183,7 +194,7 @@ RULE_SETS: dict[str, Variant] = {OCTOBER.name: OCTOBER}
 
 
 def _mutant(base: Variant, name: str, summary: str, **seams: object) -> Variant:
-    return replace(base, name=f"mutant:{name}", summary=summary, mutant=True, **seams)  # type: ignore[arg-type]
+    return replace(base, name=f"mutant:{name}", summary=summary, mutant=True, base=base.name, **seams)  # type: ignore[arg-type]
 
 
 MUTANTS: dict[str, Variant] = {
