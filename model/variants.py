@@ -310,6 +310,41 @@ MUTANTS: dict[str, Variant] = {
             "the slot-file reader allocates from an unchecked length field",
             trust_size_field=True,
         ),
+        # The historical restore-choice bugs, planted in master's path (the C++ resume, which
+        # fixed does not take), each named after its rule (server-context.cpp:3274-3364 of 0c1e570).
+        # The clamp of n_past to the checkpoint's n_tokens (3356) has no mutant: it binds only
+        # for a checkpoint whose positions run past its tokens (pos_max > n_tokens, or pos_min >=
+        # n_tokens), and the model's checkpoints (text tokens, one position each) never do: where
+        # master breaks CKPT-1, pos_max falls short of n_tokens - 1. Dropping the clamp is an
+        # equivalent mutant here (tests/model/test_restore_rules.py shows the arithmetic).
+        _mutant(
+            MASTER,
+            "thold-minus-one-always",
+            "the restore threshold's - 1 applied whatever the prompt (before #24110): pos_min_thold ="
+            " pos_next - n_swa - 1 for a prompt with new tokens too",
+            threshold_uses_new_tokens=False,
+        ),
+        _mutant(
+            MASTER,
+            "thold-minus-one-never",
+            "the restore threshold's - 1 never applied: for a prompt without new tokens, live memory or a"
+            " checkpoint at the prompt's end is taken though the prompt-logits rule resumes a token earlier",
+            threshold_minus_one=False,
+        ),
+        _mutant(
+            MASTER,
+            "restore-pos-min-zero-rejected",
+            "the checkpoint scan without the pos_min == 0 escape: a checkpoint of the prompt's start is"
+            " not restored when the threshold is 0",
+            restore_accepts_pos_min_zero=False,
+        ),
+        _mutant(
+            MASTER,
+            "restore-pos-max-unchecked",
+            "the checkpoint scan without its pos_max > pos_next rejection ([TAG_CHECKPOINTS_FIX_POS_MIN]):"
+            " a checkpoint beyond the shared prefix is restored",
+            restore_rejects_beyond_pos_next=False,
+        ),
     )
 }
 
