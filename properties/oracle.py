@@ -4,7 +4,8 @@ Each ``x`` carries the reason it follows from the C++ and the pull requests it c
 (docs/SOURCES.md); a change to this table needs a reason here. A reason that begins "expected to
 hold at first" is a cell first set to ``.`` from reading the code, which the model then showed
 violated. Mutants are expected to be caught by the properties listed in
-``MUTANT_TARGETS`` (at least one of them).
+``MUTANT_TARGETS`` (at least one of them): violated by the mutant where its base design
+(``Variant.base``) does not violate it on the same trace (``judge.base_violates``).
 """
 
 from __future__ import annotations

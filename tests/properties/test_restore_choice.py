@@ -8,11 +8,13 @@ and master must not (``judge.base_violates``); ``fixed`` must hold RESTORE-2 on 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from pcspec.core.trace import Trace
+from pcspec.engines.search import hunt
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.variants import DESIGNS, MUTANTS, get_variant
@@ -144,3 +146,14 @@ def test_a_violation_the_base_shares_does_not_catch() -> None:
 def test_every_mutant_names_its_base() -> None:
     assert all(v.base in DESIGNS for v in MUTANTS.values())
     assert all(v.base is None for v in DESIGNS.values())
+
+
+def test_a_hunt_walks_past_finds_its_base_shares() -> None:
+    # master violates PERF-1 within a few examples (a save deep-copies the checkpoints); a mutant
+    # of master that changes only the restore threshold shares every such find, so its hunt
+    # finds nothing: a find counts only where the base holds.
+    mutant = get_variant("mutant:thold-minus-one-always")
+    run, hit = hunt(replace(mutant, base=None), "PERF-1", 0, 30)  # (judged as a design: found)
+    assert hit is not None
+    run, hit = hunt(mutant, "PERF-1", 0, 30)
+    assert run.complete and hit is None
