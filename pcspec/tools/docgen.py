@@ -74,8 +74,8 @@ def render() -> str:
         lines.append(f"- `{v.name}`: {v.summary}")
     lines += ["", "## Mutants", ""]
     lines += [
-        "Each mutant plants one rule change in a design (named after `of`). It is caught by one of its",
-        "target properties that it violates where that design does not, on the same trace: a mutant",
+        "Each mutant plants one rule change in a design, its base (named after `of`). It is caught by one",
+        "of its target properties that it violates where its base does not, on the same trace: a mutant",
         "of `fixed`, which violates nothing, by any violation of a target.",
         "",
     ]
