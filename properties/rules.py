@@ -317,12 +317,9 @@ class Fuzz:
         plus=Choice([-1, 0, 1]),
         diverge=Bool(),
         n=Int(1, 8),
-        pin=Bool(),
         fault=FAULT,
     )
-    def cut_at_boundary(
-        self, pick: int, landmark: str, plus: int, diverge: bool, n: int, pin: bool, fault: int
-    ) -> None:
+    def cut_at_boundary(self, pick: int, landmark: str, plus: int, diverge: bool, n: int, fault: int) -> None:
         """A prompt whose length (a prefix of a slot's tokens, no new token) or divergence point
         (that prefix, then ``n`` new tokens) lies at, one before or one after a landmark of the
         restore rule (server-context.cpp:3274-3364 of 0c1e570), as ``pcspec live`` cuts prompts
@@ -332,7 +329,9 @@ class Fuzz:
         more for a prompt without new tokens, whose threshold is one lower); and ``zero``, a
         shared prefix short enough that the threshold is 0, where only a checkpoint with
         ``pos_min`` 0 restores. Each rule of the restore choice changes its answer at one of
-        these points, and a uniformly drawn cut lands on one rarely."""
+        these points, and a uniformly drawn cut lands on one rarely. Not pinned: the selection
+        takes the slot sharing the prefix, and a pin onto a slot still busy is ``pin_busy``'s
+        (pinned, these prompts made long detours to the livelock of PROGRESS-1)."""
         assert self.srv is not None
         slots = [s for s in self.srv.slots if s.prompt.tokens]
         slot = slots[pick % len(slots)]
@@ -352,11 +351,11 @@ class Fuzz:
         else:
             at = n_swa + no_new
         cut = max(1, min(at + plus, len(tokens)))
-        k, to = pick % N_CONVS, slot.id if pin else -1
+        k = pick % N_CONVS
         if diverge:
-            self._send(k, tokens[:cut] + self._user_msg(k + 5, self.convs[k].turn, n), (cut,), to, fault)
+            self._send(k, tokens[:cut] + self._user_msg(k + 5, self.convs[k].turn, n), (cut,), -1, fault)
         else:
-            self._send(k, tokens[:cut], (), to, fault)
+            self._send(k, tokens[:cut], (), -1, fault)
 
     # -- workflows (several operations that users run together) ---------------------------------
 

@@ -57,7 +57,7 @@ CASES = [
 @pytest.mark.parametrize("plus", [-1, 0, 1])
 def test_cut_lies_at_the_landmark(landmark: str, pick: int, diverge: bool, at: int, plus: int) -> None:
     f = _fuzz()
-    f.cut_at_boundary(pick, landmark, plus, diverge, 3, False, -1)
+    f.cut_at_boundary(pick, landmark, plus, diverge, 3, -1)
     op = f.trace[-1]
     cut = max(1, min(at + plus, 12))
     tokens = list(range(1, 13))
