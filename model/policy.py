@@ -116,24 +116,33 @@ def cap_evictions(n_ckpts: int, cap: int) -> int:
 
 
 def pos_min_threshold(pos_next: int, n_swa: int, has_new_tokens: bool) -> int:
-    """The largest useful ``pos_min`` (server-context.cpp: update_slots, #24110): one lower
-    when the prompt brings no new token, which forces a restore for an identical prompt."""
+    """The largest useful ``pos_min`` (server-context.cpp: update_slots, #24110; 3275-3278 of
+    0c1e570): one lower when the prompt brings no new token, which forces a restore for an
+    identical prompt."""
     return max(0, pos_next - n_swa - (0 if has_new_tokens else 1))
 
 
 def restore_choice(
-    ckpts: Sequence[tuple[int, int]], pos_next: int, thold: int, eligible: Sequence[bool] | None = None
+    ckpts: Sequence[tuple[int, int]],
+    pos_next: int,
+    thold: int,
+    eligible: Sequence[bool] | None = None,
+    accept_pos_min_zero: bool = True,
+    reject_beyond_pos_next: bool = True,
 ) -> int | None:
     """Index of the checkpoint restored at prompt start, or None (server-context.cpp:
-    update_slots, ``SLOT_STATE_STARTED``). ``ckpts`` are ``(pos_min, pos_max)`` in list
-    order; the scan runs newest (back) to oldest and takes the first with
-    ``pos_max <= pos_next`` (the [TAG_CHECKPOINTS_FIX_POS_MIN] workaround, #24411) and
-    ``pos_min < thold or pos_min == 0``. ``eligible`` (``fixed``) leaves some out."""
+    update_slots, ``SLOT_STATE_STARTED``; 3330-3346 of 0c1e570). ``ckpts`` are ``(pos_min,
+    pos_max)`` in list order; the scan runs newest (back) to oldest and takes the first with
+    ``pos_max <= pos_next`` (the [TAG_CHECKPOINTS_FIX_POS_MIN] workaround, #24411; 3339-3341)
+    and ``pos_min < thold or pos_min == 0`` (3342). ``eligible`` (``fixed``) leaves some out;
+    ``accept_pos_min_zero=False`` and ``reject_beyond_pos_next=False`` drop a term (mutants)."""
     for i in range(len(ckpts) - 1, -1, -1):
         pos_min, pos_max = ckpts[i]
         if eligible is not None and not eligible[i]:
             continue
-        if pos_max <= pos_next and (pos_min < thold or pos_min == 0):
+        if reject_beyond_pos_next and pos_max > pos_next:
+            continue
+        if pos_min < thold or (accept_pos_min_zero and pos_min == 0):
             return i
     return None
 
@@ -163,10 +172,14 @@ def restore_choice_exact(
 
 
 def restored_positions(pos_next: int, ck_pos_min: int, ck_pos_max: int, ck_n_tokens: int) -> tuple[int, int]:
-    """``(pos_next, n_past)`` after restoring a checkpoint (text tokens: one position each).
+    """``(pos_next, n_past)`` after restoring a checkpoint (text tokens: one position each;
+    server-context.cpp:3355-3356 of 0c1e570).
 
     A recurrent checkpoint (``pos_min == pos_max == P``) resumes at ``P + 1``; an SWA one
     (``pos_min + 1 < pos_max``) at ``pos_max``, so the token at ``pos_max`` is recomputed.
+    The clamp of ``n_past`` to the checkpoint's ``n_tokens`` binds only for a checkpoint whose
+    positions run past its tokens (``pos_max > n_tokens`` or ``pos_min >= n_tokens``): with
+    ``pos_min <= pos_max = n_tokens - 1`` the new ``pos_next`` is at most ``n_tokens`` already.
     """
     new_pos_next = min(pos_next, max(ck_pos_min + 1, ck_pos_max))
     return new_pos_next, min(new_pos_next, ck_n_tokens)

@@ -115,8 +115,10 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     n_past = n_prefix if task.cache_prompt else 0
     pos_next = n_past
     has_new = n_past < task.n_tokens
-    # (mutant needless-restore: the threshold as before #24110, one lower whatever the prompt)
-    thold = policy.pos_min_threshold(pos_next, cfg.swa_window, has_new and v.threshold_uses_new_tokens)
+    # (mutants needless-restore and thold-minus-one-always: the threshold as before #24110, one
+    # lower whatever the prompt; thold-minus-one-never: never one lower)
+    minus_one = v.threshold_minus_one and not (has_new and v.threshold_uses_new_tokens)
+    thold = policy.pos_min_threshold(pos_next, cfg.swa_window, not minus_one)
     restored: Checkpoint | None = None
     reprocess: str | None = None
     heap.emit(ev.PromptBegin(slot=slot.id, task=task.id))  # nothing of the slot has changed yet
@@ -140,7 +142,14 @@ def prompt_start(srv: Server, slot: Slot) -> None:
                     trip = [t if ok else (t[0], pos_next + 1, t[2]) for t, ok in zip(trip, eligible, strict=True)]
                 i = policy.restore_choice_exact(trip, pos_next, thold, task.n_tokens, cfg.swa_window)
             else:
-                i = policy.restore_choice([(c.pos_min, c.pos_max) for c in ckpts], pos_next, thold, eligible)
+                i = policy.restore_choice(
+                    [(c.pos_min, c.pos_max) for c in ckpts],
+                    pos_next,
+                    thold,
+                    eligible,
+                    v.restore_accepts_pos_min_zero,
+                    v.restore_rejects_beyond_pos_next,
+                )
             reprocess = "no usable checkpoint" if ckpts else "no checkpoints"
             if i is not None:
                 ck = ckpts[i]

@@ -101,6 +101,14 @@ class Variant:
     # diff sweeps too-close checkpoints only while the list is full.
     threshold_uses_new_tokens: bool = True
     sweep_only_when_full: bool = True
+    # The restore choice of the C++ (server-context.cpp:3274-3364 of 0c1e570), rule by rule, so that
+    # each historical off-by-one can be planted in a C++ design's path (mutants of master): the
+    # threshold's ``- 1`` for a prompt without new tokens (3278; False: never applied; always
+    # applied is ``threshold_uses_new_tokens=False``), the acceptance of a checkpoint whose
+    # pos_min is 0 (3342), the rejection of one whose pos_max exceeds pos_next (3339-3341).
+    threshold_minus_one: bool = True
+    restore_accepts_pos_min_zero: bool = True
+    restore_rejects_beyond_pos_next: bool = True
     count_appendix_bytes: bool = True  # n_written / n_read include the checkpoint appendix
     # #20288: the prompt's last ``4 + n_ubatch`` and ``4`` tokens are batched apart so that
     # checkpoints are made there (server-context.cpp:3540-3559).
@@ -123,6 +131,9 @@ class Variant:
     cap_checkpoints: bool = True  # False: the checkpoint list is never capped
     trust_size_field: bool = False  # slot-file reader allocates from an unchecked length
     mutant: bool = False
+    # A mutant's design (the name of the variant it plants its change in): a mutant is caught by
+    # a property this design does not violate on the same trace (pcspec/tools/verdicts.py).
+    base: str | None = None
 
     @property
     def validates_save(self) -> bool:
@@ -251,7 +262,7 @@ def get_rule_set(name: str) -> Variant:
 
 
 def _mutant(base: Variant, name: str, summary: str, **seams: object) -> Variant:
-    return replace(base, name=f"mutant:{name}", summary=summary, mutant=True, **seams)  # type: ignore[arg-type]
+    return replace(base, name=f"mutant:{name}", summary=summary, mutant=True, base=base.name, **seams)  # type: ignore[arg-type]
 
 
 MUTANTS: dict[str, Variant] = {
@@ -380,6 +391,41 @@ MUTANTS: dict[str, Variant] = {
             "a cache load onto an empty slot starts from f_keep = 0 / 0 (NaN) instead of -1"
             " (server-task.cpp:1796): every comparison is false and nothing is loaded",
             empty_slot_baseline=False,
+        ),
+        # The historical restore-choice bugs, planted in master's path (the C++ resume, which
+        # fixed does not take), each named after its rule (server-context.cpp:3274-3364 of 0c1e570).
+        # The clamp of n_past to the checkpoint's n_tokens (3356) has no mutant: it binds only
+        # for a checkpoint whose positions run past its tokens (pos_max > n_tokens, or pos_min >=
+        # n_tokens), and the model's checkpoints (text tokens, one position each) never do: where
+        # master breaks CKPT-1, pos_max falls short of n_tokens - 1. Dropping the clamp is an
+        # equivalent mutant here (tests/model/test_restore_rules.py shows the arithmetic).
+        _mutant(
+            MASTER,
+            "thold-minus-one-always",
+            "the restore threshold's - 1 applied whatever the prompt (before #24110): pos_min_thold ="
+            " pos_next - n_swa - 1 for a prompt with new tokens too",
+            threshold_uses_new_tokens=False,
+        ),
+        _mutant(
+            MASTER,
+            "thold-minus-one-never",
+            "the restore threshold's - 1 never applied: for a prompt without new tokens, live memory or a"
+            " checkpoint at the prompt's end is taken though the prompt-logits rule resumes a token earlier",
+            threshold_minus_one=False,
+        ),
+        _mutant(
+            MASTER,
+            "restore-pos-min-zero-rejected",
+            "the checkpoint scan without the pos_min == 0 escape: a checkpoint of the prompt's start is"
+            " not restored when the threshold is 0",
+            restore_accepts_pos_min_zero=False,
+        ),
+        _mutant(
+            MASTER,
+            "restore-pos-max-unchecked",
+            "the checkpoint scan without its pos_max > pos_next rejection ([TAG_CHECKPOINTS_FIX_POS_MIN]):"
+            " a checkpoint beyond the shared prefix is restored",
+            restore_rejects_beyond_pos_next=False,
         ),
     )
 }

@@ -8,7 +8,18 @@ true.
 from __future__ import annotations
 
 from pcspec.model.errors import PcspecError
-from pcspec.properties import accounting, checkpoints, files, immutability, refs, reuse, rollback, state, uninit
+from pcspec.properties import (
+    accounting,
+    checkpoints,
+    files,
+    immutability,
+    refs,
+    restore,
+    reuse,
+    rollback,
+    state,
+    uninit,
+)
 from pcspec.properties.base import Property
 
 CATALOGUE: tuple[Property, ...] = (
@@ -243,6 +254,19 @@ CATALOGUE: tuple[Property, ...] = (
         "checkpoints",
         "server-context.cpp:3505-3560 (update_slots: the prompt batch fill loop and its breaks)",
         checkpoints.ckpt5_batch_ends,
+    ),
+    Property(
+        "RESTORE-2",
+        "At every prompt start the restore choice is the C++ rule's over the slot's state as the prompt start "
+        "found it: live memory is kept if its pos_min < pos_min_thold (pos_next - n_swa, one lower for a prompt "
+        "without new tokens, at least 0); otherwise the newest checkpoint with pos_max <= pos_next and pos_min "
+        "< pos_min_thold or pos_min == 0 is restored, resuming at min(pos_next, max(pos_min + 1, pos_max), "
+        "n_tokens), or the prompt is re-processed from 0. A design resuming by its own best-point rule (fixed) "
+        "restores only checkpoints with pos_max <= pos_next, and resumes by that arithmetic.",
+        "checkpoints",
+        "server-context.cpp:3271-3388 of 0c1e570 (update_slots: pos_min_thold 3278, live test 3330, the scan "
+        "3332-3346, the restore 3355-3356, n_past -= 1 3383-3388)",
+        restore.restore2_restore_choice,
     ),
 )
 

@@ -3,7 +3,7 @@
 A few properties compare the state with an earlier one: a published checkpoint with itself
 when it was published (IMM-1), a cache entry with itself when its save returned (IMM-2), the
 cache before and after a failed save (RB-2), a prompt start with what the slot held when it
-began (REUSE-1, PERF-3), the checkpoints a prompt start kept (RESTORE-1), the entries a load
+began (REUSE-1, PERF-3, RESTORE-2), the checkpoints a prompt start kept (RESTORE-1), the entries a load
 decision saw (REUSE-2). The model keeps none of it: it holds the server's state only, like the
 C++. The judge subscribes to the model's events as they are emitted (``Heap.watch``) and takes
 each snapshot at the moment it names, reading the server's state then (TigerBeetle's checkers
@@ -32,7 +32,7 @@ from pcspec.model.slot import Slot, TaskType
 PARTS: dict[str, tuple[type[Event], ...]] = {
     "seals": (ev.PublishCkpt, ev.SaveEnd),  # IMM-1, IMM-2
     "saves": (ev.SaveBegin, ev.SaveEnd),  # RB-2
-    "starts": (ev.PromptBegin, ev.PromptStart),  # REUSE-1, PERF-3, RESTORE-1
+    "starts": (ev.PromptBegin, ev.PromptStart),  # REUSE-1, PERF-3, RESTORE-1, RESTORE-2
     "loads": (ev.Select, ev.LoadScan),  # REUSE-2
     "files": (ev.FileWrite, ev.FileRestore),  # FILE-1
 }
@@ -208,7 +208,7 @@ class History:
         slot, before = self._save_began.pop()
         self.saves.append(Save(slot, e.ok, before, cache_fingerprint(self.srv)))
 
-    # -- prompt starts (REUSE-1, PERF-3, RESTORE-1) -------------------------------------------------
+    # -- prompt starts (REUSE-1, PERF-3, RESTORE-1, RESTORE-2) --------------------------------------
 
     def _on_prompt_begin(self, e: Event) -> None:
         assert isinstance(e, ev.PromptBegin)

@@ -20,6 +20,7 @@ from pcspec.core.shrink import shrink_list, simpler_op
 from pcspec.core.snippet import pytest_snippet
 from pcspec.core.trace import Trace
 from pcspec.model.server import Server
+from pcspec.model.variants import get_variant
 from pcspec.properties.base import (
     DECODE_STEP_KINDS,
     Check,
@@ -123,9 +124,25 @@ def first_violation(trace: Trace, pid: str) -> dict[str, Any] | None:
     return None
 
 
+def base_violates(trace: Trace, pid: str) -> bool:
+    """Whether the design a mutant is planted in (``Variant.base``) violates ``pid`` on the
+    trace's operations too: then the violation is not the mutant's doing, and it does not catch
+    the mutant. False for a trace of a design (no base). A trace the base cannot replay (an
+    operation ill-formed there) counts as violated: nothing shows the mutant caught."""
+    if trace.variant.base is None:
+        return False
+    try:
+        base = replace(trace, variant=get_variant(trace.variant.base), expect=[])
+        return first_violation(base, pid) is not None
+    except PcspecError:
+        return True
+
+
 def shrink_trace(trace: Trace, pid: str, max_replays: int = 3000) -> Trace:
     """The shortest trace found (within ``max_replays`` replays) that still violates ``pid``:
-    the core's shrinker over the operations, each candidate replayed with ``pid`` judged."""
+    the core's shrinker over the operations, each candidate replayed with ``pid`` judged. A
+    mutant's candidate must also leave its base design clean of ``pid`` (``base_violates``), so
+    the shrunk trace still catches the mutant."""
     budget = [max_replays]
 
     def fails(ops: list[dict[str, Any]]) -> bool:
@@ -133,7 +150,8 @@ def shrink_trace(trace: Trace, pid: str, max_replays: int = 3000) -> Trace:
             return False
         budget[0] -= 1
         try:
-            return first_violation(replace(trace, ops=ops), pid) is not None
+            candidate = replace(trace, ops=ops)
+            return first_violation(candidate, pid) is not None and not base_violates(candidate, pid)
         except PcspecError:
             # A candidate can be ill-formed where the whole trace was not: without the
             # restart that gave the server more slots, a later slot action names a slot
@@ -179,4 +197,4 @@ def write_counterexample(trace: Trace, out: Path, stem: str, variant_ref: str | 
     return path
 
 
-__all__ = ["Judge", "first_violation", "replay", "shrink_trace", "where_shown", "write_counterexample"]
+__all__ = ["Judge", "base_violates", "first_violation", "replay", "shrink_trace", "where_shown", "write_counterexample"]

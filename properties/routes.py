@@ -230,6 +230,13 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         **PER_HOLDER,
         "RB-2": (_main("pop-after-room", SHORT_SAVE + FAILED_SAVE_ALLOC),),
         "CKPT-1": (_main("emptied-entry", _each("load.write.dft")), _marker(ckpt1_then)),
+        "RESTORE-1": (
+            _marker(
+                "a prompt sharing an appendix checkpoint's n_tokens with those tokens keeps it at prompt"
+                " start (pos_max and n_tokens within the shared prefix), though it is the state of no"
+                " prefix of the prompt"
+            ),
+        ),
         "CKPT-2": (
             # (only the target payload's length: a changed draft or speculative length was not
             # seen to parse into a wrong checkpoint, by the hunts or by trying each value)

@@ -144,6 +144,10 @@ def _has_files(f: Fuzz) -> bool:
     return bool(f.files)
 
 
+def _holds_tokens(f: Fuzz) -> bool:
+    return f.srv is not None and any(s.prompt.tokens for s in f.srv.slots)
+
+
 def _holds_checkpoints(f: Fuzz) -> bool:
     return f.srv is not None and any(s.prompt.checkpoints for s in f.srv.slots)
 
@@ -305,6 +309,53 @@ class Fuzz:
         n = max(1, min(ck.n_tokens + plus, slot.prompt.n_tokens))
         k = pick % N_CONVS
         self._send(k, slot.prompt.tokens[:n], (), slot.id if pin else -1, fault)
+
+    @precondition(_holds_tokens)
+    @rule(
+        pick=Int(0, 63),
+        landmark=Choice(["n_tokens", "pos_min", "pos_max", "thold", "thold", "zero"]),
+        plus=Choice([-1, 0, 1]),
+        diverge=Bool(),
+        n=Int(1, 8),
+        fault=FAULT,
+    )
+    def cut_at_boundary(self, pick: int, landmark: str, plus: int, diverge: bool, n: int, fault: int) -> None:
+        """A prompt whose length (a prefix of a slot's tokens, no new token) or divergence point
+        (that prefix, then ``n`` new tokens) lies at, one before or one after a landmark of the
+        restore rule (server-context.cpp:3274-3364 of 0c1e570), as ``pcspec live`` cuts prompts
+        at logged checkpoints: a held checkpoint's ``n_tokens``, ``pos_min`` or ``pos_max`` (the
+        live memory's, for a slot that holds none); the point where ``pos_min_thold`` equals
+        the live memory's or a checkpoint's ``pos_min`` (``pos_next = pos_min + n_swa``, one
+        more for a prompt without new tokens, whose threshold is one lower); and ``zero``, a
+        shared prefix short enough that the threshold is 0, where only a checkpoint with
+        ``pos_min`` 0 restores. Each rule of the restore choice changes its answer at one of
+        these points, and a uniformly drawn cut lands on one rarely. Not pinned: the selection
+        takes the slot sharing the prefix, and a pin onto a slot still busy is ``pin_busy``'s
+        (pinned, these prompts made long detours to the livelock of PROGRESS-1)."""
+        assert self.srv is not None
+        slots = [s for s in self.srv.slots if s.prompt.tokens]
+        slot = slots[pick % len(slots)]
+        tokens, ckpts = slot.prompt.tokens, slot.prompt.checkpoints
+        ck = ckpts[pick // len(slots) % len(ckpts)] if ckpts else None
+        live_min, live_max = self.srv.ctx_tgt.seqs[slot.id].pos_range()
+        n_swa = self.srv.cfg.swa_window
+        no_new = 0 if diverge else 1  # (the threshold of a prompt without new tokens is one lower)
+        if landmark == "n_tokens":
+            at = ck.n_tokens if ck is not None else len(tokens)
+        elif landmark == "pos_min":
+            at = ck.pos_min if ck is not None else live_min
+        elif landmark == "pos_max":
+            at = ck.pos_max if ck is not None else live_max
+        elif landmark == "thold":
+            at = (ck.pos_min if ck is not None and pick % 2 else live_min) + n_swa + no_new
+        else:
+            at = n_swa + no_new
+        cut = max(1, min(at + plus, len(tokens)))
+        k = pick % N_CONVS
+        if diverge:
+            self._send(k, tokens[:cut] + self._user_msg(k + 5, self.convs[k].turn, n), (cut,), -1, fault)
+        else:
+            self._send(k, tokens[:cut], (), -1, fault)
 
     # -- workflows (several operations that users run together) ---------------------------------
 

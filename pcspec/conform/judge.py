@@ -38,7 +38,7 @@ What a port cannot show stays out (``NOT_JUDGED`` says who sees each instead): t
 a context (STATE-1; the replica has no context, so the premise of PERF-3 that the slot's memory
 was live holds), unwritten bytes (UNINIT-1, UNINIT-2), the process dying (RB-3, NOABORT-1),
 slot files (FILE-1, FILE-2), scheduling and the batch fill (PROGRESS-1, REUSE-1, REUSE-2,
-CKPT-3, CKPT-5).
+CKPT-3, CKPT-5), the restore choice against the live memory (RESTORE-2).
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ NOT_JUDGED = {
     "REUSE-2": "the model only (slot selection is the environment's)",
     "CKPT-3": "the model only (the batch fill is the environment's)",
     "CKPT-5": "the model only (the batch fill is the environment's)",
+    "RESTORE-2": "the model only (the choice is judged against the live memory's pos_min, not reported by a port)",
 }
 JUDGED = tuple(p for p in CATALOGUE if p.id not in NOT_JUDGED)
 

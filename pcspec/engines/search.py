@@ -29,7 +29,7 @@ from pcspec.core.trace import Trace
 from pcspec.engines import walker
 from pcspec.model.variants import Variant
 from pcspec.properties.catalogue import CATALOGUE, get_property
-from pcspec.properties.judge import shrink_trace
+from pcspec.properties.judge import base_violates, shrink_trace
 
 # Survey examples of walk seed s are example_seed(s, SURVEY_OFFSET + i): far beyond any hunt.
 SURVEY_OFFSET = 1 << 31
@@ -81,7 +81,9 @@ def hunt(
     variant: Variant, pid: str, seed: int = 0, examples: int = HUNT_EXAMPLES, seconds: float = float("inf")
 ) -> tuple[Run, Hit | None]:
     """Up to ``FINDS`` finds of ``pid`` (walk seed ``seed``, at most ``examples`` examples,
-    only ``pid`` judged); the shortest once shrunk (ties: the first found), or None. A time cap
+    only ``pid`` judged); the shortest once shrunk (ties: the first found), or None. For a
+    mutant, a find counts only where its base design does not violate ``pid`` on the same
+    operations (``judge.base_violates``): the walk goes on past one that does. A time cap
     that stops the walk gives an incomplete run and no hit, whatever was found before it: the
     trace chosen must not depend on the time."""
     w = walker.Walker(variant, [get_property(pid)], [pid])
@@ -100,11 +102,13 @@ def hunt(
             return Run(run.steps, run.seconds, False, run.coverage), None
         if r.hit is None:
             break
-        finds.append(r.hit)
         i = r.hit.example_seed - walker.example_seed(seed, 0)
+        start = i + 1
+        if base_violates(r.hit.trace(variant), pid):
+            continue  # a mutant's base design fails there too: not the mutant's doing, walk on
+        finds.append(r.hit)
         if len(finds) == 1:
             stop = min(examples, 2 * (i + 1))
-        start = i + 1
     if not finds:
         return run, None
     t0 = time.monotonic()

@@ -73,8 +73,15 @@ def render() -> str:
     for v in DESIGNS.values():
         lines.append(f"- `{v.name}`: {v.summary}")
     lines += ["", "## Mutants", ""]
+    lines += [
+        "Each mutant plants one rule change in a design, its base (named after `of`). It is caught by one",
+        "of its target properties that it violates where its base does not, on the same trace: a mutant",
+        "of `fixed`, which violates nothing, by any violation of a target.",
+        "",
+    ]
     for m in MUTANTS.values():
-        lines.append(f"- `{m.name}`: {m.summary}; must be caught by {', '.join(MUTANT_TARGETS[m.name])}")
+        targets = ", ".join(MUTANT_TARGETS[m.name])
+        lines.append(f"- `{m.name}` (of `{m.base}`): {m.summary}; must be caught by {targets}")
     return "\n".join(lines) + "\n"
 
 

@@ -51,6 +51,9 @@ SEAM_OPS = {
     "state_seq_version": "slot files (the rule sets b11434, b11549, november)",
     "checkpoint_load_checked": "prompt_start (the rule sets october, b11434)",
     "threshold_uses_new_tokens": "prompt_start",
+    "threshold_minus_one": "prompt_start",
+    "restore_accepts_pos_min_zero": "prompt_start",
+    "restore_rejects_beyond_pos_next": "prompt_start",
     "sweep_only_when_full": "checkpoint",
     "sweep_rechecks_full": "checkpoint",
     "inplace_update": "checkpoint",
@@ -174,7 +177,7 @@ def seams_table() -> str:
     head = "| seam | meaning | " + " | ".join(f"`{d}`" for d in names) + " | shapes |"
     lines = [head, "|---|---|" + "---|" * len(names) + "---|"]
     for f in dataclasses.fields(Variant):
-        if f.name in ("name", "summary", "mutant"):
+        if f.name in ("name", "summary", "mutant", "base"):
             continue
         values = " | ".join(_value(getattr(DESIGNS[d], f.name)) for d in names)
         lines.append(f"| `{f.name}` | {_cell(comments.get(f.name, ''))} | {values} | {SEAM_OPS.get(f.name, '?')} |")

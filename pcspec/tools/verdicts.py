@@ -8,6 +8,12 @@ shrunk. Every
 trace found is written as JSON lines and a pytest snippet, then replayed to confirm it
 reproduces. A cell matches the oracle when ``violated`` meets
 ``x`` or ``holds`` meets ``.``; ``unknown`` never matches.
+
+A mutant (a rule change planted in any design, ``Variant.base``) is caught by a target
+property that it violates and its base design does not violate on the same trace: its hunt
+passes over finds its base shares, its shrinking keeps the base clean, and the saved trace is
+replayed on the base to confirm (``pcspec.properties.judge.base_violates``). A mutant of
+``fixed``, which violates nothing, is caught by any violation of a target, as before.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from pcspec.proofs.run import Row, RunConfig
 from pcspec.proofs.suite import run_suite
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS
-from pcspec.properties.judge import replay, write_counterexample
+from pcspec.properties.judge import base_violates, replay, write_counterexample
 from pcspec.properties.judge import shrink_trace as shrink
 from pcspec.properties.oracle import MUTANT_TARGETS, expected
 from pcspec.properties.routes import route_name
@@ -166,7 +172,8 @@ def _save(hit: Hit, out: Path | None, variant_ref: str | None = None) -> tuple[s
     reproduced, length)."""
     hit.trace = shrink(hit.trace, hit.property)
     hit.message = hit.trace.expect[0]["message"] if hit.trace.expect else hit.message
-    reproduced = replay(hit.trace).matches(hit.trace.expect)
+    # (a mutant's trace must also leave its base design clean of the property: judge.base_violates)
+    reproduced = replay(hit.trace).matches(hit.trace.expect) and not base_violates(hit.trace, hit.property)
     if out is None:
         return None, reproduced, len(hit.trace.ops)
     stem = f"{hit.trace.variant.name.replace(':', '-')}__{hit.property}"
