@@ -1,4 +1,4 @@
-"""Issue 12: REUSE-1, REUSE-2 and CKPT-3, each shown holding on ``fixed`` and violated where
+"""REUSE-1, REUSE-2 and CKPT-3, each shown holding on ``fixed`` and violated where
 the model says it is (the C++ designs for REUSE-1 and REUSE-2, a mutant each for all three).
 
 REUSE-1 (server-context.cpp:3274-3386): the C++ tests live memory with ``pos_min >=
