@@ -8,15 +8,14 @@ from pathlib import Path
 import pytest
 
 from pcspec.cli import main
-from pcspec.logcheck import Options, check_events, parse_text
+from pcspec.logcheck import Options
 from pcspec.logcheck.builds import ALL_RULE_SETS, KNOWN_BUILDS, NEWEST, choose, parse_build
-from pcspec.logcheck.checker import CheckResult
 from pcspec.logcheck.options import with_rules
 from pcspec.model.errors import PcspecError
 from pcspec.model.variants import NEWEST_RULE_SET, RULE_SETS
+from tests.support.logs import LOGS, check, erase_at_b, found, lines_of, where
 from tests.support.paths import DATA
 
-LOGS = DATA / "logs"
 REAL = DATA / "real"
 
 # The forms a build names itself in, as ``line`` templates (number, commit).
@@ -36,23 +35,6 @@ NAMED = {
     "b11549": (11549, "b11549"),
     "november": (7306, "e152332"),  # a clone of the merge commit
 }
-
-
-def lines_of(name: str) -> list[str]:
-    return (LOGS / name).read_text().splitlines()
-
-
-def check(lines: list[str], rules: str = "auto") -> CheckResult:
-    read = parse_text("\n".join(lines) + "\n")
-    return check_events(read.events, Options(rules=rules), n_lines=read.n_lines, notes=read.notes)
-
-
-def found(result: CheckResult) -> list[tuple[int, str]]:
-    return [(d.line, d.rule) for d in result.deviations]
-
-
-def where(lines: list[str], needle: str, nth: int = 0) -> int:
-    return [i + 1 for i, x in enumerate(lines) if needle in x][nth]
 
 
 def with_build_line(lines: list[str], line: str) -> list[str]:
@@ -146,18 +128,6 @@ def test_a_named_build_is_not_overruled_by_a_message() -> None:
     line = FORMS["print_info"].format(n=11434, c="b11434")
     run = check(appendix_line(with_build_line(lines_of("slot-restore.log"), line))).runs[0]
     assert run.build == "b11434"
-
-
-def erase_at_b(lines: list[str]) -> list[str]:
-    """Request B of october-build.log erases [40, 295], as the November code does."""
-    at = where(lines, "task.n_tokens = 310")
-    stamp = lines[at - 1].split(" ")[0]
-    erased = (f"{stamp} I slot   operator(): id  0 | task 8 | erased invalidated context "
-              "checkpoint (pos_min = 40, pos_max = 295, n_tokens = 296, n_swa = 32, "
-              "pos_next = 295, size = 0.016 MiB)")
-    out = [*lines[:at], erased, *lines[at:]]
-    return [x.replace("created context checkpoint 3 of 8 (pos_min = 50",
-                      "created context checkpoint 2 of 8 (pos_min = 50") for x in out]
 
 
 def test_rules_overrides_the_build_line() -> None:

@@ -10,29 +10,10 @@ verbosity (-v) of the real logs in tests/data/real, for the same build (0c1e570)
 from __future__ import annotations
 
 from pcspec.logcheck import check_events, parse_text
-from pcspec.logcheck.checker import CheckResult
+from tests.support.logs import check, erase_at_b, found, lines_of, where
 from tests.support.paths import DATA
 
-LOGS = DATA / "logs"
 REAL = DATA / "real"
-
-
-def lines_of(name: str) -> list[str]:
-    return (LOGS / name).read_text().splitlines()
-
-
-def check(lines: list[str]) -> CheckResult:
-    read = parse_text("\n".join(lines) + "\n")
-    return check_events(read.events, n_lines=read.n_lines, notes=read.notes)
-
-
-def found(result: CheckResult) -> list[tuple[int, str]]:
-    return [(d.line, d.rule) for d in result.deviations]
-
-
-def where(lines: list[str], needle: str, nth: int = 0) -> int:
-    """1-based number of the ``nth`` line containing ``needle``."""
-    return [i + 1 for i, x in enumerate(lines) if needle in x][nth]
 
 
 # ---- A: slot-file restore ------------------------------------------------------------------
@@ -213,18 +194,6 @@ def test_october_build_checks_clean() -> None:
     result = check(lines_of("october-build.log"))
     assert found(result) == []
     assert (result.runs[0].build, result.runs[0].invalidation) == ("october", "pos-max")
-
-
-def erase_at_b(lines: list[str]) -> list[str]:
-    """B erases [40, 295] (as the November code would), and numbers its checkpoint to match."""
-    at = where(lines, "task.n_tokens = 310")
-    stamp = lines[at - 1].split(" ")[0]
-    erased = (f"{stamp} I slot   operator(): id  0 | task 8 | erased invalidated context "
-              "checkpoint (pos_min = 40, pos_max = 295, n_tokens = 296, n_swa = 32, "
-              "pos_next = 295, size = 0.016 MiB)")
-    out = [*lines[:at], erased, *lines[at:]]
-    return [x.replace("created context checkpoint 3 of 8 (pos_min = 50",
-                      "created context checkpoint 2 of 8 (pos_min = 50") for x in out]
 
 
 def test_october_build_erasing_by_n_prefix() -> None:

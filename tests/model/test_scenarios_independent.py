@@ -21,14 +21,13 @@ import pytest
 
 from pcspec.model import events as ev
 from pcspec.model import policy
-from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.variants import ALL, DESIGNS
 from pcspec.properties.base import Events
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.checkpoints import ckpt5_batch_ends
 from pcspec.properties.judge import Judge
-from tests.support.common import CPP_DESIGNS, X, events, kv_server, recurrent_config
+from tests.support.common import CPP_DESIGNS, KV2, PINNED_EMPTY, X, events, kv_server, recurrent_config
 
 
 def judged(srv: Server, pid: str, *steps: tuple[str, dict[str, Any]]) -> list[str]:
@@ -102,20 +101,6 @@ def test_ckpt5_judges_each_end() -> None:
 
 # -- REUSE-2 ---------------------------------------------------------------------------------------
 
-KV2 = Config(n_slots=2, n_ctx_slot=128, n_batch=16, n_ubatch=4, memory=MemoryKind.KV, cache_idle_slots=True)
-A30 = tuple(range(1, 31))
-# Slot 1 (LRU: ties go to the last slot) runs A30; the next request goes to slot 0 and idle
-# caching saves slot 1 into the cache. Slot 0 is erased; a task extending A30, pinned to the
-# empty slot 0, should load the cached A30 (fixed consults the cache for an empty pinned slot).
-PINNED_EMPTY = (
-    ("request", {"tokens": A30, "n_predict": 2}),
-    ("run", {}),
-    ("request", {"tokens": tuple(range(100, 130)), "n_predict": 2}),
-    ("run", {}),
-    ("slot_action", {"action": "erase", "id_slot": 0}),
-    ("request", {"tokens": (*A30, 77, 78), "n_predict": 2, "id_slot": 0}),
-    ("run", {}),
-)
 
 
 def test_reuse2_mutant_nan_f_keep_is_caught() -> None:

@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 
 from pcspec.model import events as ev
-from pcspec.model.config import Config, MemoryKind
+from pcspec.model.config import Config
 from pcspec.model.server import Server
 from pcspec.model.variants import ALL, DESIGNS
 from pcspec.properties.base import Events
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.checkpoints import ckpt3_creation_rules
 from pcspec.properties.judge import Judge
-from tests.support.common import events, recurrent_config
+from tests.support.common import KV2, PINNED_EMPTY, events, recurrent_config
 
 CPP = ("master", "pr30137", "pr27451")
 
@@ -121,20 +121,6 @@ def test_fixed_prefers_the_checkpoint_that_keeps_most() -> None:
 
 # -- REUSE-2 -------------------------------------------------------------------------------------
 
-KV2 = Config(n_slots=2, n_ctx_slot=128, n_batch=16, n_ubatch=4, memory=MemoryKind.KV, cache_idle_slots=True)
-A30 = tuple(range(1, 31))
-# Slot 1 (LRU: ties go to the last slot) runs A30; the next request goes to slot 0 and idle
-# caching saves slot 1 into the cache. Slot 0 is erased; a task extending A30, pinned to the
-# empty slot 0, should load the cached A30.
-PINNED_EMPTY = (
-    ("request", {"tokens": A30, "n_predict": 2}),
-    ("run", {}),
-    ("request", {"tokens": tuple(range(100, 130)), "n_predict": 2}),
-    ("run", {}),
-    ("slot_action", {"action": "erase", "id_slot": 0}),
-    ("request", {"tokens": (*A30, 77, 78), "n_predict": 2, "id_slot": 0}),
-    ("run", {}),
-)
 
 
 @pytest.mark.parametrize("variant", [*CPP, "fixed"])

@@ -6,30 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from pcspec.model.config import Config, MemoryKind
 from pcspec.model.variants import DESIGNS
 from pcspec.properties.rules import RULES, Fuzz
-
-# An SWA slot (n_swa 4): a 12-token prompt with a user message at 4 leaves checkpoints
-# [0, 3] at n_tokens 4 and [0, 7] at n_tokens 8 (master), and the live window at [4, 11].
-SWA = Config(
-    n_slots=1,
-    n_ctx_slot=128,
-    n_batch=16,
-    n_ubatch=4,
-    memory=MemoryKind.SWA,
-    n_swa=4,
-    swa_cells=8,
-    cell_bytes=8,
-    cache_ram=0,
-    n_ctx_checkpoints=4,
-    checkpoint_min_step=2,
-)
+from tests.support.common import SWA_SLOT
 
 
 def _fuzz() -> Fuzz:
     f = Fuzz(DESIGNS["master"], props=())
-    f.setup(SWA, ["ckpt.alloc"])
+    f.setup(SWA_SLOT, ["ckpt.alloc"])
     f.do({"op": "request", "tokens": list(range(1, 13)), "spans": [4], "n_predict": 1})
     f.run()
     assert f.srv is not None

@@ -21,24 +21,8 @@ from pcspec.model.variants import DESIGNS, MUTANTS, get_variant
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import base_violates, first_violation, replay
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
-from tests.support.common import PERF1_OPS, TRACE_HEADER, recurrent_config
+from tests.support.common import PERF1_OPS, SWA_SLOT, TRACE_HEADER, recurrent_config
 
-# An SWA slot (n_swa 4, 8 cells): a 12-token prompt, with a user message at 4 or not. With the
-# message, the batches stop at 4 and a checkpoint is made there: [0, 3] at n_tokens 4; the
-# last batch makes [0, 7] at n_tokens 8 (master records the SWA cache's pos_min, 0).
-SWA = Config(
-    n_slots=1,
-    n_ctx_slot=128,
-    n_batch=16,
-    n_ubatch=4,
-    memory=MemoryKind.SWA,
-    n_swa=4,
-    swa_cells=8,
-    cell_bytes=8,
-    cache_ram=0,
-    n_ctx_checkpoints=4,
-    checkpoint_min_step=2,
-)
 P12 = list(range(1, 13))
 NEW = [500, 501, 502]
 
@@ -72,14 +56,14 @@ SCENARIOS: dict[str, tuple[Config, list[dict[str, Any]], tuple[int, int]]] = {
         (20, 35),
     ),
     "mutant:restore-pos-min-zero-rejected": (
-        SWA,
+        SWA_SLOT,
         [*_req(P12, spans=[4]), *_req(P12[:4] + NEW)],
         # shared 4: thold max(0, 4 - 4) = 0; c4 [0, 3] passes only by pos_min == 0 (0 < 0 is false):
         # master restores it (n_past 3), the mutant re-processes from 0.
         (3, 0),
     ),
     "mutant:restore-pos-max-unchecked": (
-        SWA,
+        SWA_SLOT,
         [*_req(P12), *_req(P12[:6] + NEW)],
         # shared 6: the only checkpoint, c8 [0, 7], lies beyond pos_next 6: master finds none and
         # re-processes; the mutant restores c8 and resumes at 6 from a state of 8 tokens.

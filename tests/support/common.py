@@ -7,7 +7,9 @@
 * the recurrent configuration of the sharing, save-failure and restore scenarios
   (``recurrent_config``, ``RS_STATE``, ``B_PROMPT``): 1000-byte states, checkpoints every 8 tokens;
 * trace files (``TRACE_HEADER``, ``trace_text``, ``PERF1_OPS``): a small recurrent server on
-  master, and four operations that show PERF-1 there.
+  master, and four operations that show PERF-1 there;
+* the SWA slot of the restore-choice scenarios (``SWA_SLOT``), and the pinned empty slot of the
+  REUSE-2 scenarios (``KV2``, ``A30``, ``PINNED_EMPTY``).
 """
 
 from __future__ import annotations
@@ -119,3 +121,37 @@ PERF1_OPS: tuple[dict[str, Any], ...] = (
 def trace_text(*ops: dict[str, Any], header: dict[str, Any] | None = None) -> str:
     """A trace file's text: the header (``TRACE_HEADER`` by default), then the operations."""
     return "\n".join(json.dumps(x) for x in [header or TRACE_HEADER, *ops]) + "\n"
+
+
+# An SWA slot (n_swa 4, 8 cells): a 12-token prompt, with a user message at 4 or not. With the
+# message, the batches stop at 4 and a checkpoint is made there: [0, 3] at n_tokens 4; the
+# last batch makes [0, 7] at n_tokens 8 (master records the SWA cache's pos_min, 0), and the
+# live window is [4, 11].
+SWA_SLOT = Config(
+    n_slots=1,
+    n_ctx_slot=128,
+    n_batch=16,
+    n_ubatch=4,
+    memory=MemoryKind.SWA,
+    n_swa=4,
+    swa_cells=8,
+    cell_bytes=8,
+    cache_ram=0,
+    n_ctx_checkpoints=4,
+    checkpoint_min_step=2,
+)
+
+KV2 = Config(n_slots=2, n_ctx_slot=128, n_batch=16, n_ubatch=4, memory=MemoryKind.KV, cache_idle_slots=True)
+A30 = tuple(range(1, 31))
+# Slot 1 (LRU: ties go to the last slot) runs A30; the next request goes to slot 0 and idle
+# caching saves slot 1 into the cache. Slot 0 is erased; a task extending A30, pinned to the
+# empty slot 0, should load the cached A30 (fixed consults the cache for an empty pinned slot).
+PINNED_EMPTY = (
+    ("request", {"tokens": A30, "n_predict": 2}),
+    ("run", {}),
+    ("request", {"tokens": tuple(range(100, 130)), "n_predict": 2}),
+    ("run", {}),
+    ("slot_action", {"action": "erase", "id_slot": 0}),
+    ("request", {"tokens": (*A30, 77, 78), "n_predict": 2, "id_slot": 0}),
+    ("run", {}),
+)
