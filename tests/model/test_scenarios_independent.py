@@ -24,21 +24,8 @@ from pcspec.model import policy
 from pcspec.model.server import Server
 from pcspec.model.variants import ALL, DESIGNS
 from pcspec.properties.base import Events
-from pcspec.properties.catalogue import get_property
 from pcspec.properties.checkpoints import ckpt5_batch_ends
-from pcspec.properties.judge import Judge
-from tests.support.common import CPP_DESIGNS, KV2, PINNED_EMPTY, X, events, kv_server, recurrent_config
-
-
-def judged(srv: Server, pid: str, *steps: tuple[str, dict[str, Any]]) -> list[str]:
-    """Run the operations with one property judged after each; its messages."""
-    judge = Judge(srv, [get_property(pid)])
-    out: list[str] = []
-    for name, args in steps:
-        getattr(srv, name)(**args)
-        out += [v.message for v in judge()]
-    return out
-
+from tests.support.common import CPP_DESIGNS, KV2, PINNED_EMPTY, X, events, judged, kv_server, recurrent_config
 
 # -- CKPT-5 ----------------------------------------------------------------------------------------
 

@@ -27,22 +27,10 @@ from pcspec.model.config import Config
 from pcspec.model.server import Server
 from pcspec.model.variants import ALL, DESIGNS
 from pcspec.properties.base import Events
-from pcspec.properties.catalogue import get_property
 from pcspec.properties.checkpoints import ckpt3_creation_rules
-from pcspec.properties.judge import Judge
-from tests.support.common import KV2, PINNED_EMPTY, events, recurrent_config
+from tests.support.common import KV2, PINNED_EMPTY, events, judged, recurrent_config
 
 CPP = ("master", "pr30137", "pr27451")
-
-
-def judged(srv: Server, pid: str, *steps: tuple[str, dict[str, Any]]) -> list[str]:
-    """Run the operations with one property judged after each; its messages."""
-    judge = Judge(srv, [get_property(pid)])
-    out: list[str] = []
-    for name, args in steps:
-        getattr(srv, name)(**args)
-        out += [v.message for v in judge()]
-    return out
 
 
 # -- REUSE-1 -------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from pcspec.model.config import STATE_HEADER, Config, MemoryKind
 from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.model.variants import DESIGNS
+from pcspec.properties.catalogue import get_property
+from pcspec.properties.judge import Judge
 
 E = TypeVar("E", bound=Event)
 
@@ -155,3 +157,13 @@ PINNED_EMPTY = (
     ("request", {"tokens": (*A30, 77, 78), "n_predict": 2, "id_slot": 0}),
     ("run", {}),
 )
+
+
+def judged(srv: Server, pid: str, *steps: tuple[str, dict[str, Any]]) -> list[str]:
+    """Run the operations with one property judged after each; its messages."""
+    judge = Judge(srv, [get_property(pid)])
+    out: list[str] = []
+    for name, args in steps:
+        getattr(srv, name)(**args)
+        out += [v.message for v in judge()]
+    return out
