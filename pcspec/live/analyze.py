@@ -127,7 +127,7 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
     for k, seg in enumerate(segs):
         obs_list = [run.observations[i] for i in seg]
         srv_recs = server_records(log, obs_list)
-        for index, cls, detail in watch.observe(obs_list, srv_recs):
+        for index, cls, detail in watch.observe(obs_list, srv_recs, log):
             a.findings.append(divergence(cls, index, detail))
         _judge_segment(a, run, obs_list, srv_recs, preds[k] if k < len(preds) else None, predictor)
         if reference is not None:

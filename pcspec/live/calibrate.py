@@ -37,17 +37,21 @@ class Sizes:
     ckpt_base: int = 0
     caches: int = 0
 
-    def offsets(self, n_stream: int) -> tuple[int, int]:
+    def offsets(self, n_stream: int, state_seq_version: int = 3) -> tuple[int, int]:
         """How many bytes a full state and a checkpoint in the prompt cache are larger than the
         model's: ``llama_state_seq_get_size_ext`` also counts the io magic and the sequence id
         (8 bytes, llama-context.cpp:3191-3202), which slot files (what ``SIZES`` measured)
         leave out, and each attention cache writes a cell count per stream (4 bytes for each
         stream beyond the first, llama-kv-cache.cpp:2074-2122); the model counts 16
-        (``STATE_HEADER``), or nothing where ``rs_bytes`` took the real state's."""
+        (``STATE_HEADER``), or nothing where ``rs_bytes`` took the real state's. State-sequence
+        version 4 (b11434 on) writes ``n_rot_k`` and ``n_rot_v`` after ``v_trans`` and
+        ``n_layer`` in each attention cache's data (src/llama-kv-cache.cpp:2258-2259 of b11434
+        and of b11549): 8 bytes more per attention cache than ``SIZES`` measured on 0c1e570."""
         model = 0 if self.rs else STATE_HEADER
         extra = 4 * (n_stream - 1)
-        state = 8 + self.base - model + extra * self.caches
-        ckpt = 8 + self.ckpt_base - model + (extra if self.ckpt_base else 0)
+        rot = 8 if state_seq_version >= 4 else 0
+        state = 8 + self.base - model + (extra + rot) * self.caches
+        ckpt = 8 + self.ckpt_base - model + (extra + rot if self.ckpt_base else 0)
         return state, (ckpt if self.ckpt_base or self.rs else 0)  # (a plain KV cache has none)
 
 
@@ -71,12 +75,15 @@ SIZES: dict[str, Sizes] = {
 DEFAULT_VARIANT = "october"  # the rule set of the build pcspec live runs (model/variants.py: OCTOBER)
 
 
-def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | None = None) -> Config:
+def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | None = None,
+                 state_seq_version: int = 3) -> Config:
+    """The model's configuration for a server run; ``state_seq_version``: the version the
+    build's rule set writes (``Variant.state_seq_version``), which sets the states' constant part."""
     sz = sizes or SIZES[kind]
     memory = KIND_MEMORY[kind]
     cache_ram = flags.cache_ram_mib * MIB if flags.cache_ram_mib > 0 else flags.cache_ram_mib
     # one stream for all slots with --kv-unified, else one per slot (llama-kv-cache.cpp:85)
-    state_overhead, ckpt_overhead = sz.offsets(1 if flags.kv_unified else facts.n_slots)
+    state_overhead, ckpt_overhead = sz.offsets(1 if flags.kv_unified else facts.n_slots, state_seq_version)
     return Config(
         n_slots=facts.n_slots,
         n_ctx_slot=facts.n_ctx_slot,

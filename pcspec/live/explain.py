@@ -58,7 +58,8 @@ def swa_off_by_one(f: Finding, out: Outcome) -> str | None:
 
 def observation(f: Finding, out: Outcome) -> str | None:
     if f.rule == "waste:restore-extend":
-        return "F3 (behaviour): a slot restore drops the checkpoints; the extension re-processes all"
+        return ("F3 (behaviour): the restored slot holds no checkpoint (its file carried none); "
+                "the extension re-processes all")
     if f.rule == "waste:unused-checkpoint":
         return "F4 (behaviour): full re-processing although a checkpoint is a prefix of the prompt"
     return None

@@ -103,7 +103,9 @@ def execute(target: Target, workdir: Path, reference: Reference | None, *,
         if facts is None:
             notes.append("no 'initializing, n_slots' line: the model was not run")
         else:
-            cfg = calibrate.model_config(target.kind, target.flags, facts)
-            predictor = Predictor(cfg, calibrate.variant(variant))
+            rules = calibrate.variant(variant)
+            cfg = calibrate.model_config(target.kind, target.flags, facts,
+                                         state_seq_version=rules.state_seq_version)
+            predictor = Predictor(cfg, rules)
     analysis = analyse(run, log, predictor, reference, n_slots=target.flags.n_slots, logcheck=logcheck)
     return Outcome(target, done, run, analysis, log, workdir, time.monotonic() - t0, notes)

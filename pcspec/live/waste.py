@@ -4,8 +4,12 @@ From the replies and the log records alone (no model), the tokens and checkpoint
 holds are followed through the synchronous operations; a request that re-processes its whole
 prompt (``forcing full prompt re-processing``) is an observation when
 
-* ``waste:restore-extend``: the slot's tokens came from a slot-file restore and share a prefix
-  with the prompt (F3 in docs/FINDINGS.md: the restore dropped the checkpoints);
+* ``waste:restore-extend``: the slot's tokens came from a slot-file restore that brought no
+  checkpoint back, and share a prefix with the prompt (F3 in docs/FINDINGS.md: a file without
+  the checkpoint appendix, as 0c1e570 and b11434 write, drops the checkpoints). From b11549 on
+  the file carries them (``save_slot_checkpoints``, server-context.cpp:2623-2655 of b11549) and
+  the restore puts back the newest ``--ctx-checkpoints`` of them (2658-2713): the slot then holds
+  those, and a full re-processing is waste only as below;
 * ``waste:unused-checkpoint``: the slot held a checkpoint of at most the common prefix's length
   (F4 in docs/FINDINGS.md: a recurrent prompt ending exactly on a checkpoint).
 
@@ -15,9 +19,11 @@ until a request or a clear makes it known again.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pcspec.live.driver import Observation
+from pcspec.live.slotfiles import FileView
 from pcspec.model.cache import lcp
 from pcspec.model.logged import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Logged, PromptCleared
 
@@ -36,17 +42,23 @@ def _served_slot(obs: Observation) -> int | None:
     return int(v) if isinstance(v, int) else None
 
 
+# load_slot_checkpoints' last line (server-context.cpp:2711 of b11549)
+_RESTORED_CKPTS = re.compile(rb"restored (\d+) context checkpoint\(s\) from")
+
+
 class WasteWatch:
     def __init__(self, n_slots: int) -> None:
         self.slots = [SlotView() for _ in range(n_slots)]
-        self.files: dict[str, tuple[tuple[int, ...] | None]] = {}
+        # per file: the tokens saved, and the appendix's n_tokens (None: no appendix)
+        self.files: dict[str, tuple[tuple[int, ...] | None, tuple[int, ...] | None]] = {}
 
     def _forget_all(self) -> None:
         for s in self.slots:
             s.tokens, s.ckpts, s.restored = None, None, False
 
-    def observe(self, obs_list: list[Observation], recs: list[Logged]) -> list[tuple[int, str, str]]:
-        """(op index, class, detail) of the observations in one segment; updates the views."""
+    def observe(self, obs_list: list[Observation], recs: list[Logged], log: bytes = b"") -> list[tuple[int, str, str]]:
+        """(op index, class, detail) of the observations in one segment; updates the views.
+        ``log``: the server's whole log (a restore's lines say how many checkpoints it put back)."""
         if len(obs_list) > 1:
             self._forget_all()
             return []
@@ -63,7 +75,7 @@ class WasteWatch:
             full = any(isinstance(x, FullReprocess) for x in recs)
             if full and not loaded and view.tokens is not None:
                 n = lcp(view.tokens, tuple(obs.tokens))
-                if view.restored and n > 0:
+                if view.restored and not view.ckpts and n > 0:
                     out.append((obs.index, "waste:restore-extend",
                                 f"request {op.id} re-processed all {len(obs.tokens)} tokens although slot {s} held "
                                 f"{n} of them, restored from a slot file"))
@@ -82,11 +94,18 @@ class WasteWatch:
             self._apply_ckpts(recs)
         elif op.op == "slot_save":
             if obs.reply is not None and obs.reply.ok and op.id_slot < len(self.slots):
-                self.files[op.filename] = (self.slots[op.id_slot].tokens,)
+                records = obs.file.checkpoints if isinstance(obs.file, FileView) else None
+                self.files[op.filename] = (self.slots[op.id_slot].tokens,
+                                           None if records is None else tuple(c[0] for c in records))
         elif op.op == "slot_restore" and op.id_slot < len(self.slots):
             view = self.slots[op.id_slot]
             if obs.reply is not None and obs.reply.ok and op.filename in self.files:
-                view.tokens, view.ckpts, view.restored = self.files[op.filename][0], [], True
+                tokens, saved = self.files[op.filename]
+                view.tokens, view.ckpts, view.restored = tokens, [], True
+                restored = _RESTORED_CKPTS.findall(log[obs.log_start:obs.log_end])
+                if saved is not None and restored:  # the newest N of the file's (pop_front)
+                    n_back = int(restored[-1])
+                    view.ckpts = list(saved[len(saved) - n_back:]) if n_back else []
             else:
                 view.tokens, view.ckpts, view.restored = (), [], False
         elif op.op == "slot_erase" and op.id_slot < len(self.slots):

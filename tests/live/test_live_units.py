@@ -231,6 +231,49 @@ def test_waste_watch_sees_a_restore_then_full_reprocessing() -> None:
     assert [c for _, c, _ in got] == ["waste:unused-checkpoint"]
 
 
+def test_waste_watch_follows_the_checkpoints_a_b11549_restore_brings_back() -> None:
+    """From b11549 a slot file carries the checkpoint appendix and the restore puts back the
+    newest N of them, "restored N context checkpoint(s) from" (server-context.cpp:2658-2713 of
+    b11549): the restored slot then holds those. A full re-processing is F3's waste only when the
+    restore brought none back; with checkpoints back, it is waste only where one of them is a
+    prefix of the prompt (F4). Measured on b11549: a recurrent slot restored with checkpoints at
+    330 and 362, then a prompt sharing 241 tokens, re-processed all (rightly: no checkpoint at
+    or before 241); that was reported as F3 until the watch read the appendix."""
+    from pcspec.live.driver import Observation
+    from pcspec.live.slotfiles import FileView
+    from pcspec.live.waste import WasteWatch
+
+    def req(i: int, rid: int, tokens: list[int]) -> Observation:
+        o = Observation(i, LiveOp("request", id=rid, segments=(("lit", tuple(tokens)),)), tokens=tokens)
+        o.reply = Reply("POST", "/completion", {}, status=200, data={"id_slot": 0, "tokens": [9]})
+        return o
+
+    def restored(w: WasteWatch, appendix: tuple[tuple[int, int, int], ...] | None, n_back: int | None) -> None:
+        w.observe([req(0, 0, list(range(1, 11)))], [CkptCreated(0, 4, 3, 3), CkptCreated(0, 8, 7, 7)])
+        save = Observation(1, LiveOp("slot_save", id_slot=0, filename="a"))
+        save.reply = Reply("POST", "/slots/0?action=save", {}, status=200, data={"n_saved": 10})
+        save.file = FileView(tuple(range(1, 11)), appendix)
+        w.observe([save], [])
+        line = b"" if n_back is None else f"restored {n_back} context checkpoint(s) from 'a'\n".encode()
+        restore = Observation(2, LiveOp("slot_restore", id_slot=0, filename="a"), log_start=0, log_end=len(line))
+        restore.reply = Reply("POST", "/slots/0?action=restore", {}, status=200, data={"n_restored": 10})
+        w.observe([restore], [], line)
+
+    appendix = ((4, 3, 3), (8, 7, 7))
+    cases = [  # (appendix, N restored, common prefix of the next prompt, expected)
+        (None, None, 6, ["waste:restore-extend"]),  # 0c1e570, b11434: no appendix (F3)
+        (appendix, 2, 6, ["waste:unused-checkpoint"]),  # the checkpoint at 4 would serve (F4)
+        (appendix, 1, 6, []),  # only the newest (8) came back (--ctx-checkpoints 1): nothing serves
+        (appendix, 2, 3, []),  # both after the common prefix: a full re-processing is right
+        ((), 0, 6, ["waste:restore-extend"]),  # an empty appendix: nothing came back (F3)
+    ]
+    for app, n_back, prefix, want in cases:
+        w = WasteWatch(1)
+        restored(w, app, n_back)
+        got = w.observe([req(3, 1, [*range(1, prefix + 1), 99, 98])], [FullReprocess(0)], b"")
+        assert [c for _, c, _ in got] == want, (app, n_back, prefix)
+
+
 def test_explainers_name_known_causes_and_consequences(tmp_path: Path) -> None:
     from pcspec.core.results import divergence
     from pcspec.live.analyze import Analysis
@@ -304,6 +347,24 @@ def test_model_config_gives_the_model_the_real_state_sizes() -> None:
         assert ctx.get_size(0, FULL) == 8 + sz.base + sz.rs + sz.per_cell * 3, kind
         if kind != "kv":
             assert ctx.get_size(0, PARTIAL_ONLY) == 8 + sz.ckpt_base + sz.rs, kind
+
+def test_version_4_states_carry_the_rotation_counts() -> None:
+    """State-sequence version 4 (b11434 on) writes n_rot_k and n_rot_v (two u32) in each
+    attention cache's data (src/llama-kv-cache.cpp:2258-2259 of b11549): a full state is 8 bytes
+    larger per attention cache, an SWA checkpoint (the SWA cache alone) 8, a recurrent state
+    nothing; the model of a b11549 run gets them through ``model_config``."""
+    from pcspec.live import calibrate
+    from pcspec.live.schedule import ServerFacts
+
+    sizes = calibrate.SIZES
+    assert sizes["kv"].offsets(1, 4) == (64, 0)
+    assert sizes["swa"].offsets(2, 4) == (144, 68)
+    assert sizes["hybrid"].offsets(1, 4) == (80, 8)
+    assert sizes["recurrent"].offsets(3, 4) == sizes["recurrent"].offsets(3) == (8, 8)
+    v3 = calibrate.model_config("swa", Flags(), ServerFacts(1, 4096, 256))
+    v4 = calibrate.model_config("swa", Flags(), ServerFacts(1, 4096, 256), state_seq_version=4)
+    assert (v4.state_overhead - v3.state_overhead, v4.ckpt_overhead - v3.ckpt_overhead) == (16, 8)
+
 
 def test_silent_restore_explains_only_a_restore_without_a_state_line(tmp_path: Path) -> None:
     """L1's explainer now covers only what the log checker cannot learn: a restore that
