@@ -36,6 +36,27 @@ N_FF = 128
 N_SWA = 32
 GENERATOR_VERSION = 1  # bump when the files change: part of the cache key
 
+# A decision model (``POST /v1/systemone`` of b11549) is a model of one kind plus two metadata
+# keys: ``<arch>.decision.type`` (common_get_decision_type, common/common.cpp:1186-1196 of b11549)
+# and the ``systemone`` chat template (server_decision_context::init,
+# tools/server/server-decision.cpp:46-50 of b11549). Only ``lfm2-d1`` is written: it reads the
+# logits of label tokens at the last prompt token (send_decision,
+# tools/server/server-context.cpp:2336-2358 of b11549), so any causal model serves; its labels
+# are the option keys when they are single letters (d1_labels,
+# tools/server/server-decision.cpp:451-545 of b11549), and a single letter is a single byte
+# token here. It asks for no special token (init, server-decision.cpp:126-128), and its
+# questions share a prompt prefix (can_share_prompt, server-decision.h:38-51 of b11549).
+DECISION_TYPES = ("lfm2-d1",)
+# The state comes first, so that the prompts of the questions of one request start with the same
+# tokens (server_decision_group_tasks, server-decision.cpp:1139-1169 of b11549). The state is
+# sent as a string (the template is given raw JSON values, render, server-decision.cpp:588).
+SYSTEMONE_TEMPLATE = (
+    "<|im_start|>{{ state }}\n"
+    "{{ instructions }}\n"
+    "{% for o in options %}{{ o.label }}: {{ o.key }}\n{% endfor %}"
+    "<|im_end|>"
+)
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -165,17 +186,23 @@ def _ssm_keys(w: Any) -> None:
     w.add_ssm_time_step_rank(DT_RANK)
 
 
-def write_model(kind: str, path: Path, seed: int = 0) -> Path:
-    """Write the model of ``kind`` to ``path``; returns ``path``."""
+def write_model(kind: str, path: Path, seed: int = 0, decision: str | None = None) -> Path:
+    """Write the model of ``kind`` to ``path``; returns ``path``. With ``decision`` (one of
+    ``DECISION_TYPES``), the same weights and vocabulary plus the decision metadata."""
     import gguf  # a live-only dependency: imported where it is needed
 
     spec = SPECS[kind]
+    if decision is not None and decision not in DECISION_TYPES:
+        raise ValueError(f"unknown decision type {decision!r}; types: {', '.join(DECISION_TYPES)}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     w = gguf.GGUFWriter(str(tmp), spec.arch)
     weights = _Weights(w, seed)
     w.add_name(f"pcspec-tiny-{kind}")
     _common(w, spec, weights)
+    if decision is not None:
+        w.add_string(f"{spec.arch}.decision.type", decision)
+        w.add_string("tokenizer.chat_template.systemone", SYSTEMONE_TEMPLATE)
     if spec.arch in ("llama", "gemma2"):
         w.add_feed_forward_length(N_FF)
         w.add_head_count(N_HEAD)
@@ -217,18 +244,22 @@ def write_model(kind: str, path: Path, seed: int = 0) -> Path:
     return path
 
 
-def model_key(kind: str, seed: int) -> str:
-    h = hashlib.sha256(f"{GENERATOR_VERSION}:{kind}:{seed}".encode()).hexdigest()[:8]
-    return f"tiny-{kind}-s{seed}-{h}.gguf"
+def model_key(kind: str, seed: int, decision: str | None = None) -> str:
+    if decision is None:
+        h = hashlib.sha256(f"{GENERATOR_VERSION}:{kind}:{seed}".encode()).hexdigest()[:8]
+        return f"tiny-{kind}-s{seed}-{h}.gguf"
+    h = hashlib.sha256(f"{GENERATOR_VERSION}:{kind}:{seed}:{decision}:{SYSTEMONE_TEMPLATE}".encode()).hexdigest()[:8]
+    return f"tiny-{kind}-{decision}-s{seed}-{h}.gguf"
 
 
-def ensure_model(kind: str, directory: Path, seed: int = 0) -> Path:
-    """The model file of ``kind`` in ``directory``, generated if it is not there."""
+def ensure_model(kind: str, directory: Path, seed: int = 0, decision: str | None = None) -> Path:
+    """The model file of ``kind`` (a decision model of type ``decision`` if given) in
+    ``directory``, generated if it is not there."""
     if kind not in SPECS:
         raise ValueError(f"unknown model kind {kind!r}; kinds: {', '.join(KINDS)}")
-    path = directory / model_key(kind, seed)
+    path = directory / model_key(kind, seed, decision)
     if not path.is_file():
-        write_model(kind, path, seed)
+        write_model(kind, path, seed, decision)
     return path
 
 

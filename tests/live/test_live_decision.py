@@ -1,0 +1,77 @@
+"""b11549's decision requests (``POST /v1/systemone``) on the tiny ``lfm2-d1`` decision models:
+the parent and child tasks of a shared prompt prefix (``n_tokens_shared``), read from the log
+(pcspec/live/decision.py, docs/LIVE.md "Decision requests and shared-prefix children").
+
+Skipped without the cached b11549 build (``python -m pcspec.live.build --tree b11549``) or
+without the ``gguf`` package that makes the models.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pcspec.live.build import cached_server, find_server
+
+pytestmark = pytest.mark.live  # a real llama-server
+
+BINARY = find_server("b11549")
+if BINARY is None:
+    pytest.skip(
+        f"no b11549 llama-server built: run `python -m pcspec.live.build --tree b11549` "
+        f"(cached as {cached_server('b11549')})",
+        allow_module_level=True,
+    )
+pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+
+from pcspec.live import decision as d  # noqa: E402
+from pcspec.live.models import KINDS  # noqa: E402
+from pcspec.live.process import Flags  # noqa: E402
+
+ONE_SLOT = Flags(n_slots=1, n_ctx=2048, n_batch=64, n_ubatch=64)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_questions_on_two_slots_share_their_prefix(kind: str, tmp_path: Path) -> None:
+    """Two questions, ``-np 2``: one parent (slot 1, LRU) and one child (slot 0); the parent stops
+    at the shared prefix, copies it to the child, and the child starts from it. The answers are
+    those of one slot, where nothing is shared (each task is a group of its own)."""
+    assert BINARY is not None
+    body = d.systemone_body()
+    n_shared = d.expected_shared(body)
+    run = d.run(BINARY, kind, tmp_path / "two", body=body)
+    assert run.ok, run.summary()
+    assert not run.missing(), run.summary()
+    (parent, n_children), = run.find(d.PARENT)
+    assert n_children == 1
+    (slot_c, task_c), = run.find(d.CHILD)
+    assert task_c != parent
+    # parent slot, parent task, tokens copied, child slot
+    (slot_p, task_p, n_copied, to), = run.find(d.COPY)
+    assert (task_p, to, n_copied) == (parent, slot_c, n_shared) and slot_p != slot_c
+    # the child starts from the copy, the parent went through the prefix from 0
+    assert (slot_c, task_c, n_shared, n_shared) in run.find(d.CACHED)
+    assert (slot_p, task_p, 0, 0) in run.find(d.CACHED)
+    # a child keeps nothing when it is released (server-context.cpp:592-595 of b11549)
+    assert [(s, t) for s, t, _n in run.find(d.CLEARED)] == [(slot_c, task_c)]
+    single = d.run(BINARY, kind, tmp_path / "one", body=body, flags=ONE_SLOT)
+    assert single.ok and not single.find(d.PARENT) and not single.find(d.COPY), single.summary()
+    shared, alone = d.probabilities(run.replies[0]), d.probabilities(single.replies[0])
+    assert shared.keys() == alone.keys() == body["questions"].keys()
+    for q in shared:
+        for opt, p in shared[q].items():
+            assert abs(p - alone[q][opt]) < 1e-4, (kind, q, opt, p, alone[q][opt])
+
+
+def test_a_repeated_request_recomputes_the_parents_own_tokens(tmp_path: Path) -> None:
+    """The same request twice: the parent's slot holds its whole prompt, but ``n_past`` is capped
+    at ``n_tokens_shared`` for the parent too (server-context.cpp:3593-3596 of b11549): the copy
+    to the child must be the prefix alone, so the parent's own tokens are evaluated again."""
+    assert BINARY is not None
+    body = d.systemone_body()
+    n_shared = d.expected_shared(body)
+    run = d.run(BINARY, "kv", tmp_path, body=body, requests=2)
+    assert run.ok and len(run.find(d.PARENT)) == 2, run.summary()
+    (_p1, _n1), (parent2, _n2) = run.find(d.PARENT)
+    assert [c for c in run.find(d.CACHED) if c[1] == parent2] == [(1, parent2, n_shared, n_shared)]
