@@ -1,5 +1,5 @@
-"""``POST /v1/systemone`` of b11549 on a tiny decision model: the one producer of child tasks
-with a prompt of their own (``n_tokens_shared``).
+"""``POST /v1/systemone`` on a tiny decision model: the one producer of child tasks with a
+prompt of their own (``n_tokens_shared``), in b11434 and b11549 (0c1e570 has neither).
 
 b11549 answers a decision request with one task per question (per variant: ``lev`` shows a
 choice in two orders, the other types once; ``n_variants``,
@@ -13,11 +13,14 @@ each waiting child (``copy_prompt_to``, server-context.cpp:761-766: ``seq_rm`` t
 and goes on with its own tokens; a child starts from the copy (``n_past`` capped at
 ``n_tokens_shared``, 3593-3596) with its own (server-context.cpp:3833-3849). A child's prompt
 is cleared when it is released (``release``, 592-595). This module sends such a request to a
-server started with ``-np 2`` on a ``lfm2-d1`` decision model (``models.py``) and reads the
-lines of that path from the log.
+server started with ``-np 2`` on a decision model (``models.py``: ``lfm2-d1``, b11549 only, or
+``openjev``) and reads the lines of that path from the log. The C++ lines cited are b11549's;
+b11434 has the same path (server_decision_group_tasks, server-decision.cpp:810-840 of b11434)
+and prints the same lines.
 
-    python -m pcspec.live.decision                  # the cached b11549 build, model kv
-    python -m pcspec.live.decision --kind swa --server PATH --keep DIR
+    python -m pcspec.live.decision                  # the cached b11549 build, model kv, lfm2-d1
+    python -m pcspec.live.decision --tree b11434    # openjev (b11434 has no lfm2-d1)
+    python -m pcspec.live.decision --kind swa --type openjev --server PATH --keep DIR
 
 prints the log lines of the path, and exits 1 when a request failed or a line is missing.
 """
@@ -35,20 +38,22 @@ from typing import Any
 
 from pcspec.live import build
 from pcspec.live.client import Client, Reply
-from pcspec.live.models import KINDS, ensure_model
+from pcspec.live.models import DECISION_TYPES, KINDS, ensure_model
 from pcspec.live.process import Flags, ServerDied, ServerProcess
 
-TREE = "b11549"  # the first tree with /v1/systemone (0c1e570 and b11434 have none)
+TREE = "b11549"
 DECISION_TYPE = "lfm2-d1"
+TREE_TYPES = {"b11434": "openjev", "b11549": "lfm2-d1"}  # the default type of each tree
 FLAGS = Flags(n_slots=2, n_ctx=2048, n_batch=64, n_ubatch=64)
 # A string state (the template writes it as it is), single spaces only: with the byte vocabulary
 # of models.py (one merge, two spaces) a prompt is then one token per byte after the control
 # token <|im_start|>, and the shared prefix can be counted from the text (expected_shared).
 STATE = "the quick brown fox jumps over the lazy dog " * 3
 QUESTIONS: dict[str, Any] = {
-    # single-letter keys are their own labels, one byte token each (d1_labels,
+    # lfm2-d1: single-letter keys are their own labels, one byte token each (d1_labels,
     # server-decision.cpp:451-545); a score's labels are its digits. A noul question needs
-    # "yes"/"no" as single tokens (server-decision.cpp:466-475): not in this vocabulary.
+    # "yes"/"no" as single tokens there (server-decision.cpp:466-475): not in this vocabulary
+    # (openjev reads a noul at A and B and would take one).
     "colour": {"type": "choice", "instructions": "Which colour?", "criteria": {"A": "red", "B": "blue"}},
     "size": {"type": "score", "instructions": "How big?", "criteria": ["small", "medium", "large"]},
 }
@@ -96,6 +101,7 @@ def systemone(client: Client, body: dict[str, Any] | None = None, timeout: float
 class DecisionRun:
     binary: Path
     kind: str
+    decision: str
     log: str
     replies: list[Reply] = field(default_factory=list)
 
@@ -116,17 +122,17 @@ class DecisionRun:
         return [what for what, pattern in wanted.items() if not self.find(pattern)]
 
     def summary(self) -> str:
-        out = [f"{self.binary} (model {self.kind}, {DECISION_TYPE})"]
+        out = [f"{self.binary} (model {self.kind}, {self.decision})"]
         out += [f"  {r.method} {r.path}: {r.status} {r.error}".rstrip() for r in self.replies]
         out += [f"    {line[:200]}" for line in self.records()]
         return "\n".join(out)
 
 
-def run(binary: Path, kind: str, workdir: Path, *, requests: int = 1, flags: Flags = FLAGS,
-        body: dict[str, Any] | None = None, timeout: float = 60.0) -> DecisionRun:
-    """Start a server on the ``lfm2-d1`` model of ``kind`` in ``workdir``, send the decision
-    request ``requests`` times; the server is stopped on return."""
-    model = ensure_model(kind, workdir / "models", decision=DECISION_TYPE)
+def run(binary: Path, kind: str, workdir: Path, *, decision: str = DECISION_TYPE, requests: int = 1,
+        flags: Flags = FLAGS, body: dict[str, Any] | None = None, timeout: float = 60.0) -> DecisionRun:
+    """Start a server on the decision model of ``kind`` and type ``decision`` in ``workdir``,
+    send the decision request ``requests`` times; the server is stopped on return."""
+    model = ensure_model(kind, workdir / "models", decision=decision)
     replies: list[Reply] = []
     server = ServerProcess(binary, model, flags, workdir, name=f"decision-{kind}")
     try:
@@ -135,8 +141,8 @@ def run(binary: Path, kind: str, workdir: Path, *, requests: int = 1, flags: Fla
             for _ in range(requests):
                 replies.append(systemone(client, body))
     except ServerDied as exc:
-        return DecisionRun(binary, kind, server.log_bytes().decode("utf-8", "replace") + f"\n{exc}", replies)
-    return DecisionRun(binary, kind, server.log_bytes().decode("utf-8", "replace"), replies)
+        return DecisionRun(binary, kind, decision, server.log_bytes().decode("utf-8", "replace") + f"\n{exc}", replies)
+    return DecisionRun(binary, kind, decision, server.log_bytes().decode("utf-8", "replace"), replies)
 
 
 def probabilities(reply: Reply) -> dict[str, dict[str, float]]:
@@ -152,20 +158,23 @@ def probabilities(reply: Reply) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pcspec.live.decision", description=__doc__.split("\n\n")[0])
-    p.add_argument("--server", type=Path, help=f"a llama-server binary (default: the cached {TREE} build)")
+    p.add_argument("--server", type=Path, help="a llama-server binary (default: the cached build of --tree)")
+    p.add_argument("--tree", choices=list(TREE_TYPES), default=TREE)
     p.add_argument("--kind", choices=KINDS, default="kv")
+    p.add_argument("--type", choices=DECISION_TYPES, help="the decision type (default: the tree's)")
     p.add_argument("--requests", type=int, default=1)
     p.add_argument("--keep", type=Path, help="run in this folder and keep the log there")
     args = p.parse_args(argv)
-    binary = args.server if args.server is not None else build.find_server(TREE)
+    binary = args.server if args.server is not None else build.find_server(args.tree)
     if binary is None or not binary.is_file() or not os.access(binary, os.X_OK):
-        print(f"pcspec live decision: no server: python -m pcspec.live.build --tree {TREE}", file=sys.stderr)
+        print(f"pcspec live decision: no server: python -m pcspec.live.build --tree {args.tree}", file=sys.stderr)
         return 2
+    decision = args.type or TREE_TYPES[args.tree]
     if args.keep is not None:
-        res = run(binary, args.kind, args.keep, requests=args.requests)
+        res = run(binary, args.kind, args.keep, decision=decision, requests=args.requests)
     else:
         with tempfile.TemporaryDirectory(prefix="pcspec-decision-") as tmp:
-            res = run(binary, args.kind, Path(tmp), requests=args.requests)
+            res = run(binary, args.kind, Path(tmp), decision=decision, requests=args.requests)
     print(res.summary())
     return 0 if res.ok and not res.missing() else 1
 

@@ -218,7 +218,7 @@ def test_models_are_pinned_and_a_decision_model_adds_two_keys(tmp_path: Path) ->
     gguf = pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
     import hashlib
 
-    from pcspec.live.models import KINDS, SYSTEMONE_TEMPLATE, ensure_model, model_key, write_model
+    from pcspec.live.models import KINDS, SYSTEMONE_TEMPLATES, ensure_model, model_key, write_model
 
     for kind in KINDS:
         plain = ensure_model(kind, tmp_path)
@@ -227,9 +227,9 @@ def test_models_are_pinned_and_a_decision_model_adds_two_keys(tmp_path: Path) ->
     a, b = gguf.GGUFReader(str(tmp_path / model_key("kv", 0))), gguf.GGUFReader(str(d1))
     extra = set(b.fields) - set(a.fields)
     assert extra == {"llama.decision.type", "tokenizer.chat_template.systemone"}
-    assert b.fields["tokenizer.chat_template.systemone"].contents() == SYSTEMONE_TEMPLATE
+    assert b.fields["tokenizer.chat_template.systemone"].contents() == SYSTEMONE_TEMPLATES["lfm2-d1"]
     assert [(t.name, t.data.tobytes()) for t in a.tensors] == [(t.name, t.data.tobytes()) for t in b.tensors]
-    assert model_key("kv", 0, "lfm2-d1") != model_key("kv", 0)
+    assert len({model_key("kv", 0, t) for t in (None, "lfm2-d1", "openjev")}) == 3
     with pytest.raises(ValueError, match="decision type"):
         write_model("kv", tmp_path / "x.gguf", decision="clef")
 
