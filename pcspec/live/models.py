@@ -14,6 +14,9 @@ kind         arch        memory the server builds (``llama_model::create_memory`
 ``hybrid``   jamba       attention layers plus mamba layers (``llama_memory_hybrid``)
 ===========  ==========  ================================================================
 
+``decision=`` writes a model of one kind as a decision model as well (``lfm2-d1`` or
+``openjev``: the same file plus two metadata keys; pcspec/live/decision.py, docs/LIVE.md).
+
 The shapes are those of the models behind the real logs of ``tests/data/real`` and the live
 findings of docs/FINDINGS.md (gemma2: 4 layers, n_embd 64, window 32; mamba: 2 layers, n_embd 64).
 """
@@ -35,6 +38,41 @@ N_HEAD = 4
 N_FF = 128
 N_SWA = 32
 GENERATOR_VERSION = 1  # bump when the files change: part of the cache key
+
+# A decision model (``POST /v1/systemone``) is a model of one kind plus two metadata keys:
+# ``<arch>.decision.type`` (common_get_decision_type, common/common.cpp:1186-1196 of b11549) and
+# the ``systemone`` chat template (server_decision_context::init,
+# tools/server/server-decision.cpp:46-50 of b11549). Two types are written, the two that read the
+# logits of label tokens at the last prompt token (send_decision,
+# tools/server/server-context.cpp:2336-2358 of b11549), so that any causal model serves, that ask
+# for no special token, and whose questions share a prompt prefix (can_share_prompt,
+# server-decision.h:38-51 of b11549):
+#
+# * ``lfm2-d1`` (b11549 only): its labels are the option keys when they are single letters, else
+#   A, B, ... (d1_labels, tools/server/server-decision.cpp:451-545 of b11549), and the template
+#   is given them (``label``); a single letter is a single byte token here (init, 126-128);
+# * ``openjev`` (b11434 and b11549): the labels are A..Z, a..z, each a single token (init,
+#   server-decision.cpp:69-80 of b11549), in the order of the options; the template is not given
+#   them and writes them itself (the first ten: up to ten options).
+DECISION_TYPES = ("lfm2-d1", "openjev")
+# The state comes first, so that the prompts of the questions of one request start with the same
+# tokens (server_decision_group_tasks, server-decision.cpp:1139-1169 of b11549). The state is
+# sent as a string (the template is given raw JSON values, render, server-decision.cpp:588).
+SYSTEMONE_TEMPLATES = {
+    "lfm2-d1": (
+        "<|im_start|>{{ state }}\n"
+        "{{ instructions }}\n"
+        "{% for o in options %}{{ o.label }}: {{ o.key }}\n{% endfor %}"
+        "<|im_end|>"
+    ),
+    "openjev": (
+        "{% set letters = ['A', 'B', 'C', 'D', 'E', 'F', 'G', 'H', 'I', 'J'] %}"
+        "<|im_start|>{{ state }}\n"
+        "{{ instructions }}\n"
+        "{% for o in options %}{{ letters[loop.index0] }}: {{ o.key }}\n{% endfor %}"
+        "<|im_end|>"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -165,17 +203,23 @@ def _ssm_keys(w: Any) -> None:
     w.add_ssm_time_step_rank(DT_RANK)
 
 
-def write_model(kind: str, path: Path, seed: int = 0) -> Path:
-    """Write the model of ``kind`` to ``path``; returns ``path``."""
+def write_model(kind: str, path: Path, seed: int = 0, decision: str | None = None) -> Path:
+    """Write the model of ``kind`` to ``path``; returns ``path``. With ``decision`` (one of
+    ``DECISION_TYPES``), the same weights and vocabulary plus the decision metadata."""
     import gguf  # a live-only dependency: imported where it is needed
 
     spec = SPECS[kind]
+    if decision is not None and decision not in DECISION_TYPES:
+        raise ValueError(f"unknown decision type {decision!r}; types: {', '.join(DECISION_TYPES)}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     w = gguf.GGUFWriter(str(tmp), spec.arch)
     weights = _Weights(w, seed)
     w.add_name(f"pcspec-tiny-{kind}")
     _common(w, spec, weights)
+    if decision is not None:
+        w.add_string(f"{spec.arch}.decision.type", decision)
+        w.add_string("tokenizer.chat_template.systemone", SYSTEMONE_TEMPLATES[decision])
     if spec.arch in ("llama", "gemma2"):
         w.add_feed_forward_length(N_FF)
         w.add_head_count(N_HEAD)
@@ -217,18 +261,25 @@ def write_model(kind: str, path: Path, seed: int = 0) -> Path:
     return path
 
 
-def model_key(kind: str, seed: int) -> str:
-    h = hashlib.sha256(f"{GENERATOR_VERSION}:{kind}:{seed}".encode()).hexdigest()[:8]
-    return f"tiny-{kind}-s{seed}-{h}.gguf"
+def model_key(kind: str, seed: int, decision: str | None = None) -> str:
+    if decision is None:
+        h = hashlib.sha256(f"{GENERATOR_VERSION}:{kind}:{seed}".encode()).hexdigest()[:8]
+        return f"tiny-{kind}-s{seed}-{h}.gguf"
+    key = f"{GENERATOR_VERSION}:{kind}:{seed}:{decision}:{SYSTEMONE_TEMPLATES[decision]}"
+    h = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return f"tiny-{kind}-{decision}-s{seed}-{h}.gguf"
 
 
-def ensure_model(kind: str, directory: Path, seed: int = 0) -> Path:
-    """The model file of ``kind`` in ``directory``, generated if it is not there."""
+def ensure_model(kind: str, directory: Path, seed: int = 0, decision: str | None = None) -> Path:
+    """The model file of ``kind`` (a decision model of type ``decision`` if given) in
+    ``directory``, generated if it is not there."""
     if kind not in SPECS:
         raise ValueError(f"unknown model kind {kind!r}; kinds: {', '.join(KINDS)}")
-    path = directory / model_key(kind, seed)
+    if decision is not None and decision not in DECISION_TYPES:
+        raise ValueError(f"unknown decision type {decision!r}; types: {', '.join(DECISION_TYPES)}")
+    path = directory / model_key(kind, seed, decision)
     if not path.is_file():
-        write_model(kind, path, seed)
+        write_model(kind, path, seed, decision)
     return path
 
 

@@ -205,6 +205,51 @@ def test_models_are_small_and_seeded(tmp_path: Path) -> None:
         assert a.stat().st_size < 4 << 20
 
 
+# sha256 of each model at seed 0 (gguf 0.19.0): the decision option leaves them as they were
+MODEL_SHA256 = {
+    "kv": "d4f3ef57ca90177a8e8a76fde63039a2b7a4b1c16b135fcc5c550608eaf1cdd9",
+    "swa": "c4784ab2ed7c3b2d299cca25a981f360ee968294bb8ed30327a7ea2e943b3530",
+    "recurrent": "1c19b9a6aa7608203c987045a76545e46f71d657b94068dcdbc2557f98f68f17",
+    "hybrid": "b7f80c2cd5bbae5742f4b3078c9b1de9f5c55f2091061f727a3ec06581d3c246",
+}
+
+
+def test_models_are_pinned_and_a_decision_model_adds_two_keys(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+    import hashlib
+
+    from pcspec.live.models import KINDS, SYSTEMONE_TEMPLATES, ensure_model, model_key, write_model
+
+    for kind in KINDS:
+        plain = ensure_model(kind, tmp_path)
+        assert plain.name == model_key(kind, 0) and hashlib.sha256(plain.read_bytes()).hexdigest() == MODEL_SHA256[kind]
+    d1 = write_model("kv", tmp_path / "kv-d1.gguf", decision="lfm2-d1")
+    a, b = gguf.GGUFReader(str(tmp_path / model_key("kv", 0))), gguf.GGUFReader(str(d1))
+    extra = set(b.fields) - set(a.fields)
+    assert extra == {"llama.decision.type", "tokenizer.chat_template.systemone"}
+    assert b.fields["tokenizer.chat_template.systemone"].contents() == SYSTEMONE_TEMPLATES["lfm2-d1"]
+    assert [(t.name, t.data.tobytes()) for t in a.tensors] == [(t.name, t.data.tobytes()) for t in b.tensors]
+    assert len({model_key("kv", 0, t) for t in (None, "lfm2-d1", "openjev")}) == 3
+    with pytest.raises(ValueError, match="decision type"):
+        write_model("kv", tmp_path / "x.gguf", decision="clef")
+
+
+def test_decision_body_and_its_shared_prefix() -> None:
+    from pcspec.live.decision import STATE, expected_shared, systemone_body
+
+    body = systemone_body()
+    assert len(body["questions"]) >= 2 and body["state"] == STATE
+    # <|im_start|>, the state's bytes, the newline; "Which colour?" and "How big?" share no byte
+    assert expected_shared(body) == 1 + len(STATE) + 1 == 134
+    same_start = systemone_body(questions={
+        "a": {"type": "choice", "instructions": "Pick one", "criteria": {"A": "x", "B": "y"}},
+        "b": {"type": "choice", "instructions": "Pick two", "criteria": {"A": "x", "B": "y"}},
+    })
+    assert expected_shared(same_start) == 134 + len("Pick ")
+    with pytest.raises(ValueError):
+        expected_shared(systemone_body(state="two  spaces"))
+
+
 def test_waste_watch_sees_a_restore_then_full_reprocessing() -> None:
     from pcspec.live.driver import Observation
     from pcspec.live.waste import WasteWatch

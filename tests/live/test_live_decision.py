@@ -1,0 +1,111 @@
+"""Decision requests (``POST /v1/systemone``) on the tiny decision models: the parent and child
+tasks of a shared prompt prefix (``n_tokens_shared``), read from the log (pcspec/live/decision.py,
+docs/LIVE.md "Decision requests and shared-prefix children").
+
+Each test is skipped without the cached build of its tree (``python -m pcspec.live.build --tree
+b11549``, ``--tree b11434``); all without the ``gguf`` package that makes the models.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pcspec.live.build import cached_server, find_server
+
+pytestmark = pytest.mark.live  # a real llama-server
+
+pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+
+from pcspec.live import decision as d  # noqa: E402
+from pcspec.live.models import KINDS  # noqa: E402
+from pcspec.live.process import Flags  # noqa: E402
+
+ONE_SLOT = Flags(n_slots=1, n_ctx=2048, n_batch=64, n_ubatch=64)
+
+
+def binary(tree: str) -> Path:
+    found = find_server(tree)
+    if found is None:
+        pytest.skip(f"no {tree} llama-server built: run `python -m pcspec.live.build --tree {tree}` "
+                    f"(cached as {cached_server(tree)})")
+    return found
+
+
+CASES = [("b11549", "lfm2-d1", kind) for kind in KINDS] + [("b11549", "openjev", "kv"), ("b11434", "openjev", "kv")]
+
+
+@pytest.mark.parametrize(("tree", "decision", "kind"), CASES)
+def test_two_questions_on_two_slots_share_their_prefix(tree: str, decision: str, kind: str, tmp_path: Path) -> None:
+    """Two questions, ``-np 2``: one parent (slot 1, LRU) and one child (slot 0); the parent stops
+    at the shared prefix, copies it to the child, and the child starts from it. The answers are
+    those of one slot, where nothing is shared (each task is a group of its own)."""
+    server = binary(tree)
+    body = d.systemone_body()
+    n_shared = d.expected_shared(body)
+    run = d.run(server, kind, tmp_path / "two", decision=decision, body=body)
+    assert run.ok, run.summary()
+    assert not run.missing(), run.summary()
+    (parent, n_children), = run.find(d.PARENT)
+    assert n_children == 1
+    (slot_c, task_c), = run.find(d.CHILD)
+    assert task_c != parent
+    # parent slot, parent task, tokens copied, child slot
+    (slot_p, task_p, n_copied, to), = run.find(d.COPY)
+    assert (task_p, to, n_copied) == (parent, slot_c, n_shared) and slot_p != slot_c
+    # the child starts from the copy, the parent went through the prefix from 0
+    assert (slot_c, task_c, n_shared, n_shared) in run.find(d.CACHED)
+    assert (slot_p, task_p, 0, 0) in run.find(d.CACHED)
+    # a child keeps nothing when it is released (server-context.cpp:592-595 of b11549)
+    assert [(s, t) for s, t, _n in run.find(d.CLEARED)] == [(slot_c, task_c)]
+    single = d.run(server, kind, tmp_path / "one", decision=decision, body=body, flags=ONE_SLOT)
+    assert single.ok and not single.find(d.PARENT) and not single.find(d.COPY), single.summary()
+    shared, alone = d.probabilities(run.replies[0]), d.probabilities(single.replies[0])
+    assert shared.keys() == alone.keys() == body["questions"].keys()
+    for q in shared:
+        for opt, p in shared[q].items():
+            assert abs(p - alone[q][opt]) < 1e-4, (tree, decision, kind, q, opt, p, alone[q][opt])
+
+
+def test_a_repeated_request_recomputes_the_parents_own_tokens(tmp_path: Path) -> None:
+    """The same request twice: the parent's slot holds its whole prompt, but ``n_past`` is capped
+    at ``n_tokens_shared`` for the parent too (server-context.cpp:3593-3596 of b11549): the copy
+    to the child must be the prefix alone, so the parent's own tokens are evaluated again."""
+    body = d.systemone_body()
+    n_shared = d.expected_shared(body)
+    run = d.run(binary("b11549"), "kv", tmp_path, body=body, requests=2)
+    assert run.ok and len(run.find(d.PARENT)) == 2, run.summary()
+    (_p1, _n1), (parent2, _n2) = run.find(d.PARENT)
+    assert [c for c in run.find(d.CACHED) if c[1] == parent2] == [(1, parent2, n_shared, n_shared)]
+
+
+def test_three_questions_with_a_common_start_on_three_and_on_two_slots(tmp_path: Path) -> None:
+    """Instructions that start alike ("Pick "): the shared prefix runs into them. On ``-np 3`` one
+    parent copies it to two children; on ``-np 2`` the third question is a group of its own
+    (server-decision.cpp:1143-1158 of b11549), and takes the prefix from the parent's slot by the
+    ordinary prompt reuse, not by a copy."""
+    server = binary("b11549")
+    choice = {"type": "choice", "criteria": {"A": "x", "B": "y"}}
+    body = d.systemone_body(questions={
+        "a": {**choice, "instructions": "Pick one"},
+        "b": {"type": "score", "instructions": "Pick two", "criteria": ["low", "high"]},
+        "c": {**choice, "instructions": "Pick three"},
+    })
+    n_shared = d.expected_shared(body)
+    assert n_shared == 1 + len(d.STATE) + 1 + len("Pick ")
+    three = d.run(server, "kv", tmp_path / "three", body=body,
+                  flags=Flags(n_slots=3, n_ctx=3072, n_batch=64, n_ubatch=64))
+    assert three.ok, three.summary()
+    (parent, n_children), = three.find(d.PARENT)
+    assert n_children == 2
+    copies = three.find(d.COPY)
+    assert sorted(to for _s, _t, _n, to in copies) == sorted(s for s, _t in three.find(d.CHILD))
+    assert {(t, n) for _s, t, n, _to in copies} == {(parent, n_shared)}
+    two = d.run(server, "kv", tmp_path / "two", body=body)
+    assert two.ok, two.summary()
+    (parent2, n_children2), = two.find(d.PARENT)
+    assert n_children2 == 1 and len(two.find(d.COPY)) == 1
+    last = max(t for _s, t, _n, _p in two.find(d.CACHED))
+    slot_parent = next(s for s, t, _n, _p in two.find(d.CACHED) if t == parent2)
+    assert (slot_parent, last, n_shared, n_shared) in two.find(d.CACHED)
