@@ -63,6 +63,9 @@ class Sizes:
 # row size).) The model's header is 16 bytes: in the cache the real states are larger by
 # ``Sizes.offsets`` (one stream: kv 56, swa 120 and a checkpoint 56, recurrent 8, hybrid 72),
 # which ``model_config`` gives the model as ``Config.state_overhead`` / ``ckpt_overhead``.
+# Measured on b11549 the same way (20 and 100 tokens, state-sequence version 4): kv 72 + 524 n,
+# swa 144 + 524 n + 524 min(n, 32), hybrid 19596 + 524 n, recurrent 19524: 8 bytes more per
+# attention cache (``n_rot_k``, ``n_rot_v``), which ``Sizes.offsets`` adds for version 4.
 SIZES: dict[str, Sizes] = {
     "kv": Sizes(per_cell=524, base=64, caches=1),
     "swa": Sizes(per_cell=524, base=128, ckpt_base=64, caches=2),
