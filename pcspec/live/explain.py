@@ -56,6 +56,26 @@ def swa_off_by_one(f: Finding, out: Outcome) -> str | None:
     return None
 
 
+# a prompt loaded from the cache into one slot, then the idle other slot saved and cleared
+_LOAD_THEN_IDLE_CLEAR = re.compile(
+    r"found better prompt[^\n]*\n(?:[^\n]*\n)*?[^\n]*id +\d+ \| task -?\d+ \| saving idle slot to prompt cache\n"
+    r"(?:[^\n]*\n)*?[^\n]*clearing prompt with \d+ tokens"
+)
+
+
+def hybrid_unified_resume(f: Finding, out: Outcome) -> str | None:
+    """FINDINGS F5: on the hybrid model with one KV stream for all slots (``--kv-unified``), a
+    prompt resumed from a cache entry loaded into one slot while the other slot's prompt was
+    saved and cleared in the same request answers 0.039 away from the uncached answer (ten times
+    the float noise of another batch split), on 0c1e570, b11434 and b11549 alike."""
+    if out.target.kind != "hybrid" or f.rule != "transparency" or not out.target.flags.kv_unified:
+        return None
+    if _LOAD_THEN_IDLE_CLEAR.search(_op_log(f, out)):
+        return "F5 (server, cause not located): hybrid, unified KV: a cache-loaded prompt resumed after the " \
+               "other slot was cleared answers differently"
+    return None
+
+
 def observation(f: Finding, out: Outcome) -> str | None:
     if f.rule == "waste:restore-extend":
         return ("F3 (behaviour): the restored slot holds no checkpoint (its file carried none); "
@@ -84,7 +104,7 @@ def silent_restore(f: Finding, out: Outcome) -> str | None:
 
 
 EXPLAINERS: tuple[Explainer, ...] = (
-    observation, pinned_busy, swa_off_by_one, silent_restore,
+    observation, pinned_busy, swa_off_by_one, hybrid_unified_resume, silent_restore,
 )
 
 

@@ -184,3 +184,18 @@ def test_the_findings_still_happen_on_b11549(name: str, rule: str, why: str, mod
     "On the newer builds")."""
     found = _replayed(_need(NEWEST, "--tree b11549"), "b11549", name, models, tmp_path)
     assert any(c == rule and (w or "").startswith(why) for c, w in found), found
+
+
+@pytest.mark.parametrize("build", ["b11549", "b11434", "0c1e570"])
+def test_f5_hybrid_unified_resume_on_every_build(build: str, models: Path, tmp_path: Path) -> None:
+    """docs/FINDINGS.md, F5, shrunk by the b11434 campaign to 3 requests: on the hybrid model
+    with ``--kv-unified -np 2``, a 249-token prompt (slot 1), an unrelated 251-token one (slot 0;
+    the first goes to the cache), then the first extended to 355 tokens: it is loaded from the
+    cache into slot 1, slot 0 is saved and cleared, and the answer is 0.039 away from the
+    uncached one, on every build. With one stream per slot nothing differs (the same requests
+    with ``--no-kv-unified``: tests/data/live/found has only the failing form)."""
+    builds = {"b11549": (NEWEST, "--tree b11549"), "b11434": (B11434, "--tree b11434"), "0c1e570": (OCTOBER, "")}
+    binary = _need(*builds[build])
+    rules = "october" if build == "0c1e570" else build
+    found = _replayed(binary, rules, "found/f5-hybrid-unified-resume.jsonl", models, tmp_path)
+    assert [(c, (w or "")[:2]) for c, w in found] == [("transparency", "F5")], found
