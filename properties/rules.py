@@ -9,7 +9,10 @@ Initial configurations are small enough to hit every limit (a byte limit of a fe
 two to four checkpoints, a min step of a few tokens, one to three slots, each memory kind,
 with and without a draft). Requests are chat-like (user-message spans) or raw; prompts are
 new, exact resends, extensions that include the previous reply (as chat clients send them),
-or divergences; some are pinned. Faults hit every site of ``Faults.SITES``.
+or divergences; some are pinned. Where the build offers them (``Variant.decision_tasks``), some
+are decision tasks on a conversation (``Fuzz.decide``); a rule a variant's build does not offer is
+not in the engines' tables for it (``only_where``, ``rules_for``). Faults hit every site of
+``Faults.SITES``.
 
 Every rule is recorded as a trace operation (``pcspec.core.ops``) and applied through the
 core's loop, the properties judged after every model operation (``Fuzz.do``). A run returns
