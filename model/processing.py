@@ -302,6 +302,8 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
     task = slot.task
     assert task is not None
     ckpts = slot.prompt.checkpoints
+    # "make checkpoints only for completion tasks" (server-context.cpp:3868 of b11549, 3711 of
+    # b11434, 3444 at 0c1e570): no infill, embedding, rerank or decision makes one
     do_ckpt = cfg.needs_checkpoints and task.type == TaskType.COMPLETION
     spans = set(task.spans)
     last_user = task.last_user_pos
@@ -517,6 +519,11 @@ def finish_prompt(srv: Server, slot: Slot) -> None:
     token is sampled from the prompt's logits; with ``n_predict`` 1 the task is done."""
     task = slot.task
     assert task is not None
+    if task.type == TaskType.DECISION:
+        # send_decision, then release: nothing is sampled or generated (server-context.cpp:
+        # 4321-4326 of b11549, 4164-4169 of b11434)
+        slot.release(srv, sampled=False)
+        return
     slot.n_gen = 1
     slot.next_token = sample_token(slot.prompt.tokens)
     slot.state = SlotState.GENERATING

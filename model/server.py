@@ -137,12 +137,25 @@ class Server:
         id_slot: int = -1,
         cache_prompt: bool = True,
         type: TaskType = TaskType.COMPLETION,
+        chat: bool = False,
     ) -> int:
-        """A task arrives (server-context.cpp: process_single_task). Returns the task id."""
+        """A task arrives (server-context.cpp: process_single_task). Returns the task id.
+
+        ``spans``: the user-message starts the request's ``message_spans`` would hold. Where
+        they come from is the endpoint's: ``chat`` True is a chat request (``/chat/completions``),
+        whose spans the chat template's delimiters give in every build; False is a raw
+        ``/completion``, whose spans come from its ``message_delimiters`` field (server-context.cpp:
+        4286-4302 at 0c1e570, 4656-4672 of b11434). A build whose spans come from the chat session
+        only (``Variant.spans_from_chat_only``: ``apply_chat_session``, server-task.h:261-270 of
+        b11549, the only setter of ``message_spans``, called at server-context.cpp:4825 of b11549
+        with an empty session for ``/completion``, 5415-5424) has no such field: a raw
+        completion's task gets no spans, whatever the request sent."""
         tid = self.next_task_id
         self.next_task_id += 1
         if not self._begin("request", task=tid, n_tokens=len(tokens), id_slot=id_slot):
             return tid
+        if self.variant.spans_from_chat_only and not chat:
+            spans = ()
         task = Task(tid, tuple(tokens), tuple(spans), n_predict, id_slot, cache_prompt, type)
         try:
             self._process_single_task(task)
@@ -312,7 +325,9 @@ class Server:
             return
         self.launch_slot_with_task(slot, task)
         if self.cfg.idle_caching and self.cache is not None:
-            # server-context.cpp: process_single_task, idle-slot caching after a launch.
+            # server-context.cpp: process_single_task, idle-slot caching after a launch (2779-2793
+            # of b11549): every idle slot, whatever the type of the task just launched or of the
+            # one that left the slot's prompt (a decision's included).
             for other in self.slots:
                 if other.is_processing:
                     continue
@@ -390,6 +405,11 @@ class Server:
         ))
         if ret is not None and ret.is_processing and not self.variant.cache_update_busy_slot:
             update_cache = False  # fixed: a busy slot is left alone; the task waits for it
+        # "cache prompts only for completion tasks" (server-context.cpp:1773 of b11549 and b11434,
+        # 1621 at 0c1e570): the incoming task's type gates the save and the load together, so a
+        # decision (or infill, embedding, rerank) neither saves the slot it takes nor loads into
+        # it. What the slot holds is saved whatever task left it there: by a later completion's
+        # selection here, or by the idle-slot save, which tests no task type.
         if ret is not None and update_cache and self.cache is not None and task.type == TaskType.COMPLETION:
             ret.prompt_save(self)
             if not ret.prompt_load(self, task.tokens):

@@ -29,10 +29,25 @@ class SlotState(StrEnum):
 
 
 class TaskType(StrEnum):
+    """server_task_type (tools/server/server-task.h). Only a completion makes checkpoints
+    (``do_checkpoint``, server-context.cpp:3868 of b11549, 3444 at 0c1e570) or has the cache
+    saved and loaded when it selects a slot (``update_cache``, 1773 of b11549, 1621 at 0c1e570).
+    The model runs the others as completions but for those two tests, and a decision's release."""
+
     COMPLETION = "completion"
     INFILL = "infill"
     EMBEDDING = "embedding"
     RERANK = "rerank"
+    # SERVER_TASK_TYPE_DECISION (server-task.h:19 of b11434 and b11549): a question with
+    # options answered from one batch (server_task::decision, server-task.h:178-202 of b11549).
+    # Its prompt reuses the slot's prefix (it is not one of the stateless embedding and rerank
+    # tasks, server-context.cpp:3587-3589 of b11549) and restores checkpoints like a completion's,
+    # makes none, and the slot is released right after the prompt's decode with nothing sampled
+    # (``send_decision``, 4321-4326 of b11549). The idle-slot save has no task-type test (2779-2793
+    # of b11549), so the prompt a decision leaves in a slot is saved like any other. The model's
+    # decisions read the last prompt token only (``decision.labels``: ``pos_first()`` is -1), so
+    # the fill's break before the positions a decision reads (3950-3953 of b11549) never binds.
+    DECISION = "decision"
 
 
 @dataclass(frozen=True)
@@ -142,14 +157,15 @@ class Slot:
         drop_all(srv.heap, self.prompt)
         self.restored = None
 
-    def release(self, srv: Server, error: str | None = None) -> None:
+    def release(self, srv: Server, error: str | None = None, sampled: bool = True) -> None:
         """server-context.cpp:514-534 (server_slot::release): the slot keeps its tokens and
         checkpoints; ``callback_on_release`` re-queues one deferred task. ``error`` is the
-        message ``send_error`` answered the task with, if it failed."""
+        message ``send_error`` answered the task with, if it failed; ``sampled`` False: the
+        task sampled no token (a decision)."""
         # token: the last one sampled (server-context.cpp:3837, process_token 1817-1821), sent in
-        # the reply and never decoded; None after an error
+        # the reply and never decoded; None after an error and when nothing was sampled (a decision)
         srv.heap.emit(ev.Release(slot=self.id, task=self.task_id, n_tokens=self.prompt.n_tokens, error=error,
-                      token=None if error is not None else self.next_token))
+                      token=self.next_token if error is None and sampled else None))
         srv.clock += 1
         self.t_last_used = srv.clock
         self.state = SlotState.IDLE

@@ -96,6 +96,18 @@ class Variant:
     # False: they abort themselves on a short load ("checkpoint size mismatch",
     # common/common.cpp:2324-2358 at 0c1e570), whatever made the checkpoint.
     checkpoint_load_checked: bool = True
+    # Rule-set fields: what a build's server offers its clients, which decides what the fuzzing
+    # rules send (properties/rules.py). Off in the designs, which pcspec builds on the October
+    # tree, so their workloads and verdicts are those of completions with message delimiters.
+    # A build with decision tasks (SERVER_TASK_TYPE_DECISION, tools/server/server-task.h:19 of
+    # b11434): the rules send some (``Fuzz.decide``). The model runs a decision task of a trace
+    # the same way whatever this field says (model/slot.py, TaskType.DECISION).
+    decision_tasks: bool = False
+    # Message spans come from the chat session only (server_task::apply_chat_session,
+    # tools/server/server-task.h:261-270 of b11549): the ``message_delimiters`` field of a
+    # request (server-context.cpp:4286 at 0c1e570, 4656 of b11434) is gone, so a raw
+    # ``/completion`` carries no spans (``Server.request``, its ``chat`` argument).
+    spans_from_chat_only: bool = False
     # Historical rules kept as seams so that their regressions can be shown (mutants):
     # #24110 lowers the restore threshold only for a prompt without new tokens; #30137's merged
     # diff sweeps too-close checkpoints only while the list is full.
@@ -201,8 +213,9 @@ DESIGNS: dict[str, Variant] = {v.name: v for v in (MASTER, PR30137, PR27451, FIX
 # Rule sets of real builds, for checking a real server (`pcspec check-log`, `pcspec live`):
 # not designs under review, so not in the verdict matrix. Each is its parent with the seams its
 # tree changed (RULE_SET_PARENTS; docs/RULESETS.md cites the lines). The November code is the
-# `master` design; `november` differs from it only in the slot files' version (4, as b11434's),
-# which the designs keep at 3 because pcspec builds them on the October tree.
+# `master` design; `november` differs from it only in the slot files' version (4, as b11434's)
+# and in what its server offers clients (decision tasks, spans from the chat session only),
+# which the designs keep as the October tree has them because pcspec builds them on it.
 OCTOBER = replace(
     MASTER,
     name="october",
@@ -215,16 +228,19 @@ OCTOBER = replace(
 B11434 = replace(
     OCTOBER,
     name="b11434",
-    summary="build 11434 (about 2026-10-06): October's rules with slot files of state-sequence version 4",
+    summary="build 11434 (about 2026-10-06): October's rules with slot files of state-sequence version 4, and"
+    " decision tasks",
     state_seq_version=4,
+    decision_tasks=True,
 )
 B11549 = replace(
     B11434,
     name="b11549",
-    summary="build 11549 (about 2026-10-10): the slot-file checkpoint appendix (#26004) and checkpoint loads that"
-    " return false",
+    summary="build 11549 (about 2026-10-10): the slot-file checkpoint appendix (#26004), checkpoint loads that"
+    " return false, message spans from the chat session only",
     slot_file_appendix=True,
     checkpoint_load_checked=True,
+    spans_from_chat_only=True,
 )
 NOVEMBER = replace(
     B11549,

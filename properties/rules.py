@@ -9,7 +9,10 @@ Initial configurations are small enough to hit every limit (a byte limit of a fe
 two to four checkpoints, a min step of a few tokens, one to three slots, each memory kind,
 with and without a draft). Requests are chat-like (user-message spans) or raw; prompts are
 new, exact resends, extensions that include the previous reply (as chat clients send them),
-or divergences; some are pinned. Faults hit every site of ``Faults.SITES``.
+or divergences; some are pinned. Where the build offers them (``Variant.decision_tasks``), some
+are decision tasks on a conversation (``Fuzz.decide``); a rule a variant's build does not offer is
+not in the engines' tables for it (``only_where``, ``rules_for``). Faults hit every site of
+``Faults.SITES``.
 
 Every rule is recorded as a trace operation (``pcspec.core.ops``) and applied through the
 core's loop, the properties judged after every model operation (``Fuzz.do``). A run returns
@@ -114,6 +117,10 @@ class Rule:
     body: Callable[..., None]
     preconditions: tuple[Callable[[Fuzz], bool], ...]
     arguments: tuple[tuple[str, Domain], ...]
+    # The variants whose server offers what the rule sends (a rule-set field, say): elsewhere
+    # the rule is not in the engines' tables at all, so it draws nothing and leaves the other
+    # rules' draws, and so those variants' walks, as they were.
+    applies: Callable[[Variant], bool] = lambda _v: True
 
 
 def rule(**arguments: Domain) -> Callable[[F], F]:
@@ -134,6 +141,21 @@ def precondition(pred: Callable[[Fuzz], bool]) -> Callable[[F], F]:
         return f
 
     return mark
+
+
+def only_where(pred: Callable[[Variant], bool]) -> Callable[[F], F]:
+    """The rule exists only for variants where ``pred`` holds (applied above ``rule``)."""
+
+    def mark(f: F) -> F:
+        f._pcspec_where = pred  # type: ignore[attr-defined]
+        return f
+
+    return mark
+
+
+def rules_for(variant: Variant) -> tuple[Rule, ...]:
+    """The rules an engine runs on ``variant`` (``RULES`` less those that do not apply)."""
+    return tuple(r for r in RULES if r.applies(variant))
 
 
 def _has_conversation(f: Fuzz) -> bool:
@@ -237,6 +259,8 @@ class Fuzz:
         op: dict[str, Any] = {"op": "request", "tokens": list(tokens), "n_predict": self.n_predict}
         if spans:
             op["spans"] = list(spans)
+            if self.variant.spans_from_chat_only:
+                op["chat"] = True  # only a chat request has spans there (Server.request)
         if pin >= 0:
             op["id_slot"] = pin
         self.do(op)
@@ -290,6 +314,28 @@ class Fuzz:
             op["id_slot"] = pin
         self.do(op)
         self.run()
+
+    @only_where(lambda v: v.decision_tasks)
+    @precondition(_has_conversation)
+    @rule(k=CONV, n=Int(0, 8), pin=PIN, fault=FAULT)
+    def decide(self, k: int, n: int, pin: int, fault: int) -> None:
+        """A decision task (SERVER_TASK_TYPE_DECISION, from b11434) on a conversation as it
+        stands: its prompt and reply, then ``n`` question tokens, answered from the last
+        token's logits. It reuses and restores like a completion but makes no checkpoint, has
+        no cache save or load at its selection, and leaves its prompt in the slot, which the
+        idle-slot save and later selections save. The conversation goes on as before."""
+        c = self.convs[k]
+        if not c.tokens:
+            return
+        tokens = c.tokens + reply(c.tokens, self.n_predict) + self._user_msg(k + 7, c.turn, n)
+        if len(tokens) + 1 >= self.cfg.n_ctx_slot:
+            return
+        if fault >= 0:
+            self.inject(fault)
+        op: dict[str, Any] = {"op": "request", "tokens": list(tokens), "n_predict": 1, "type": "decision"}
+        if pin >= 0:
+            op["id_slot"] = pin
+        self.do(op)
 
     @rule(k=CONV, over=Int(0, 3))
     def overlong(self, k: int, over: int) -> None:
@@ -560,11 +606,14 @@ def _rules() -> tuple[Rule, ...]:
         f = getattr(Fuzz, attr)
         args = getattr(f, "_pcspec_rule", None)
         if args is not None:
-            out.append(Rule(attr, f, tuple(getattr(f, "_pcspec_pre", ())), args))
+            where = getattr(f, "_pcspec_where", None)
+            pre = tuple(getattr(f, "_pcspec_pre", ()))
+            out.append(Rule(attr, f, pre, args) if where is None else Rule(attr, f, pre, args, where))
     return tuple(out)
 
 
 # Every rule, by name.
 RULES: tuple[Rule, ...] = _rules()
 
-__all__ = ["FILES", "RULES", "SETUP", "SYSTEM", "Conversation", "Fuzz", "Rule", "configs", "reply"]
+__all__ = ["FILES", "RULES", "SETUP", "SYSTEM", "Conversation", "Fuzz", "Rule", "configs", "only_where", "reply",
+           "rules_for"]

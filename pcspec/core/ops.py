@@ -7,7 +7,9 @@ validated before it runs; a malformed one raises ``PcspecError`` naming the fiel
 op                 fields (defaults)
 =================  ==========================================================================
 ``request``        ``tokens`` [int], ``spans`` [int] ([]), ``n_predict`` (4), ``id_slot`` (-1),
-                   ``cache_prompt`` (true), ``type`` ("completion")
+                   ``cache_prompt`` (true), ``type`` ("completion"; "decision" from b11434),
+                   ``chat`` (false: a raw ``/completion``, whose ``spans`` a build that takes
+                   them from the chat session only drops; ``Server.request``)
 ``step``           one ``update_slots`` iteration
 ``run``            ``max_steps`` (10000, at most 1,000,000): steps until idle (each step is one
                    operation)
@@ -108,6 +110,8 @@ def validate(op: object) -> dict[str, Any]:
         kind = op.get("type", "completion")
         if kind not in TASK_TYPES:
             raise PcspecError(f"field 'type' must be one of {', '.join(TASK_TYPES)} (got {kind!r})")
+        if not isinstance(op.get("chat", False), bool):
+            raise PcspecError("field 'chat' must be true or false")
     elif name == "run":
         if _int(op, "max_steps", 10_000, lo=1) > MAX_RUN_STEPS:
             raise PcspecError(f"field 'max_steps' must be at most {MAX_RUN_STEPS} (got {op['max_steps']})")
@@ -171,6 +175,7 @@ def apply(srv: Server, op: dict[str, Any]) -> Iterator[None]:
             op.get("id_slot", -1),
             op.get("cache_prompt", True),
             TaskType(op.get("type", "completion")),
+            op.get("chat", False),
         )
     elif name == "inject":
         srv.inject(op["site"], op.get("count", 1))

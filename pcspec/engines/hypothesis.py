@@ -37,7 +37,7 @@ from pcspec.model.config import Config
 from pcspec.model.variants import Variant
 from pcspec.properties.base import Property
 from pcspec.properties.catalogue import CATALOGUE
-from pcspec.properties.rules import RULES, SETUP, Fuzz, Rule
+from pcspec.properties.rules import RULES, SETUP, Fuzz, Rule, rules_for
 
 T = TypeVar("T")
 # (``rule(**strategies)`` with the strategies in a dict: mypy cannot tell the dict's keys from
@@ -162,7 +162,7 @@ def machine_for(
         "targets": frozenset(targets),
         "props": tuple(props),
         "record": Record(),
-        **_RULE_METHODS,
+        **{r.name: _RULE_METHODS[r.name] for r in rules_for(variant)},
     }
     return type(name, (CacheMachine,), attrs)
 

@@ -178,6 +178,8 @@ class Walker:
         self.variant = variant
         self.props = tuple(props)
         self.targets = frozenset(targets)
+        # the rules of this variant (rules_for): a rule that does not apply draws nothing
+        self.table = tuple(d for d in _TABLE if d.rule.applies(variant))
 
     def example(self, seed: int, steps: int = STEPS, deadline: float = float("inf")) -> Example:
         """Run the example of this example seed. A target's violation ends it (``Fuzz.hit``),
@@ -209,12 +211,12 @@ class Walker:
         # several times. Both choices are drawn for every rule, enabled or not, so that a
         # rule's draws do not depend on its neighbours'.
         out = []
-        for r in _TABLE:
+        for r in self.table:
             on = rng.random() < ENABLE
             args = tuple((name, _fixed(d(rng)) if rng.random() < FIX else d) for name, d in r.arguments)
             if on:
                 out.append(_Drawn(r.rule, args))
-        return out or list(_TABLE)
+        return out or list(self.table)
 
     def walk(
         self,

@@ -50,6 +50,8 @@ SEAM_OPS = {
     "slot_file_appendix": "slot files (the rule sets october, b11434)",
     "state_seq_version": "slot files (the rule sets b11434, b11549, november)",
     "checkpoint_load_checked": "prompt_start (the rule sets october, b11434)",
+    "decision_tasks": "environment (the fuzzing rules send decision tasks: the rule sets b11434, b11549, november)",
+    "spans_from_chat_only": "environment (a raw completion's spans: the rule sets b11549, november)",
     "threshold_uses_new_tokens": "prompt_start",
     "threshold_minus_one": "prompt_start",
     "restore_accepts_pos_min_zero": "prompt_start",

@@ -28,8 +28,9 @@ from tests.support.paths import DATA
 EXPECTED = {
     "october": {"invalidate_n_prefix": (True, False), "slot_file_appendix": (True, False),
                 "checkpoint_load_checked": (True, False)},
-    "b11434": {"state_seq_version": (3, 4)},
-    "b11549": {"slot_file_appendix": (False, True), "checkpoint_load_checked": (False, True)},
+    "b11434": {"state_seq_version": (3, 4), "decision_tasks": (False, True)},
+    "b11549": {"slot_file_appendix": (False, True), "checkpoint_load_checked": (False, True),
+               "spans_from_chat_only": (False, True)},
     "november": {"invalidate_n_prefix": (False, True)},
 }
 
@@ -40,8 +41,10 @@ def test_each_rule_set_is_its_parent_with_the_seams_its_tree_changed() -> None:
     for name in RULE_SETS:
         assert rule_set_differences(name) == EXPECTED[name], name
         assert not RULE_SETS[name].mutant
-    # the November code is the master design but for the version of its slot files
-    assert seam_differences(RULE_SETS["november"], DESIGNS["master"]) == {"state_seq_version": (3, 4)}
+    # the November code is the master design but for the version of its slot files and what its
+    # server offers clients, which the designs keep as the October tree they are built on has them
+    assert seam_differences(RULE_SETS["november"], DESIGNS["master"]) == {
+        "state_seq_version": (3, 4), "decision_tasks": (False, True), "spans_from_chat_only": (False, True)}
 
 
 def test_an_unknown_rule_set_is_one_line_naming_the_known_ones() -> None:
