@@ -44,8 +44,11 @@ def register(sub: Any) -> None:
                    help="run a design's build (master, pr30137, pr27451: its cached binary, built with --build) "
                         "and compare it with the model's variant of that name on the build's tree "
                         "(pr30137@0c1e570: the design with the October tree's seams; master: october)")
+    p.add_argument("--llama", metavar="TREE", choices=list(live_build.TREES), default=None,
+                   help=f"the cached build of this llama.cpp tree ({', '.join(live_build.TREES)}; default "
+                        f"{live_build.DEFAULT_TREE}); with --build, built when missing")
     p.add_argument("--build", action="store_true", help="build the server first if it is not cached "
-                   "(about 5 minutes on 2 cores)")
+                   "(7 to 17 minutes from cold on 2 cores, docs/LIVE.md)")
     p.add_argument("--kind", action="append", choices=[*KINDS, "all"], help="model kind(s) (default: all)")
     p.add_argument("--requests", type=int, default=200, metavar="N", help="requests per kind (default 200)")
     p.add_argument("--seconds", type=float, default=900.0, metavar="S", help="time budget per kind")
@@ -109,6 +112,8 @@ def _server(args: argparse.Namespace) -> Path:
     if args.design is not None:
         if args.rules is not None:
             raise PcspecError("--design compares the design's build with its own rules: drop --rules")
+        if args.llama is not None:
+            raise PcspecError("--design builds on its own tree (docs/DESIGNS.md): drop --llama")
         return _design_server(args)
     if args.rules is not None:
         get_rule_set(args.rules)  # a bad name fails before anything is looked up or built
@@ -118,19 +123,23 @@ def _server(args: argparse.Namespace) -> Path:
 
 
 def _binary(args: argparse.Namespace) -> Path:
+    if args.server and args.llama:
+        raise PcspecError("--server and --llama both name the binary: give one")
     if args.server:
         path = Path(args.server)
         if not path.is_file():
             raise PcspecError("no such llama-server binary", str(path))
         return path
-    found = live_build.find_server()
+    tree = args.llama or live_build.DEFAULT_TREE
+    found = live_build.find_server(tree)
     if found is not None:
         return found
     if args.build:
-        res = live_build.build()
+        res = live_build.build(tree=tree)
         return res.path
-    raise PcspecError("no llama-server: pass --server PATH, or build one with `pcspec live --build` "
-                      f"(cached in {live_build.cached_server().parent})")
+    named = f" --llama {args.llama}" if args.llama else ""
+    raise PcspecError(f"no llama-server: pass --server PATH, or build one with `pcspec live --build{named}` "
+                      f"(cached in {live_build.cached_server(tree).parent})")
 
 
 def _stop_on_sigterm() -> None:

@@ -114,3 +114,28 @@ def test_the_recipe_names_its_builds(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert named == [f"-DLLAMA_BUILD_NUMBER={number}", f"-DLLAMA_BUILD_COMMIT={tree}"]
         assert number is not None
         assert choose(number, tree).candidates == (rule_set,)
+
+
+def test_llama_names_the_tree_whose_cached_build_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``pcspec live --llama b11549`` runs the cached build of that tree and picks its rule set
+    from the build it names; without a cached build it says how to build it (exit 2), and it
+    cannot be given with --server or --design."""
+    from pcspec.core.errors import PcspecError
+
+    monkeypatch.setenv("PCSPEC_CACHE", str(tmp_path / "cache"))
+    args = parsed("--llama", "b11549")
+    with pytest.raises(PcspecError, match=r"pcspec live --build --llama b11549"):
+        live_cmd._server(args)
+    binary = build.cached_server("b11549")
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(fake_server(tmp_path, 11549, "b11549").read_bytes())
+    binary.chmod(0o755)
+    args = parsed("--llama", "b11549")
+    assert live_cmd._server(args) == binary and args.variant == "b11549"
+    for argv, needle in ((["--llama", "b11549", "--server", str(binary)], "give one"),
+                         (["--llama", "b11549", "--design", "master"], "drop --llama"),
+                         (["--llama", "b99999"], "invalid choice")):
+        assert main(["live", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err.splitlines()[-1], err
