@@ -145,7 +145,9 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
         # the log checker holds the server to the rule set the model follows (a design's
         # variant is no rule set: the checker then reads the build from the log itself)
         name = predictor.srv.variant.name if predictor is not None else ""
-        _logcheck(a, run, log, name if name in RULE_SETS else "auto")
+        # (a design that records an SWA checkpoint's data start, fixed's patch 0005, logs that)
+        payload = predictor is not None and predictor.srv.variant.record_payload_pos_min
+        _logcheck(a, run, log, name if name in RULE_SETS else "auto", "payload" if payload else "memory")
     a.findings.sort(key=lambda f: (f.at, f.rule))
     return a
 
@@ -199,8 +201,8 @@ def _sources(run: Run, predictor: Predictor, before: int) -> list[Source]:
     return out
 
 
-def _logcheck(a: Analysis, run: Run, log: bytes, rules: str = "auto") -> None:
-    result = check_events(parse_bytes(log).events, Options(rules=rules))
+def _logcheck(a: Analysis, run: Run, log: bytes, rules: str = "auto", pos_min: str = "memory") -> None:
+    result = check_events(parse_bytes(log).events, Options(rules=rules, pos_min=pos_min))
     if not result.deviations:
         return
     # line -> op: the op whose log range holds the line's first byte

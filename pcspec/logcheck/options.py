@@ -20,6 +20,11 @@ Option (``--option KEY=VALUE``)   values (default first)      what changed
 ``restored-owner``                creator, restorer
     ``creator``: a restored checkpoint keeps its creator's ``id_task`` and can be swept by the
     task that restored it (the snapshot; #30683 proposes ``restorer``).
+``pos-min``                       memory, payload
+    ``memory``: a created checkpoint records the memory's ``pos_min`` (server-context.cpp:2342 at
+    0c1e570); ``payload``: an SWA checkpoint records where its data starts, ``max(pos_min,
+    pos_max - n_swa + 1)`` (pcspec's ``fixed`` build, patches/fixed/0005; the model's
+    ``record_payload_pos_min``). Never ``auto``: no log line tells the two apart.
 
 ``auto`` decides from what the run shows of its build (``pcspec.logcheck.builds``): older message
 formats give an older era; for the current formats, the build line or a message only some builds
@@ -56,6 +61,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "supersede": ("auto", "on", "off"),
     "positions": ("text", "mtmd"),
     "restored-owner": ("creator", "restorer"),
+    "pos-min": ("memory", "payload"),
 }
 
 
@@ -69,6 +75,7 @@ class Options:
     supersede: str = "auto"
     positions: str = "text"
     restored_owner: str = "creator"
+    pos_min: str = "memory"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +93,7 @@ class Rules:
     supersede: bool
     positions: str  # text | mtmd
     restored_owner: str  # creator | restorer
+    pos_min: str = "memory"  # memory | payload
 
     def invalidation_rules(self) -> tuple[str, ...]:
         """The invalidation rules a prompt start may follow."""
@@ -167,6 +175,7 @@ def resolve(options: Options, run: RunSummary) -> Rules:
         supersede=supersede,
         positions=options.positions,
         restored_owner=options.restored_owner,
+        pos_min=options.pos_min,
         build=rule_set or "unknown",
         build_evidence=build_evidence,
         build_warning=warning if current or options.rules != "auto" else "",

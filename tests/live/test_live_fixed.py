@@ -3,7 +3,11 @@ fixes, compared with its own rules (``fixed@0c1e570``).
 
 * F1 (patch 0002): the pinned busy-slot workload that livelocks the October server
   (tests/live/test_live_server.py::test_pinned_busy_slot_livelock) is answered: the pinned task
-  is deferred, no cache update runs on the busy slot, every request gets its answer.
+  is deferred, no cache update runs on the busy slot, every request gets its answer;
+* F2 (patch 0005): the SWA workload whose restore leaves the window one cell short on the
+  October server (test_swa_off_by_one_after_restore) restores a checkpoint whose data holds
+  the window: the answers are the uncached ones, and the run agrees with the model and the log
+  checker (``pos-min=payload``).
 
 Skipped when the fixed build is not cached (``python -m pcspec.live.build --design fixed``).
 """
@@ -69,3 +73,16 @@ def test_a_task_pinned_to_a_busy_slot_waits_and_is_answered(tmp_path: Path) -> N
         if DEFERRED in out.log:
             return
     pytest.skip(f"the pinned request never met its slot busy in {len(runs)} runs (timing): {runs}")
+
+
+def test_an_swa_restore_brings_back_the_whole_window(tmp_path: Path) -> None:
+    """FINDINGS F2 on the fixed build: the checkpoint at n_tokens = 105 records the start of its
+    data (73, not the SWA cache's 0), so the 104-token prompt does not restore it (73 is not below
+    the threshold 71) and takes an older one whose window serves; no finding at all."""
+    models = tmp_path / "models"
+    models.mkdir()
+    out = _replay("f2-swa-off-by-one.jsonl", models, tmp_path / "run", timeout=15)
+    found = [(f.rule, f.message) for f in out.analysis.findings]
+    assert out.analysis.n_checked > 0 and found == [], found
+    assert b"created context checkpoint 3 of 8 (pos_min = 73, pos_max = 104, n_tokens = 105" in out.log
+    assert b"restored context checkpoint (pos_min = 73" not in out.log

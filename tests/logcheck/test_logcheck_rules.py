@@ -142,6 +142,25 @@ def test_creation_position() -> None:
     assert found(check(moved)) == [(at, "ckpt-position")]
 
 
+def test_creation_records_the_payload_start_under_pos_min_payload() -> None:
+    """pos-min=payload (the fixed build's patch 0005): an SWA checkpoint records where its data
+    starts, later than the memory's pos_min; the October rule (memory) flags it. The start may
+    not lie outside the memory's range (the server's n_swa is not known here: no invalidation)."""
+    def run(recorded: int) -> list[str]:
+        return startup() + cold_task(1, 400, [[
+            slot(1, "operator()", "cached n_tokens = 100, memory_seq_rm [100, end)"),
+            slot(1, "operator()", "main/do_checkpoint = yes, pos_min = 10, pos_max = 99", lvl="D"),
+            slot(1, "create_check", "created context checkpoint 1 of 3 " + ckpt_fields(recorded, 99, 100)),
+        ]], released=410)
+
+    payload = run(68)
+    at = line_of(payload, "created context checkpoint")
+    assert found(check(payload)) == [(at, "ckpt-position")]
+    assert found(check(payload, pos_min="payload")) == []
+    assert found(check(run(10), pos_min="payload")) == []  # a window holding the whole memory
+    assert found(check(run(5), pos_min="payload")) == [(at, "ckpt-position")]
+
+
 def test_cap_eviction_not_the_oldest() -> None:
     # the full list is [0, 99], [0, 199], [44, 299]: the cap must erase [0, 99]
     wrong = slot(1, "create_check", "erasing old context checkpoint " + ckpt_fields(0, 199, 200),
