@@ -863,6 +863,21 @@ def test_unique_accounting() -> None:
     assert evicted.stats.evictions_avoidable_mib == pytest.approx(0.516, abs=0.002)
 
 
+def test_unique_accounting_option() -> None:
+    """accounting=unique (the fixed build's patch 0003): the cache's total counts the checkpoint
+    two entries share once. The per-holder log is then wrong (its total, and in 1 MiB the
+    eviction the shared bytes did not need); the same log with the unique total is right, and
+    wrong under per-holder."""
+    per_holder = shared_scenario("2 MiB")
+    at = line_of(per_holder, "cache state: 2 prompts")
+    assert found(check(per_holder, accounting="unique")) == [(at, "cache-summary")]
+    unique = [x.replace("cache state: 2 prompts, 1.032 MiB", "cache state: 2 prompts, 0.732 MiB") for x in per_holder]
+    assert found(check(unique, accounting="unique")) == []
+    assert found(check(unique)) == [(at, "cache-summary")]
+    evicted = shared_scenario("1 MiB")
+    assert [rule for _, rule in found(check(evicted, accounting="unique"))] == ["cache-make-room"]
+
+
 def test_two_slots_and_idle_caching() -> None:
     """Slots 0 and 1 process at the same time (lines interleaved); then a task on slot 0 makes
     the idle slot 1 be saved and, with a unified KV, cleared."""
