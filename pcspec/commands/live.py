@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
     p.add_argument("--server", metavar="PATH", help="the llama-server binary (default: the cached build, "
                    f"or ${live_build.ENV_SERVER})")
     p.add_argument("--design", metavar="NAME",
-                   help="run a design's build (master, pr30137, pr27451: its cached binary, built with --build) "
+                   help="run a design's build (master, pr30137, pr27451, fixed: its cached binary, built with --build) "
                         "and compare it with the model's variant of that name on the build's tree "
                         "(pr30137@0c1e570: the design with the October tree's seams; master: october)")
     p.add_argument("--llama", metavar="TREE", choices=list(live_build.TREES), default=None,

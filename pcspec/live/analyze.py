@@ -41,7 +41,7 @@ from pcspec.logcheck import Options, check_events, parse_bytes
 from pcspec.logcheck.logged import logged
 from pcspec.model.logged import Logged, Served, SlotFile
 from pcspec.model.processing import VOCAB_GEN
-from pcspec.model.variants import RULE_SETS
+from pcspec.model.variants import RULE_SETS, Accounting
 
 SERVER_BUGS = ("crash", "no-answer", "transparency")
 
@@ -145,7 +145,12 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
         # the log checker holds the server to the rule set the model follows (a design's
         # variant is no rule set: the checker then reads the build from the log itself)
         name = predictor.srv.variant.name if predictor is not None else ""
-        _logcheck(a, run, log, name if name in RULE_SETS else "auto")
+        # (a design that records an SWA checkpoint's data start, fixed's patch 0005, logs that)
+        # and one that counts each checkpoint once (fixed's patch 0003), its sizes
+        rules = predictor.srv.variant if predictor is not None else None
+        _logcheck(a, run, log, name if name in RULE_SETS else "auto",
+                  "payload" if rules is not None and rules.record_payload_pos_min else "memory",
+                  "unique" if rules is not None and rules.accounting == Accounting.UNIQUE else "per-holder")
     a.findings.sort(key=lambda f: (f.at, f.rule))
     return a
 
@@ -199,8 +204,9 @@ def _sources(run: Run, predictor: Predictor, before: int) -> list[Source]:
     return out
 
 
-def _logcheck(a: Analysis, run: Run, log: bytes, rules: str = "auto") -> None:
-    result = check_events(parse_bytes(log).events, Options(rules=rules))
+def _logcheck(a: Analysis, run: Run, log: bytes, rules: str = "auto", pos_min: str = "memory",
+              accounting: str = "per-holder") -> None:
+    result = check_events(parse_bytes(log).events, Options(rules=rules, pos_min=pos_min, accounting=accounting))
     if not result.deviations:
         return
     # line -> op: the op whose log range holds the line's first byte

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from pcspec.core.errors import PcspecError
+from pcspec.live.designs import DESIGNS
 from pcspec.live.models import N_VOCAB
 from pcspec.live.process import Flags
 from pcspec.live.schedule import ServerFacts
@@ -114,7 +115,9 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
 # A design ported onto a tree keeps that tree's rules where the design does not touch them: the
 # seams where the tree's rule set departs from ``master`` (model/variants.py, docs/RULESETS.md).
 # ``DESIGN@TREE`` names the design's variant with them (``pr30137@0c1e570``: #30137 as
-# patches/pr30137 ports it: no file appendix, the October invalidation and aborting loads).
+# patches/pr30137 ports it: no file appendix, the October invalidation and aborting loads), and
+# master's rule at each seam its patches do not implement (``fixed@0c1e570``: designs.py's
+# ``not_ported``).
 TREE_RULE_SETS = {"0c1e570": "october", "b11434": "b11434", "b11549": "b11549"}
 TREE_SEAMS: dict[str, dict[str, object]] = {
     tree: {seam: ours for seam, (_, ours) in seam_differences(RULE_SETS[rule_set], MASTER).items()}
@@ -136,4 +139,6 @@ def variant(name: str = DEFAULT_VARIANT) -> Variant:
         return get_variant(name)
     if tree not in TREE_SEAMS:
         raise PcspecError(f"unknown tree {tree!r} in rule set {name!r}; known: {', '.join(TREE_SEAMS)}")
-    return replace(get_variant(base), name=name, **TREE_SEAMS[tree])  # type: ignore[arg-type]
+    # the seams the design's patches leave alone keep master's rule (designs.py: not_ported)
+    kept = {seam: getattr(MASTER, seam) for seam in (DESIGNS[base].not_ported if base in DESIGNS else ())}
+    return replace(get_variant(base), name=name, **kept, **TREE_SEAMS[tree])  # type: ignore[arg-type]

@@ -8,8 +8,11 @@ design      tree      patches (``pcspec/live/patches/<design>/``, applied with `
 ``master``  0c1e570   none: the October tree as it is
 ``pr30137`` 0c1e570   #30137 (reference-counted shared checkpoints), ported to 0c1e570
 ``pr27451`` 0c1e570   #27451 (shared payload buffers, guarded cache-entry construction)
-``fixed``   -         not available yet (pcspec's own design has no C++ patch)
+``fixed``   0c1e570   #30137's port, then pcspec's own design, one patch per seam
 ==========  ========  =================================================================
+
+A design built on another's patches lists them first (``fixed``: ``pr30137/0001-...``), so each
+patch file is kept once, in the folder of the design that introduced it.
 
 The patch files are package data: an installed pcspec builds every design without a checkout.
 """
@@ -34,6 +37,10 @@ class Design:
     tree: str  # a name of pcspec.live.build.TREES
     patches: tuple[str, ...]  # in order, relative to PATCH_DIR
     ports: str  # the upstream change the patches port ("" for none)
+    # Seams of the model's design that no patch implements: the build keeps master's rule there,
+    # and ``pcspec live --design`` compares it with the model's design with those seams reset
+    # (pcspec.live.calibrate.variant).
+    not_ported: tuple[str, ...] = ()
 
     def patch_paths(self) -> tuple[Path, ...]:
         return tuple(PATCH_DIR / p for p in self.patches)
@@ -47,13 +54,23 @@ DESIGNS: dict[str, Design] = {
                "#30137 (merge e152332a1)"),
         Design("pr27451", "0c1e570", ("pr27451/0001-server-share-checkpoint-state-harden-cache-oom.patch",),
                "#27451 (head 5c7018ed7)"),
+        # pcspec's design, one patch per seam (docs/DESIGNS.md, "fixed"), on the port of #30137.
+        Design("fixed", "0c1e570", (
+            "pr30137/0001-server-reference-counted-checkpoints.patch",
+            "fixed/0002-server-no-cache-update-on-busy-pinned-slot.patch",  # cache_update_busy_slot
+            "fixed/0003-server-unique-accounting-of-shared-checkpoints.patch",  # accounting
+            "fixed/0004-server-transactional-prompt-cache-save.patch",  # save_protocol, alloc_scope
+            "fixed/0005-server-swa-checkpoint-payload-pos-min.patch",  # record_payload_pos_min
+            "fixed/0006-server-empty-pinned-slot-consults-cache.patch",  # consult_cache_for_empty_pinned
+            "fixed/0007-server-drop-cache-entry-on-failed-load.patch",  # contain_failures (the cache load)
+            "fixed/0008-server-keep-cache-limit-on-bad-alloc.patch",  # shrink_limit_on_bad_alloc
+        ), "", not_ported=("keep_restored", "contain_failures", "resync_on_file_restore", "restore_only_prefixes",
+                           "resume_best")),
     )
 }
 
 # Designs of the model that have no build yet, with the reason.
-UNAVAILABLE: dict[str, str] = {
-    "fixed": "pcspec's own design has no llama.cpp patch yet",
-}
+UNAVAILABLE: dict[str, str] = {}
 
 
 def design_of(name: str) -> Design:

@@ -20,7 +20,7 @@ until the next listing resynchronises it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -252,11 +252,30 @@ class CacheChecker:
         del self.entries[idx]
         t.obsolete_from = idx
 
+    def _counted(self, entries: list[Entry], new: Sequence[Ckpt] = ()) -> list[Approx]:
+        """Each entry's size as the cache counts it, front first. ``accounting=unique``: what no
+        later entry (nor the new entry's checkpoints ``new``) holds, so that the sizes add up to
+        the unique total and the FIFO loops pop what they free (model: cache.unique_sizes)."""
+        if self.ctx.rules.accounting != "unique":
+            return [x.size for x in entries]
+        seen = {c.uid for c in new}
+        out: list[Approx] = []
+        for x in reversed(entries):
+            size = x.size
+            for c in x.ckpts or ():
+                if c.uid in seen:
+                    size = size.minus(c.size)
+                else:
+                    seen.add(c.uid)
+            out.append(size)
+        out.reverse()
+        return out
+
     def _limit_reduced(self, e: ev.CacheLimitReduced) -> None:
         ctx = self.ctx
         got = Approx.logged(e.limit_mib)
         if self.exact:
-            size = total([x.size for x in self.entries])
+            size = total(self._counted(self.entries))
             lo = policy.limit_after_bad_alloc(size.bytes_lo())
             hi = policy.limit_after_bad_alloc(size.bytes_hi())
             if got.bytes_hi() < lo or got.bytes_lo() > hi:
@@ -278,7 +297,7 @@ class CacheChecker:
             self.entries.append(Entry(t.head.length, t.new_size, t.ckpts,
                                       len(t.ckpts) if t.ckpts is not None else None, t.head.line))
             if self.exact and lim is not None and lim[1] > 0:
-                size = min((total([x.size for x in v]) for v in self._views(self.entries)),
+                size = min((total(self._counted(v)) for v in self._views(self.entries)),
                            key=lambda a: a.bytes_lo())
                 if size.bytes_lo() > lim[1]:
                     ctx.deviate(t.head.line, "cache-limit",
@@ -302,8 +321,9 @@ class CacheChecker:
                         f"of {self._limit('?')}")
             return
         # an unsettled obsolete removal (L2): the count must fit one of its views
-        fits = [(policy.make_room([x.size.bytes_lo() for x in v], t.new_size.bytes_lo(), lim[1]),
-                 policy.make_room([x.size.bytes_hi() for x in v], t.new_size.bytes_hi(), lim[0]))
+        new = t.ckpts or ()
+        fits = [(policy.make_room([s.bytes_lo() for s in self._counted(v, new)], t.new_size.bytes_lo(), lim[1]),
+                 policy.make_room([s.bytes_hi() for s in self._counted(v, new)], t.new_size.bytes_hi(), lim[0]))
                 for v in self._views(before)]
         n_lo, n_hi = next(((lo, hi) for lo, hi in fits if lo <= n <= hi), fits[0])
         if not n_lo <= n <= n_hi:
@@ -491,8 +511,9 @@ class CacheChecker:
                        "removal took is not in the log")
         elif self.exact and lim is not None:
             toks = [x.n_tokens for x in before]
-            b_lo = policy.update_evictions([x.size.bytes_lo() for x in before], toks, lim[1], 0)[0]
-            b_hi = policy.update_evictions([x.size.bytes_hi() for x in before], toks, lim[0], 0)[0]
+            counted = self._counted(before)
+            b_lo = policy.update_evictions([s.bytes_lo() for s in counted], toks, lim[1], 0)[0]
+            b_hi = policy.update_evictions([s.bytes_hi() for s in counted], toks, lim[0], 0)[0]
             if not b_lo <= n_b <= b_hi:
                 want = str(b_lo) if b_lo == b_hi else f"{b_lo}..{b_hi}"
                 ctx.deviate(t.bytes_ev[0].line if t.bytes_ev else t.line, "cache-evict",
@@ -520,7 +541,7 @@ class CacheChecker:
                         else ctx.config.limit_tokens)
         if cur is None or limit_tokens is None or limit_tokens <= 0:
             return
-        size = total([x.size for x in rest])
+        size = total(self._counted(rest))
         toks = sum(x.n_tokens for x in rest)
         # the estimate falls as the size per token grows: bound it by both ends
         est_lo = policy.token_limit_estimate(size.bytes_hi(), toks, lim[0], limit_tokens)
@@ -574,7 +595,7 @@ class CacheChecker:
                             f"'cache state: {sm.n_prompts} prompts' but the cache holds "
                             f"{len(self.entries)} ({self._lengths()})")
             else:
-                size = total([x.size for x in self.entries])
+                size = total(self._counted(self.entries))
                 if size.overlaps(Approx.logged(sm.total_mib)):
                     pass
                 elif any(x.deviated for x in self.entries):

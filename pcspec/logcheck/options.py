@@ -20,6 +20,17 @@ Option (``--option KEY=VALUE``)   values (default first)      what changed
 ``restored-owner``                creator, restorer
     ``creator``: a restored checkpoint keeps its creator's ``id_task`` and can be swept by the
     task that restored it (the snapshot; #30683 proposes ``restorer``).
+``pos-min``                       memory, payload
+    ``memory``: a created checkpoint records the memory's ``pos_min`` (server-context.cpp:2342 at
+    0c1e570); ``payload``: an SWA checkpoint records where its data starts, ``max(pos_min,
+    pos_max - n_swa + 1)`` (pcspec's ``fixed`` build, patches/fixed/0005; the model's
+    ``record_payload_pos_min``). Never ``auto``: no log line tells the two apart.
+``accounting``                    per-holder, unique
+    ``per-holder``: the cache's size is the sum of its entries' sizes, a checkpoint shared by
+    several entries counted in each (server-task.cpp:1691-1699 at 0c1e570); ``unique``: each
+    checkpoint once (pcspec's ``fixed`` build, patches/fixed/0003; the model's
+    ``Accounting.UNIQUE``), for the cache's total, its limit and both eviction loops. An entry's
+    own size (the listing and eviction lines) is the same under both.
 
 ``auto`` decides from what the run shows of its build (``pcspec.logcheck.builds``): older message
 formats give an older era; for the current formats, the build line or a message only some builds
@@ -56,6 +67,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "supersede": ("auto", "on", "off"),
     "positions": ("text", "mtmd"),
     "restored-owner": ("creator", "restorer"),
+    "pos-min": ("memory", "payload"),
+    "accounting": ("per-holder", "unique"),
 }
 
 
@@ -69,6 +82,8 @@ class Options:
     supersede: str = "auto"
     positions: str = "text"
     restored_owner: str = "creator"
+    pos_min: str = "memory"
+    accounting: str = "per-holder"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +101,8 @@ class Rules:
     supersede: bool
     positions: str  # text | mtmd
     restored_owner: str  # creator | restorer
+    pos_min: str = "memory"  # memory | payload
+    accounting: str = "per-holder"  # per-holder | unique
 
     def invalidation_rules(self) -> tuple[str, ...]:
         """The invalidation rules a prompt start may follow."""
@@ -167,6 +184,8 @@ def resolve(options: Options, run: RunSummary) -> Rules:
         supersede=supersede,
         positions=options.positions,
         restored_owner=options.restored_owner,
+        pos_min=options.pos_min,
+        accounting=options.accounting,
         build=rule_set or "unknown",
         build_evidence=build_evidence,
         build_warning=warning if current or options.rules != "auto" else "",

@@ -97,7 +97,9 @@ def _rules_line(r: CheckResult) -> list[str]:
             inval += f" ({run.invalidation_evidence})"
         out.append(f"{tag}build era {run.era} ({run.era_evidence}){build}; sweep={run.sweep} "
                    f"invalidation={inval} supersede={'on' if run.supersede else 'off'}"
-                   f" positions={run.positions} restored-owner={run.restored_owner}")
+                   f" positions={run.positions} restored-owner={run.restored_owner}"
+                   + (f" pos-min={run.pos_min}" if run.pos_min != "memory" else "")
+                   + (f" accounting={run.accounting}" if run.accounting != "per-holder" else ""))
         i = j
     return out
 

@@ -319,7 +319,7 @@ class SlotChecker:
         if do is not None and do.task == e.task:
             if not do.yes:
                 problems.append(f"line {do.line} logged main/do_checkpoint = no")
-            elif (do.pos_min, do.pos_max) != (e.pos_min, e.pos_max):
+            elif (do.pos_min, do.pos_max) != (e.pos_min, e.pos_max) and not self._payload_start(do, e):
                 problems.append(f"the memory held [{do.pos_min}, {do.pos_max}] (line {do.line})"
                                 f" but the checkpoint records [{e.pos_min}, {e.pos_max}]")
         cached, s.last_cached = s.last_cached, None
@@ -330,6 +330,17 @@ class SlotChecker:
         for p in problems:
             ctx.deviate(e.line, "ckpt-position", f"checkpoint created by task {e.task}: {p}")
         return bool(problems)
+
+    def _payload_start(self, do: ev.DoCheckpoint, e: ev.CheckpointCreated) -> bool:
+        """``pos-min=payload``: the checkpoint records where an SWA state's data starts,
+        ``max(pos_min, pos_max - n_swa + 1)`` of the memory (patches/fixed/0005); with the
+        server's ``n_swa`` not yet known, any start within the memory's range."""
+        n_swa = self.ctx.config.n_swa
+        if self.ctx.rules.pos_min != "payload" or do.pos_max != e.pos_max or n_swa == 0:
+            return False
+        if n_swa is None:
+            return do.pos_min <= e.pos_min <= e.pos_max
+        return e.pos_min == max(do.pos_min, do.pos_max - n_swa + 1)
 
     def _owner(self, s: SlotState, c: Ckpt, task: int) -> int:
         if self.ctx.rules.restored_owner == "restorer":

@@ -1,6 +1,6 @@
 """``pcspec live --design NAME``: a design's build against the model's variant of that name.
 
-* the argument errors, one line and exit 2, with no binary needed: ``fixed`` (no build yet), an
+* the argument errors, one line and exit 2, with no binary needed: a design without a build, an
   unknown name, ``--design`` with ``--server``, a design not built without ``--build``;
 * the rules chosen: ``october`` for master, ``DESIGN@0c1e570`` (the design with the October
   tree's seams) for the patched designs, and ``--variant`` still overrides;
@@ -28,7 +28,12 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], needle:
     assert needle in err, err
 
 
-def test_fixed_has_no_build(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_design_without_a_build_is_refused(capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from pcspec.live import designs
+
+    monkeypatch.delitem(designs.DESIGNS, "fixed")
+    monkeypatch.setitem(designs.UNAVAILABLE, "fixed", "no patch")
     _one_line_error(capsys, ["live", "--design", "fixed"], "not available as a build yet")
 
 
@@ -58,6 +63,10 @@ def test_the_rules_of_each_design() -> None:
         assert v.sharing == base.sharing and v.save_protocol == base.save_protocol
         assert v.invalidate_n_prefix == OCTOBER.invalidate_n_prefix
         assert v.slot_file_appendix == OCTOBER.slot_file_appendix
+    # fixed: its patches' seams; master's rule where no patch goes (designs.py, not_ported)
+    v = calibrate.variant("fixed@0c1e570")
+    assert v.cache_update_busy_slot is False and v.record_payload_pos_min is True
+    assert v.resume_best is False and v.keep_restored is False and v.contain_failures is False
     # master with the October seams is the October rule set
     from dataclasses import replace
 

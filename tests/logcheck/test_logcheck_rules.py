@@ -142,6 +142,25 @@ def test_creation_position() -> None:
     assert found(check(moved)) == [(at, "ckpt-position")]
 
 
+def test_creation_records_the_payload_start_under_pos_min_payload() -> None:
+    """pos-min=payload (the fixed build's patch 0005): an SWA checkpoint records where its data
+    starts, later than the memory's pos_min; the October rule (memory) flags it. The start may
+    not lie outside the memory's range (the server's n_swa is not known here: no invalidation)."""
+    def run(recorded: int) -> list[str]:
+        return startup() + cold_task(1, 400, [[
+            slot(1, "operator()", "cached n_tokens = 100, memory_seq_rm [100, end)"),
+            slot(1, "operator()", "main/do_checkpoint = yes, pos_min = 10, pos_max = 99", lvl="D"),
+            slot(1, "create_check", "created context checkpoint 1 of 3 " + ckpt_fields(recorded, 99, 100)),
+        ]], released=410)
+
+    payload = run(68)
+    at = line_of(payload, "created context checkpoint")
+    assert found(check(payload)) == [(at, "ckpt-position")]
+    assert found(check(payload, pos_min="payload")) == []
+    assert found(check(run(10), pos_min="payload")) == []  # a window holding the whole memory
+    assert found(check(run(5), pos_min="payload")) == [(at, "ckpt-position")]
+
+
 def test_cap_eviction_not_the_oldest() -> None:
     # the full list is [0, 99], [0, 199], [44, 299]: the cap must erase [0, 99]
     wrong = slot(1, "create_check", "erasing old context checkpoint " + ckpt_fields(0, 199, 200),
@@ -842,6 +861,21 @@ def test_unique_accounting() -> None:
     # 0.2 + 0.2 + A 0.3 + B + C = 0.732 MiB would have fitted in 1 MiB
     assert evicted.stats.evictions_avoidable == 1
     assert evicted.stats.evictions_avoidable_mib == pytest.approx(0.516, abs=0.002)
+
+
+def test_unique_accounting_option() -> None:
+    """accounting=unique (the fixed build's patch 0003): the cache's total counts the checkpoint
+    two entries share once. The per-holder log is then wrong (its total, and in 1 MiB the
+    eviction the shared bytes did not need); the same log with the unique total is right, and
+    wrong under per-holder."""
+    per_holder = shared_scenario("2 MiB")
+    at = line_of(per_holder, "cache state: 2 prompts")
+    assert found(check(per_holder, accounting="unique")) == [(at, "cache-summary")]
+    unique = [x.replace("cache state: 2 prompts, 1.032 MiB", "cache state: 2 prompts, 0.732 MiB") for x in per_holder]
+    assert found(check(unique, accounting="unique")) == []
+    assert found(check(unique)) == [(at, "cache-summary")]
+    evicted = shared_scenario("1 MiB")
+    assert [rule for _, rule in found(check(evicted, accounting="unique"))] == ["cache-make-room"]
 
 
 def test_two_slots_and_idle_caching() -> None:

@@ -1,0 +1,88 @@
+"""The ``fixed`` build (patches/fixed, docs/DESIGNS.md) on the workloads of the October bugs it
+fixes, compared with its own rules (``fixed@0c1e570``).
+
+* F1 (patch 0002): the pinned busy-slot workload that livelocks the October server
+  (tests/live/test_live_server.py::test_pinned_busy_slot_livelock) is answered: the pinned task
+  is deferred, no cache update runs on the busy slot, every request gets its answer;
+* F2 (patch 0005): the SWA workload whose restore leaves the window one cell short on the
+  October server (test_swa_off_by_one_after_restore) restores a checkpoint whose data holds
+  the window: the answers are the uncached ones, and the run agrees with the model and the log
+  checker (``pos-min=payload``).
+
+Skipped when the fixed build is not cached (``python -m pcspec.live.build --design fixed``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pcspec.live.build import find_server
+from pcspec.live.designs import design_of
+from tests.support import paths
+
+pytestmark = pytest.mark.live  # a real llama-server
+
+_FIXED = design_of("fixed")
+BINARY = find_server(_FIXED.tree, _FIXED.patch_paths())
+if BINARY is None:
+    pytest.skip("the fixed build is not cached: run `python -m pcspec.live.build --design fixed`",
+                allow_module_level=True)
+pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+
+from pcspec.live.campaign import References  # noqa: E402
+from pcspec.live.explain import explain  # noqa: E402
+from pcspec.live.models import ensure_model  # noqa: E402
+from pcspec.live.report import read_workload  # noqa: E402
+from pcspec.live.session import Outcome, Target, execute  # noqa: E402
+
+DATA = paths.DATA / "live"
+RULES = "fixed@0c1e570"
+# server-context.cpp (the task loop, after get_available_slot): the pinned task waits for its slot
+DEFERRED = b"requested slot is unavailable, defer task"
+
+
+def _replay(name: str, models: Path, tmp_path: Path, timeout: float) -> Outcome:
+    assert BINARY is not None
+    kind, flags, _seed, ops = read_workload(DATA / name)
+    model = ensure_model(kind, models)
+    refs = References(BINARY, model, tmp_path, timeout, kind)
+    try:
+        return execute(Target(BINARY, model, kind, flags), tmp_path / "run", refs.get(flags), ops=ops,
+                       timeout=timeout, variant=RULES)
+    finally:
+        refs.close()
+
+
+def test_a_task_pinned_to_a_busy_slot_waits_and_is_answered(tmp_path: Path) -> None:
+    """FINDINGS F1 on the fixed build: the workload whose second pinned request livelocks the
+    October server. Up to three runs, until one shows the race (the pinned task deferred while
+    the slot processes): in every run each request is answered and nothing is `no-answer`."""
+    models = tmp_path / "models"
+    models.mkdir()
+    runs: list[list[tuple[str, str | None]]] = []
+    for i in range(3):
+        out = _replay("f1-pinned-busy-livelock.jsonl", models, tmp_path / f"try{i}", timeout=8)
+        found = [(f.rule, explain(f, out)) for f in out.analysis.findings]
+        runs.append(found)
+        assert out.run.fatal is None, (out.run.fatal.fatal, found)
+        requests = [o for o in out.run.observations if o.op.op == "request"]
+        assert len(requests) == 4 and all(o.reply is not None and o.reply.ok for o in requests), found
+        assert not [cls for cls, _ in found if cls == "no-answer"], found
+        if DEFERRED in out.log:
+            return
+    pytest.skip(f"the pinned request never met its slot busy in {len(runs)} runs (timing): {runs}")
+
+
+def test_an_swa_restore_brings_back_the_whole_window(tmp_path: Path) -> None:
+    """FINDINGS F2 on the fixed build: the checkpoint at n_tokens = 105 records the start of its
+    data (73, not the SWA cache's 0), so the 104-token prompt does not restore it (73 is not below
+    the threshold 71) and takes an older one whose window serves; no finding at all."""
+    models = tmp_path / "models"
+    models.mkdir()
+    out = _replay("f2-swa-off-by-one.jsonl", models, tmp_path / "run", timeout=15)
+    found = [(f.rule, f.message) for f in out.analysis.findings]
+    assert out.analysis.n_checked > 0 and found == [], found
+    assert b"created context checkpoint 3 of 8 (pos_min = 73, pos_max = 104, n_tokens = 105" in out.log
+    assert b"restored context checkpoint (pos_min = 73" not in out.log
