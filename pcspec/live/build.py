@@ -35,6 +35,8 @@ to cache), ``-j2``: measured on this project's 2-core machine, 17 to 40 minutes 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -42,11 +44,11 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pcspec.live.designs import DesignUnavailable, design_of
+from pcspec.live.designs import DesignUnavailable, design_of, with_faults
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,27 @@ def build(
     t_dl = time.monotonic() - t0
     # (a fixed source path per tree: ccache hashes the compiler's command line, paths included)
     work = cache_root() / "src" / t.name
+    with _tree_lock(work):
+        return _build_in(work, t, tarball, target, patches, flags, jobs, keep_tree, quiet, log, t0, t_dl)
+
+
+@contextlib.contextmanager
+def _tree_lock(work: Path) -> Iterator[None]:
+    """One build at a time in a tree's source folder: a second build of the same tree (another
+    design, another process) waits here instead of deleting the folder the first compiles in."""
+    work.parent.mkdir(parents=True, exist_ok=True)
+    with open(work.with_name(work.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build_in(work: Path, t: Tree, tarball: Path, target: Path, patches: Sequence[Path], flags: Sequence[str],
+              jobs: int, keep_tree: bool, quiet: bool, log: Path, t0: float, t_dl: float) -> BuildResult:
+    if target.is_file():  # built by the build this one waited for
+        return BuildResult(target, cached=True, seconds=0.0)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
@@ -250,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--design", metavar="NAME",
                    help="a design of the model: its tree and its patches (master, pr30137, pr27451, fixed); "
                         "--patch adds patches after the design's")
+    p.add_argument("--faults", action="store_true",
+                   help="with --design: compile in the fault points (LLAMA_FAULTS; docs/DESIGNS.md)")
     p.add_argument("--where", action="store_true", help="print the cached path; exit 1 when not built")
     p.add_argument("-j", "--jobs", type=int, default=2)
     p.add_argument("--keep-tree", action="store_true", help="keep the source and build trees")
@@ -265,19 +290,25 @@ def main(argv: list[str] | None = None) -> int:
                   f"not {args.tree} (drop --tree)", file=sys.stderr)
             return 2
         args.tree = design.tree
-        args.patch = [*design.patch_paths(), *args.patch]
+        patches, fault_flags = with_faults(design) if args.faults else (design.patch_paths(), ())
+        args.patch = [*patches, *args.patch]
+        args.flags = list(fault_flags)
+    elif args.faults:
+        print("pcspec live build: --faults needs --design", file=sys.stderr)
+        return 2
     if args.tree is None:
         args.tree = DEFAULT_TREE
+    flags: list[str] = getattr(args, "flags", [])
     missing = [str(q) for q in args.patch if not q.is_file()]
     if missing:
         print(f"pcspec live build: no such patch file: {missing[0]}", file=sys.stderr)
         return 2
     if args.where:
-        found = find_server(args.tree, args.patch)
-        print(found if found else cached_server(args.tree, args.patch))
+        found = find_server(args.tree, args.patch, flags)
+        print(found if found else cached_server(args.tree, args.patch, flags))
         return 0 if found else 1
     try:
-        res = build(tree=args.tree, patches=args.patch, jobs=args.jobs, keep_tree=args.keep_tree)
+        res = build(tree=args.tree, patches=args.patch, flags=flags, jobs=args.jobs, keep_tree=args.keep_tree)
     except (RuntimeError, OSError) as exc:
         print(f"pcspec live build: {exc}", file=sys.stderr)
         return 1

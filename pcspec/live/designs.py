@@ -69,6 +69,25 @@ DESIGNS: dict[str, Design] = {
     )
 }
 
+# The fault points (docs/DESIGNS.md, "Fault points"): one patch on the state calls of src/, which
+# no design's patch touches, so it applies after any design's; compiled in only with the CMake
+# option, and a build without them never gets the patch: it stays the design's, byte for byte.
+FAULTS_PATCH = "faults/0001-llama-fault-points-for-the-state-calls.patch"
+FAULTS_FLAGS = ("-DLLAMA_FAULT_POINTS=ON",)
+# LLAMA_FAULTS sites of the patch -> the model's fault sites they stand for (model/heap.py: Faults)
+FAULT_SITES: dict[str, tuple[str, ...]] = {
+    "state.write.short": ("state.write.short",),
+    "state.read.partial": ("ckpt.write.tgt", "ckpt.write.dft"),
+    "state.read.full": ("load.write.tgt", "load.write.dft"),
+    "state.load.file": ("file.write.tgt",),
+}
+
+
+def with_faults(design: Design) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """The patches and CMake flags of ``design``'s build with the fault points compiled in."""
+    return (*design.patch_paths(), PATCH_DIR / FAULTS_PATCH), FAULTS_FLAGS
+
+
 # Designs of the model that have no build yet, with the reason.
 UNAVAILABLE: dict[str, str] = {}
 

@@ -84,7 +84,8 @@ class ServerProcess:
     """One running server. ``url`` is its base URL; ``log`` its log file."""
 
     def __init__(self, binary: Path, model: Path, flags: Flags, workdir: Path, *,
-                 name: str = "server", start_timeout: float = 60.0, kv_debug: bool = False) -> None:
+                 name: str = "server", start_timeout: float = 60.0, kv_debug: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         self.binary = binary
         self.model = model
         self.flags = flags
@@ -92,6 +93,7 @@ class ServerProcess:
         self.name = name
         self.start_timeout = start_timeout
         self.kv_debug = kv_debug
+        self.extra_env = dict(env or {})  # e.g. LLAMA_FAULTS for a build with fault points
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = workdir / f"{name}.log"
@@ -113,7 +115,7 @@ class ServerProcess:
             "-v", "--seed", "42", "--slot-save-path", str(self.slot_dir) + "/", "--no-webui",
             *self.flags.argv(),
         ]
-        env = dict(os.environ)
+        env = {**os.environ, **self.extra_env}
         if self.kv_debug:
             env["LLAMA_KV_CACHE_DEBUG"] = "1"
         logf = self.log.open("wb")

@@ -23,7 +23,16 @@ from pathlib import Path
 import pytest
 
 from pcspec.live import build
-from pcspec.live.designs import DESIGNS, PATCH_DIR, UNAVAILABLE, Design, DesignUnavailable, design_of
+from pcspec.live.designs import (
+    DESIGNS,
+    FAULTS_PATCH,
+    PATCH_DIR,
+    UNAVAILABLE,
+    Design,
+    DesignUnavailable,
+    design_of,
+    with_faults,
+)
 from pcspec.model.variants import DESIGNS as MODEL_DESIGNS
 from tests.support.paths import ROOT
 
@@ -57,7 +66,7 @@ def test_a_design_maps_to_its_tree_and_existing_package_files(name: str) -> None
 
 
 def test_every_patch_file_belongs_to_a_design() -> None:
-    used = {p.resolve() for d in DESIGNS.values() for p in d.patch_paths()}
+    used = {p.resolve() for d in DESIGNS.values() for p in d.patch_paths()} | {(PATCH_DIR / FAULTS_PATCH).resolve()}
     assert set(PATCH_DIR.resolve().glob("*/*.patch")) == used
     # the top-level folder and what the package holds (the link in a checkout, a copy in an
     # installed wheel) are the same files
@@ -85,7 +94,7 @@ def _check_format_patch(text: str) -> None:
     lines = text.splitlines()
     assert re.fullmatch(r"From [0-9a-f]{40} Mon Sep 17 00:00:00 2001", lines[0])
     assert lines[1].startswith("From: ") and lines[2].startswith("Date: ")
-    assert lines[3].startswith("Subject: [PATCH] server : ")
+    assert re.match(r"Subject: \[PATCH\] (server|llama) : ", lines[3])
     assert "0c1e570" in text.split("\n---\n", 1)[0]  # the message names the tree it applies to
     for added in _added_lines(text):
         assert added == added.rstrip(), f"trailing whitespace: {added!r}"
@@ -148,14 +157,17 @@ def _sdist(t: build.Tree) -> Path:
     return found[0]
 
 
-@pytest.mark.parametrize("name", PATCHED)
-def test_a_patch_applies_cleanly_to_its_tree(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "faults"), [*((n, False) for n in PATCHED), *((n, True) for n in DESIGNS)])
+def test_a_patch_applies_cleanly_to_its_tree(name: str, faults: bool, tmp_path: Path) -> None:
+    """Each design's patches, and with ``faults`` the fault points after them (they touch only
+    src/, which no design changes), apply to the tree with no offset or fuzz."""
     if shutil.which("patch") is None:
         pytest.skip("no `patch` program")
     d: Design = design_of(name)
     t = build.tree_of(d.tree)
     tarball = _sdist(t)
-    files = {f for p in d.patch_paths() for f in _diff_files(p.read_text(encoding="utf-8"))}
+    patches = with_faults(d)[0] if faults else d.patch_paths()
+    files = {f for p in patches for f in _diff_files(p.read_text(encoding="utf-8"))}
     assert files
     with tarfile.open(tarball) as tf:
         members = [m for m in tf.getmembers()
@@ -164,7 +176,7 @@ def test_a_patch_applies_cleanly_to_its_tree(name: str, tmp_path: Path) -> None:
     (src,) = tmp_path.glob(f"*/{t.folder}")
     for f in files:
         assert (src / f).is_file(), f"{f} is not in the {t.name} tree"
-    for p in d.patch_paths():
+    for p in patches:
         done = subprocess.run(["patch", "-p1", "--forward", "-i", str(p)], cwd=src,
                               capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -289,3 +301,22 @@ def test_a_built_design_logs_what_master_logs(name: str, tmp_path: Path) -> None
             assert mine is not None
             pos_min, pos_max = int(m[1]), int(m[2])
             assert (int(mine[1]), int(mine[2])) == (max(pos_min, pos_max - N_SWA + 1), pos_max), (a, b)
+
+
+def test_the_fault_points_are_one_reviewable_patch_on_src_only() -> None:
+    """patches/faults: a format patch in llama.cpp's style that touches no file a design's patch
+    touches (so it applies after any design), names each LLAMA_FAULTS site, and maps each to the
+    model's fault sites (designs.FAULT_SITES, model/heap.py: Faults.SITES)."""
+    from pcspec.live.designs import FAULT_SITES
+    from pcspec.model.heap import Faults
+
+    text = (PATCH_DIR / FAULTS_PATCH).read_text(encoding="utf-8")
+    _check_format_patch(text)
+    touched = set(_diff_files(text))
+    assert touched == {"src/CMakeLists.txt", "src/llama-context.cpp", "src/llama-context.h"}
+    for d in DESIGNS.values():
+        assert not touched & {f for p in d.patch_paths() for f in _diff_files(p.read_text(encoding="utf-8"))}
+    for site, model_sites in FAULT_SITES.items():
+        assert f'"{site}' in text or f"{site}" in text, site
+        assert set(model_sites) <= set(Faults.SITES), site
+    assert "#ifdef LLAMA_FAULT_POINTS" in text and "option(LLAMA_FAULT_POINTS" in text
