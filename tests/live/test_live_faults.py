@@ -84,7 +84,7 @@ def test_a_short_state_write_at_a_cache_save(design: str, tmp_path: Path) -> Non
     binary = _binary(design)
     replies, log = _run(binary, tmp_path / "faulted", FAULTS)
     assert all(r.ok for r in replies), [r.error for r in replies]
-    before, fired, after = log.partition("fault point 'state.write.short' fired at call 1")
+    _before, fired, after = log.partition("fault point 'state.write.short' fired at call 1")
     assert fired, "the fault did not fire"
     # the cache right after the failed save: "cache state: N prompts"
     held = int(re.findall(r"cache state: (\d+) prompts", after)[0])
