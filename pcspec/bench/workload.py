@@ -182,9 +182,9 @@ PRESETS: dict[str, Workload] = {
         Workload("grown-hybrid", "grown", model="hybrid-big", turns=9, first_tokens=64, turn_tokens=48,
                  reply_tokens=16, repeats=2, notes="the grown history on the hybrid model (16 MiB checkpoints)"),
         # the seeds' sizes, beyond this machine: --model-only
-        Workload("seed-grown", "grown", model="hybrid-big", turns=1000, first_tokens=2048, turn_tokens=512,
-                 reply_tokens=64, ctx_checkpoints=32, checkpoint_min_step=256, cache_ram_mib=65536,
-                 n_ctx=2**22, repeats=1, ckpt_mib=300.0, cell_bytes=0,
+        Workload("seed-grown", "grown", model="hybrid-big", turns=1000, first_tokens=1024, turn_tokens=24,
+                 reply_tokens=8, ctx_checkpoints=32, checkpoint_min_step=64, cache_ram_mib=16384,
+                 n_ctx=65536, repeats=1, ckpt_mib=300.0,
                  notes="1,000 requests, 32 checkpoints of 300 MiB (model only)"),
     )
 }
