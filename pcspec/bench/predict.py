@@ -83,6 +83,7 @@ class Predicted:
     entries: int
     slot_checkpoints: int  # checkpoints the request's slot holds after it
     cache_checkpoints: int
+    created: int = 0  # checkpoints created during the request
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -100,7 +101,7 @@ def predict(w: Workload, design: str) -> tuple[list[Predicted], float]:
         srv.run()
         saves: list[int] = []
         in_save = False
-        copied = evictions = 0
+        copied = evictions = created = 0
         for e in srv.heap.events[start:]:
             if isinstance(e, ev.Alloc):
                 live += e.size
@@ -118,12 +119,14 @@ def predict(w: Workload, design: str) -> tuple[list[Predicted], float]:
                     saves[-1] += e.bytes
             elif isinstance(e, ev.EntryEvict) and e.reason in EVICTING:
                 evictions += 1
+            elif isinstance(e, ev.CkptCreate):
+                created += 1
         entries = srv.cache.entries if srv.cache is not None else []
         slot = srv.slots[r.id_slot if r.id_slot >= 0 else 0]
         out.append(Predicted(
             r.index, srv.physical_bytes, peak, srv.accounted_bytes, srv.unique_bytes, copied, saves, len(saves),
             evictions, len(entries), len(slot.prompt.checkpoints),
-            sum(len(e.prompt.checkpoints) for e in entries),
+            sum(len(e.prompt.checkpoints) for e in entries), created,
         ))
         # a long model-only run keeps only the events it still needs
         if len(srv.heap.events) > 200_000:
