@@ -27,6 +27,8 @@ from pcspec.live.process import HOST, ServerProcess
 MIB = 1024 * 1024
 _UPDATE = re.compile(rb"prompt cache update took ([0-9.]+) ms")
 _STATE = re.compile(rb"- cache state: (\d+) prompts, ([0-9.]+) MiB")
+# the lines of an entry leaving the cache but for a load (server-task.cpp:1742, 1753, 1873, 1887)
+_EVICT = re.compile(rb"removing obsolete cached prompt|removing oldest entry")
 _CKPT = re.compile(rb"created context checkpoint (\d+) of \d+ .*size = ([0-9.]+) MiB")
 
 
@@ -42,6 +44,7 @@ class Measured:
     cache_prompts: int | None
     checkpoints: int  # checkpoints created during the request
     ckpt_mib: float | None  # the size of the last one the request created
+    evictions: int = 0  # entries the cache dropped (not counting loads)
     error: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -119,7 +122,7 @@ def measure_request(srv: ServerProcess, r: Request, w: Workload, timeout: float)
     return Measured(
         r.index, sum(upd) if upd else None, ttft, total, st.get("VmRSS", 0), st.get("VmHWM", 0),
         float(states[-1].group(2)) if states else None, int(states[-1].group(1)) if states else None,
-        len(ckpts), float(ckpts[-1].group(2)) if ckpts else None, error,
+        len(ckpts), float(ckpts[-1].group(2)) if ckpts else None, len(_EVICT.findall(text)), error,
     )
 
 

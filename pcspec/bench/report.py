@@ -20,6 +20,7 @@ MEASURED_ROWS = (
     ("rss_growth_mib", "RSS growth over the idle server (MiB)"),
     ("cache_mib_end", "cache size as the server counts it, end (MiB)"),
     ("checkpoints", "checkpoints created"),
+    ("evictions", "cache entries evicted"),
 )
 PREDICTED_ROWS = (
     ("accounted_mib_end", "model: cache size as the design counts it, end (MiB)"),

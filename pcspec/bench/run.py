@@ -125,7 +125,8 @@ def measured_figures(d: DesignResult) -> dict[str, Spread | None]:
 
     return {
         "update_ms_last": per_run(lambda r: r.requests[-1].update_ms),
-        "update_ms_sum": per_run(lambda r: sum(m.update_ms or 0.0 for m in r.requests)),
+        "update_ms_sum": per_run(lambda r: sum(m.update_ms or 0.0 for m in r.requests)
+                                 if any(m.update_ms is not None for m in r.requests) else None),
         "ttft_ms_last": per_run(lambda r: r.requests[-1].ttft_ms),
         "request_s_sum": per_run(lambda r: sum(m.total_ms for m in r.requests) / 1000),
         "peak_rss_mib": per_run(lambda r: max(m.peak_rss for m in r.requests) / MIB),
@@ -133,6 +134,7 @@ def measured_figures(d: DesignResult) -> dict[str, Spread | None]:
         "rss_growth_mib": per_run(lambda r: (r.requests[-1].rss - r.idle_rss) / MIB),
         "cache_mib_end": per_run(lambda r: r.requests[-1].cache_mib),
         "checkpoints": per_run(lambda r: sum(m.checkpoints for m in r.requests)),
+        "evictions": per_run(lambda r: sum(m.evictions for m in r.requests)),
     }
 
 

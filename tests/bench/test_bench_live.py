@@ -36,6 +36,7 @@ def test_the_server_and_the_model_agree_on_the_bytes(name: str, tmp_path: Path) 
             # the server's "cache state" line rounds to the KiB
             assert m.cache_mib is not None and abs(m.cache_mib - p.accounted / 2**20) < 0.01
         assert [m.checkpoints for m in run.requests] == [p.created for p in d.predicted]
+        assert [m.evictions for m in run.requests] == [p.evictions for p in d.predicted]
         # the RSS over the idle server is at least what the model holds after the request (the
         # process holds it too) and at most its peak plus the allocator's slack
         last, p = run.requests[-1], d.predicted[-1]
