@@ -47,6 +47,7 @@ def register(sub: Any) -> None:
         p.add_argument("--" + name.replace("_", "-"), type=int, default=None, metavar="N",
                        help=argparse.SUPPRESS if name in ("n_predict", "reply_tokens", "seed") else f"set {name}")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--save", type=Path, metavar="FILE.json", help="also write the results as JSON to FILE")
     p.add_argument("--plot", type=Path, metavar="FILE.png",
                    help="RSS and cache bytes over the requests, one line per design (needs matplotlib)")
     p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
@@ -71,9 +72,17 @@ def run(args: argparse.Namespace) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             raise PcspecError("--plot needs matplotlib: pip install 'pcspec[bench]'") from None
+    for opt, path in (("--save", args.save), ("--plot", args.plot)):
+        if path is not None and not path.resolve().parent.is_dir():
+            raise PcspecError(f"{opt}: {path.parent} is not a folder")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pcspec-bench-"))
     show = plain_lines(not args.json)
     results = [bench(w, designs, model_only=args.model_only, workdir=workdir, progress=show) for w in workloads]
+    if args.save is not None:
+        try:
+            args.save.write_text(json.dumps([to_json(r) for r in results], indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise PcspecError(f"--save: cannot write {args.save}: {exc.strerror}") from None
     failed = any(m.error for res in results for d in res.designs for r in d.runs for m in r.requests)
     if args.json:
         print(json.dumps([to_json(r) for r in results], indent=1))

@@ -42,3 +42,12 @@ def test_a_model_only_run(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data[0]["model_only"] and data[0]["workload"]["turns"] == 3
     assert data[0]["designs"][0]["predicted"]["saves"] == 2
+
+
+def test_save_and_plot_paths_are_checked_first(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _one_line(capsys, ["bench", "grown", "--model-only", "--save", str(tmp_path / "no" / "x.json")],
+              f"--save: {tmp_path / 'no'} is not a folder")
+    out = tmp_path / "x.json"
+    assert main(["bench", "grown", "--model-only", "--turns", "2", "--design", "fixed", "--save", str(out)]) == 0
+    assert "model: saves" in capsys.readouterr().out
+    assert json.loads(out.read_text())[0]["designs"][0]["design"] == "fixed"
