@@ -195,3 +195,23 @@ def test_a_model_only_table_json_and_plot(tmp_path: Path) -> None:
     png = tmp_path / "bench.png"
     report.plot([res], png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_bench_models_state_sizes_are_the_servers() -> None:
+    """The sizes ``calibrate.SIZES`` derives from the bench models' shapes give the checkpoint sizes
+    the 0c1e570 server logged for them: a full window of swa-big (512 cells) 24.006 MiB, 295
+    cells 13.832 MiB, a hybrid-big checkpoint 16.012 MiB (docs/BENCH.md)."""
+    from pcspec.live.calibrate import SIZES
+    from pcspec.live.models import BIG, SPECS
+
+    assert set(BIG) <= set(SPECS) and SPECS["swa-big"].n_swa == 512
+    swa, hyb = SIZES["swa-big"], SIZES["hybrid-big"]
+    _, ckpt = swa.offsets(1)
+    mib = 2**20
+    assert round((512 * swa.per_cell + ckpt) / mib, 3) == 24.006
+    assert round((295 * swa.per_cell + ckpt) / mib, 3) == 13.832
+    _, hckpt = hyb.offsets(1)
+    assert round((hyb.rs + hckpt) / mib, 3) == 16.012
+    # the presets' configurations are valid at these sizes
+    for name in LIVE_PRESETS:
+        assert config(PRESETS[name]).cell_bytes in (swa.per_cell, hyb.per_cell)
