@@ -14,6 +14,9 @@ kind         arch        memory the server builds (``llama_model::create_memory`
 ``hybrid``   jamba       attention layers plus mamba layers (``llama_memory_hybrid``)
 ===========  ==========  ================================================================
 
+Two bench models (``BIG``: ``swa-big``, ``hybrid-big``; ``pcspec bench``, docs/BENCH.md) have
+checkpoints of tens of MiB (24 and 16 MiB) and files of 26 and 53 MB, made the same way.
+
 ``decision=`` writes a model of one kind as a decision model as well (``lfm2-d1`` or
 ``openjev``: the same file plus two metadata keys; pcspec/live/decision.py, docs/LIVE.md).
 
