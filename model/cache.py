@@ -26,12 +26,22 @@ from pcspec.model.variants import Accounting, AllocScope, Sharing, Variant
 
 
 def lcp(a: Tokens, b: Tokens) -> int:
-    """server_tokens::get_common_prefix for text tokens."""
+    """server_tokens::get_common_prefix for text tokens: the first index where they differ.
+    (Found by halving over slices, which compare in C: a long conversation's prompts of tens of
+    thousands of tokens are compared with every cache entry on every save and load.)"""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo]; a[:hi] != b[:hi]
+    while hi - lo > 32:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    while lo < n and a[lo] == b[lo]:
+        lo += 1
+    return lo
 
 
 @dataclass(eq=False)

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "pcspec.commands.check_log",
     "pcspec.commands.slotfile",
     "pcspec.commands.live",
+    "pcspec.commands.bench",
     "pcspec.commands.conform",
     "pcspec.commands.campaign",
 )

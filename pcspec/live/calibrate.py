@@ -16,14 +16,14 @@ from dataclasses import dataclass, replace
 
 from pcspec.core.errors import PcspecError
 from pcspec.live.designs import DESIGNS
-from pcspec.live.models import N_VOCAB
+from pcspec.live.models import N_VOCAB, SPECS
 from pcspec.live.process import Flags
 from pcspec.live.schedule import ServerFacts
 from pcspec.model.config import MIB, STATE_HEADER, Config, MemoryKind
 from pcspec.model.variants import MASTER, RULE_SETS, Variant, get_variant, seam_differences
 
 KIND_MEMORY = {"kv": MemoryKind.KV, "swa": MemoryKind.SWA, "recurrent": MemoryKind.RECURRENT,
-               "hybrid": MemoryKind.HYBRID}
+               "hybrid": MemoryKind.HYBRID, "swa-big": MemoryKind.SWA, "hybrid-big": MemoryKind.HYBRID}
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,14 @@ SIZES: dict[str, Sizes] = {
     "swa": Sizes(per_cell=524, base=128, ckpt_base=64, caches=2),
     "recurrent": Sizes(per_cell=0, base=0, rs=19524),
     "hybrid": Sizes(per_cell=524, base=64, rs=19524, caches=1),
+    # The bench models (pcspec.live.models.BIG), by the same rules from their shapes: a cache of L
+    # f16 layers writes 16 + 24 L bytes and 12 + 4 n_embd_kv L per cell, a recurrent state 20 bytes
+    # plus, per mamba layer, 24 + 4 (d_conv - 1) d_inner + 4 d_state d_inner. swa-big: 4 + 4 layers
+    # of 3072-wide K and V; hybrid-big: 2 attention layers as the tiny hybrid's, 8 mamba layers of
+    # 4096 x 128. The server's checkpoint lines agree to the KiB on 0c1e570 (24.006 MiB for a
+    # full window of swa-big: 512 cells, 16.012 MiB for hybrid-big; docs/BENCH.md).
+    "swa-big": Sizes(per_cell=4 * 2 * 3072 * 2 + 12, base=2 * (16 + 24 * 4), ckpt_base=16 + 24 * 4, caches=2),
+    "hybrid-big": Sizes(per_cell=524, base=64, rs=20 + 8 * (24 + 4 * 3 * 128 + 4 * 4096 * 128), caches=1),
 }
 
 # The October tree's rules are closest to the model's ``master`` design; the seams where they
@@ -95,7 +103,7 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
         n_ubatch=flags.n_ubatch,
         kv_unified=flags.kv_unified,
         memory=memory,
-        n_swa=32 if memory == MemoryKind.SWA else 0,
+        n_swa=SPECS[kind].n_swa if memory == MemoryKind.SWA else 0,
         swa_cells=facts.swa_cells or 256,
         cell_bytes=max(1, sz.per_cell),
         # a recurrent checkpoint (and state) is exact: the state's own header is the model's

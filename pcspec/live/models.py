@@ -14,6 +14,9 @@ kind         arch        memory the server builds (``llama_model::create_memory`
 ``hybrid``   jamba       attention layers plus mamba layers (``llama_memory_hybrid``)
 ===========  ==========  ================================================================
 
+Two bench models (``BIG``: ``swa-big``, ``hybrid-big``; ``pcspec bench``, docs/BENCH.md) have
+checkpoints of tens of MiB (24 and 16 MiB) and files of 26 and 53 MB, made the same way.
+
 ``decision=`` writes a model of one kind as a decision model as well (``lfm2-d1`` or
 ``openjev``: the same file plus two metadata keys; pcspec/live/decision.py, docs/LIVE.md).
 
@@ -30,7 +33,7 @@ from typing import Any
 
 from pcspec.live.lazy import np  # numpy comes with gguf, a live-only dependency
 
-KINDS = ("kv", "swa", "recurrent", "hybrid")
+KINDS = ("kv", "swa", "recurrent", "hybrid")  # the tiny ones; BIG adds the bench models
 N_VOCAB = 272
 TOKEN_BOS = 257  # also EOS (requests send ignore_eos)
 N_EMBD = 64
@@ -81,6 +84,12 @@ class ModelSpec:
     arch: str
     n_layer: int
     n_swa: int = 0  # sliding window (swa only)
+    # the bench models (BIG): wide K/V heads and wide recurrent states on a narrow residual
+    # stream, so that a checkpoint is tens of MiB while a token costs little to compute
+    n_head_kv: int = N_HEAD
+    head_dim: int = N_EMBD // N_HEAD
+    d_state: int = 0  # mamba's state size (0: D_STATE)
+    attn_layers: frozenset[int] = frozenset({1, 3})  # jamba only
 
 
 SPECS: dict[str, ModelSpec] = {
@@ -89,6 +98,19 @@ SPECS: dict[str, ModelSpec] = {
     "recurrent": ModelSpec("recurrent", "mamba", 2),
     "hybrid": ModelSpec("hybrid", "jamba", 4),
 }
+
+# The bench models (``pcspec bench``, docs/BENCH.md): checkpoints of tens of MiB, sized for a
+# 2-core, 24 GiB machine. ``swa-big``: gemma2, 8 layers (0, 2, 4, 6 slide over 512 tokens),
+# 24 K/V heads of 128 (3072 f16 values each of K and V per layer and cell: 12 KiB; a checkpoint
+# of the four SWA layers over the window is 512 x 4 x 12 KiB = 24 MiB). ``hybrid-big``: jamba,
+# 10 layers, 8 mamba layers with a state of 4096 x 128 f32 (2 MiB each: a checkpoint, the
+# recurrent part, is 16 MiB) and two small attention layers (1 and 6). A recurrent token costs
+# in proportion to its state: about 40 ms on one thread of this machine (24 MiB: 58 ms).
+BIG: dict[str, ModelSpec] = {
+    "swa-big": ModelSpec("swa-big", "gemma2", 8, 512, n_head_kv=24, head_dim=128),
+    "hybrid-big": ModelSpec("hybrid-big", "jamba", 10, d_state=4096, attn_layers=frozenset({1, 6})),
+}
+SPECS.update(BIG)
 
 
 def _bytes_to_unicode() -> list[str]:
@@ -155,11 +177,13 @@ def _common(w: Any, spec: ModelSpec, weights: _Weights) -> None:
     weights.norm("output_norm.weight")
 
 
-def _attention(weights: _Weights, i: int, post_norms: bool) -> None:
+def _attention(weights: _Weights, i: int, post_norms: bool, spec: ModelSpec | None = None) -> None:
+    width = N_EMBD if spec is None else spec.n_head_kv * spec.head_dim  # n_head = n_head_kv
+    scale = 0.2 if width == N_EMBD else 0.2 * (N_EMBD / width) ** 0.5
     weights.norm(f"blk.{i}.attn_norm.weight")
     for t in ("q", "k", "v"):
-        weights.add(f"blk.{i}.attn_{t}.weight", (N_EMBD, N_EMBD))
-    weights.add(f"blk.{i}.attn_output.weight", (N_EMBD, N_EMBD))
+        weights.add(f"blk.{i}.attn_{t}.weight", (N_EMBD, width))
+    weights.add(f"blk.{i}.attn_output.weight", (width, N_EMBD), scale=scale)
     if post_norms:
         weights.norm(f"blk.{i}.post_attention_norm.weight")
 
@@ -177,29 +201,29 @@ D_CONV, D_STATE, DT_RANK = 4, 16, 4
 D_INNER = 2 * N_EMBD  # only an expansion factor of 2 is supported
 
 
-def _mamba(weights: _Weights, i: int, jamba: bool) -> None:
+def _mamba(weights: _Weights, i: int, jamba: bool, d_state: int = D_STATE) -> None:
     weights.norm(f"blk.{i}.attn_norm.weight")
     weights.add(f"blk.{i}.ssm_in.weight", (N_EMBD, 2 * D_INNER))
     weights.add(f"blk.{i}.ssm_conv1d.weight", (D_CONV, D_INNER))
     weights.add(f"blk.{i}.ssm_conv1d.bias", (D_INNER,), scale=0.05)
-    weights.add(f"blk.{i}.ssm_x.weight", (D_INNER, DT_RANK + 2 * D_STATE))
+    weights.add(f"blk.{i}.ssm_x.weight", (D_INNER, DT_RANK + 2 * d_state))
     weights.add(f"blk.{i}.ssm_dt.weight", (DT_RANK, D_INNER))
     weights.add(f"blk.{i}.ssm_dt.bias", (D_INNER,), scale=0.05)
     if jamba:
         weights.add(f"blk.{i}.ssm_dt_norm.weight", (DT_RANK,), const=1.0)
-        weights.add(f"blk.{i}.ssm_b_norm.weight", (D_STATE,), const=1.0)
-        weights.add(f"blk.{i}.ssm_c_norm.weight", (D_STATE,), const=1.0)
+        weights.add(f"blk.{i}.ssm_b_norm.weight", (d_state,), const=1.0)
+        weights.add(f"blk.{i}.ssm_c_norm.weight", (d_state,), const=1.0)
     # A = -exp(A_log) is stored: negative, so the state decays
-    a = -np.tile(np.arange(1, D_STATE + 1, dtype=np.float32), (D_INNER, 1))
+    a = -np.tile(np.arange(1, d_state + 1, dtype=np.float32), (D_INNER, 1))
     weights.w.add_tensor(f"blk.{i}.ssm_a", a)
     weights.add(f"blk.{i}.ssm_d", (D_INNER,), const=1.0)
     weights.add(f"blk.{i}.ssm_out.weight", (D_INNER, N_EMBD))
 
 
-def _ssm_keys(w: Any) -> None:
+def _ssm_keys(w: Any, d_state: int = D_STATE) -> None:
     w.add_ssm_conv_kernel(D_CONV)
     w.add_ssm_inner_size(D_INNER)
-    w.add_ssm_state_size(D_STATE)
+    w.add_ssm_state_size(d_state)
     w.add_ssm_time_step_rank(DT_RANK)
 
 
@@ -220,10 +244,14 @@ def write_model(kind: str, path: Path, seed: int = 0, decision: str | None = Non
     if decision is not None:
         w.add_string(f"{spec.arch}.decision.type", decision)
         w.add_string("tokenizer.chat_template.systemone", SYSTEMONE_TEMPLATES[decision])
+    big = spec.kind in BIG
     if spec.arch in ("llama", "gemma2"):
         w.add_feed_forward_length(N_FF)
-        w.add_head_count(N_HEAD)
-        w.add_head_count_kv(N_HEAD)
+        w.add_head_count(spec.n_head_kv)
+        w.add_head_count_kv(spec.n_head_kv)
+        if big:
+            w.add_key_length(spec.head_dim)
+            w.add_value_length(spec.head_dim)
         if spec.arch == "gemma2":
             w.add_sliding_window(spec.n_swa)
             w.add_attn_logit_softcapping(50.0)
@@ -232,7 +260,7 @@ def write_model(kind: str, path: Path, seed: int = 0, decision: str | None = Non
             w.add_rope_dimension_count(N_EMBD // N_HEAD)
         post = spec.arch == "gemma2"
         for i in range(spec.n_layer):
-            _attention(weights, i, post)
+            _attention(weights, i, post, spec if big else None)
             _ffn(weights, i, post)
     elif spec.arch == "mamba":
         w.add_feed_forward_length(0)
@@ -241,17 +269,18 @@ def write_model(kind: str, path: Path, seed: int = 0, decision: str | None = Non
         _ssm_keys(w)
         for i in range(spec.n_layer):
             _mamba(weights, i, jamba=False)
-    else:  # jamba: layers 1 and 3 attention, 0 and 2 mamba
-        attn_layers = {1, 3}
+    else:  # jamba: layers 1 and 3 attention, 0 and 2 mamba (the tiny one)
+        attn_layers = spec.attn_layers
+        d_state = spec.d_state or D_STATE
         w.add_feed_forward_length(N_FF)
         w.add_head_count(N_HEAD)
         w.add_head_count_kv([N_HEAD if i in attn_layers else 0 for i in range(spec.n_layer)])
-        _ssm_keys(w)
+        _ssm_keys(w, d_state)
         for i in range(spec.n_layer):
             if i in attn_layers:
                 _attention(weights, i, post_norms=False)
             else:
-                _mamba(weights, i, jamba=True)
+                _mamba(weights, i, jamba=True, d_state=d_state)
             _ffn(weights, i, post_norms=False)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -274,7 +303,7 @@ def ensure_model(kind: str, directory: Path, seed: int = 0, decision: str | None
     """The model file of ``kind`` (a decision model of type ``decision`` if given) in
     ``directory``, generated if it is not there."""
     if kind not in SPECS:
-        raise ValueError(f"unknown model kind {kind!r}; kinds: {', '.join(KINDS)}")
+        raise ValueError(f"unknown model kind {kind!r}; kinds: {', '.join(SPECS)}")
     if decision is not None and decision not in DECISION_TYPES:
         raise ValueError(f"unknown decision type {decision!r}; types: {', '.join(DECISION_TYPES)}")
     path = directory / model_key(kind, seed, decision)
@@ -289,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) not in (2, 3) or args[0] not in SPECS:
-        print(f"usage: python -m pcspec.live.models {{{','.join(KINDS)}}} OUT.gguf [SEED]", file=sys.stderr)
+        print(f"usage: python -m pcspec.live.models {{{','.join(SPECS)}}} OUT.gguf [SEED]", file=sys.stderr)
         return 2
     path = write_model(args[0], Path(args[1]), int(args[2]) if len(args) == 3 else 0)
     print(f"{path} ({path.stat().st_size} bytes)")
