@@ -93,9 +93,9 @@ def _without_timings(data: dict[str, Any]) -> Any:
 def test_same_verdicts_with_another_hash_seed_under_load(
     verified: tuple[dict[str, Any], Path], tmp_path: Path
 ) -> None:
-    """Issue 8: the verdicts depend on the commit, the seed and the example budgets only; not
-    on the number of worker processes either (issue 25: the first run has the default, the
-    machine's cores; this one runs in one process)."""
+    """The verdicts depend on the commit, the seed and the example budgets only; not on the
+    number of worker processes either (the first run has the default, the machine's cores;
+    this one runs in one process)."""
     first, out1 = verified
     second = run_verify(tmp_path, hash_seed=12345, load=True, extra=("--workers", "1"))
     assert _without_timings(second) == _without_timings(first)
