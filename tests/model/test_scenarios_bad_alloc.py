@@ -1,4 +1,4 @@
-"""Issue 2, must-show (g): an allocation failure while saving a prompt.
+"""An allocation failure while saving a prompt.
 
 server-task.cpp, ``server_prompt_cache::alloc``: the two ``resize`` calls are in a ``try``;
 on ``std::bad_alloc`` the cache sets ``limit_size = max(1, 0.4 * size())`` -- for good, it is

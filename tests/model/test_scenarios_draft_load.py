@@ -1,4 +1,4 @@
-"""Issue 2, must-show (h): the draft-state load fails after the target load succeeded.
+"""The draft-state load fails after the target load succeeded.
 
 server-task.cpp, ``server_prompt_cache::load`` on the chosen entry:
 ``set_data_ext(ctx_tgt, main)``; on success ``main.clear(); main.shrink_to_fit()``; then, when

@@ -1,4 +1,4 @@
-"""Issue 2, must-show (f): FIFO eviction, the strict byte limit, the token limit.
+"""FIFO eviction, the strict byte limit, the token limit.
 
 server-task.cpp: ``alloc`` step 5 pops the front (oldest) entry while ``size() + new_size >
 limit_size`` (only when there is a byte limit); ``update`` then pops the front while

@@ -1,4 +1,4 @@
-"""Issue 2, must-show (e): which cache entry ``server_prompt_cache::load`` picks.
+"""Which cache entry ``server_prompt_cache::load`` picks.
 
 server-task.cpp, ``load``: the baseline is the slot's own ``f_keep = lcp0 / len(slot)`` (or
 -1 for an empty slot) and ``f_sim = lcp0 / len(new)``; entries are scanned front to back, an

@@ -1,4 +1,4 @@
-"""Issue 2, must-show (d): restore arithmetic and the invalidation that follows.
+"""Restore arithmetic and the invalidation that follows.
 
 server-context.cpp, update_slots (SLOT_STATE_STARTED), as of #30137's merged diff:
 ``pos_next = n_past = lcp``; ``pos_min_thold = max(0, pos_next - n_swa - (has_new ? 0 : 1))``;

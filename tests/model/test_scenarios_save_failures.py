@@ -1,4 +1,4 @@
-"""Issue 2, must-show (c): a short state read during a save (``save.read.tgt``).
+"""A short state read during a save (``save.read.tgt``).
 
 ``server_slot::prompt_save`` first calls ``server_prompt_cache::alloc`` -- which removes
 obsolete entries, makes room and appends the new entry -- and only then fills the entry with

@@ -1,4 +1,4 @@
-"""Issue 2, must-show (a) and (b): checkpoint sharing, cache accounting and payload copies.
+"""Checkpoint sharing, cache accounting and payload copies.
 
 The workload is a growing chat conversation on two slots with idle-slot caching (the "two slots,
 idle caching" workload of the #30137 description's memory table): conversation A is pinned to
