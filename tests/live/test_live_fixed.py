@@ -31,11 +31,9 @@ if BINARY is None:
                 allow_module_level=True)
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 
-from pcspec.live.campaign import References  # noqa: E402
 from pcspec.live.explain import explain  # noqa: E402
-from pcspec.live.models import ensure_model  # noqa: E402
-from pcspec.live.report import read_workload  # noqa: E402
-from pcspec.live.session import Outcome, Target, execute  # noqa: E402
+from pcspec.live.session import Outcome  # noqa: E402
+from tests.support.live import replay  # noqa: E402
 
 DATA = paths.DATA / "live"
 RULES = "fixed@0c1e570"
@@ -45,14 +43,7 @@ DEFERRED = b"requested slot is unavailable, defer task"
 
 def _replay(name: str, models: Path, tmp_path: Path, timeout: float) -> Outcome:
     assert BINARY is not None
-    kind, flags, _seed, ops = read_workload(DATA / name)
-    model = ensure_model(kind, models)
-    refs = References(BINARY, model, tmp_path, timeout, kind)
-    try:
-        return execute(Target(BINARY, model, kind, flags), tmp_path / "run", refs.get(flags), ops=ops,
-                       timeout=timeout, variant=RULES)
-    finally:
-        refs.close()
+    return replay(BINARY, name, models, tmp_path, timeout=timeout, variant=RULES)
 
 
 def test_a_task_pinned_to_a_busy_slot_waits_and_is_answered(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from pcspec.live.client import Client  # noqa: E402
 from pcspec.live.models import KINDS, ensure_model  # noqa: E402
 from pcspec.live.process import Flags, ServerProcess  # noqa: E402
 from pcspec.model.state_versions import RESTORE_LOAD_FAILED  # noqa: E402
+from tests.support.live import Found, explained, replay  # noqa: E402
 
 SESSION_REQUESTS = 24
 # one slot, checkpoints 16 tokens apart, so that a 300-token prompt leaves several in the slot
@@ -138,23 +139,9 @@ def test_a_slot_file_of_another_version_is_refused(writer: str, reader: str, mod
     assert after.ok and after.data.get("timings", {}).get("cache_n", 0) == 0  # the slot was cleared
 
 
-def _replayed(binary: Path, build: str, name: str, models: Path, tmp_path: Path) -> list[tuple[str, str | None]]:
+def _replayed(binary: Path, build: str, name: str, models: Path, tmp_path: Path) -> Found:
     """The workload ``name`` run on ``binary``, compared with the model under ``build``'s rules."""
-    from pcspec.live.campaign import References
-    from pcspec.live.explain import explain
-    from pcspec.live.report import read_workload
-    from pcspec.live.session import Target, execute
-    from tests.support import paths
-
-    kind, flags, _seed, ops = read_workload(paths.DATA / "live" / name)
-    model = ensure_model(kind, models)
-    refs = References(binary, model, tmp_path, 15, kind)
-    try:
-        out = execute(Target(binary, model, kind, flags), tmp_path / "run", refs.get(flags), ops=ops, timeout=15,
-                      variant=build)
-    finally:
-        refs.close()
-    return [(f.rule, explain(f, out)) for f in out.analysis.findings]
+    return explained(replay(binary, name, models, tmp_path, variant=build))
 
 
 @pytest.mark.parametrize("build", ["b11549", "b11434"])

@@ -25,12 +25,11 @@ if BINARY is None:
     )
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 
-from pcspec.live.campaign import References, campaign  # noqa: E402
-from pcspec.live.explain import explain  # noqa: E402
-from pcspec.live.models import KINDS, ensure_model  # noqa: E402
-from pcspec.live.report import read_workload  # noqa: E402
-from pcspec.live.session import Outcome, Target, execute  # noqa: E402
+from pcspec.live.campaign import campaign  # noqa: E402
+from pcspec.live.models import KINDS  # noqa: E402
+from pcspec.live.session import Outcome  # noqa: E402
 from pcspec.live.slotfiles import FileView  # noqa: E402
+from tests.support.live import Found, explained, replay  # noqa: E402
 
 DATA = paths.DATA / "live"
 SESSION_REQUESTS = 24
@@ -55,19 +54,10 @@ def test_short_live_session(kind: str, models: Path, tmp_path: Path) -> None:
     assert not bad, "unexplained findings:\n" + "\n".join(bad)
 
 
-Found = list[tuple[str, str | None]]
-
-
-def _replay(name: str, models: Path, tmp_path: Path, timeout: float = 15) -> tuple[object, Found]:
+def _replay(name: str, models: Path, tmp_path: Path, timeout: float = 15) -> tuple[Outcome, Found]:
     assert BINARY is not None
-    kind, flags, _seed, ops = read_workload(DATA / name)
-    model = ensure_model(kind, models)
-    refs = References(BINARY, model, tmp_path, timeout, kind)
-    try:
-        out = execute(Target(BINARY, model, kind, flags), tmp_path / "run", refs.get(flags), ops=ops, timeout=timeout)
-    finally:
-        refs.close()
-    return out, [(f.rule, explain(f, out)) for f in out.analysis.findings]
+    out = replay(BINARY, name, models, tmp_path, timeout=timeout)
+    return out, explained(out)
 
 
 def test_swa_off_by_one_after_restore(models: Path, tmp_path: Path) -> None:
