@@ -373,9 +373,10 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
         pos_min=gate_pos_min,
     ))
     if error is not None:
-        # iterate() caught the exception (server-context.cpp:2700-2710): send_error, release
+        # iterate() caught the exception (server-context.cpp:2711-2721): send_error, release
         # this slot. The tokens it put into the batch are still decoded (the batch is built
-        # for all slots and decoded after the loop), so bookkeeping and memory agree.
+        # for all slots and decoded after the loop), so bookkeeping and memory agree, when
+        # another slot made the batch its own; else update_slots aborts (Server._update_slots).
         slot.release(srv, error=error)
         return n_cur
     if done:

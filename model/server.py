@@ -433,6 +433,10 @@ class Server:
         generating = [s for s in self.slots if s.state == SlotState.GENERATING]
         batch: list[tuple[int, Tokens]] = [(s.id, (s.next_token,)) for s in generating]
         room = self.cfg.n_batch - len(generating)
+        # batch.slot_batched: set by the generating slots' loop (server-context.cpp:2969-2971 at
+        # 0c1e570) and at the end of each prompt slot's callback (3619-3621; 4066 of b11549,
+        # 3909 of b11434), which a slot whose callback threw never reaches
+        batched = bool(generating)
         for slot in self.slots:
             if room <= 0:
                 break  # "batch is full, skip remaining slots"
@@ -442,6 +446,14 @@ class Server:
                 prompt_start(self, slot)
             if slot.state == SlotState.PROCESSING_PROMPT:
                 room -= prompt_batch(self, slot, room, batch)
+                # (iterate released a slot whose callback threw: it has no task any more)
+                batched = batched or slot.task is not None
+        if batch and not batched:
+            # Only slots whose callback threw (a std::bad_alloc out of create_checkpoint, which
+            # iterate catches, 2711-2721) put tokens into the batch: pre_decode returns and the
+            # next line aborts (2826 at 0c1e570, 3197 of b11549, 3050 of b11434). Seen on every
+            # design's build with an allocation fault (docs/FINDINGS.md, F6).
+            raise Abort("update_slots", "GGML_ASSERT(batch.slot_batched || batch.size() == 0) failed")
         # each sequence's first position in the batch: a generating slot's next one, a
         # prompt's first new one (prompt_batch has put its tokens into the slot already)
         starts = [s.prompt.n_tokens for s in generating]

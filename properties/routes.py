@@ -98,8 +98,16 @@ _MARKER_WHY = (
 
 _EMPTY_CKPT_WHY = (
     "a bad_alloc while creating a checkpoint leaves it appended with an empty payload"
-    " (server-context.cpp:2333, caught per slot 2700-2710); restoring it at the next prompt is a"
-    " no-op (load_tgt returns on empty data, common.cpp:2332-2334), so the memory is not rolled back"
+    " (server-context.cpp:2333, caught per slot 2711-2721; the server goes on only when another"
+    " slot made the batch its own, else it aborts: docs/FINDINGS.md, F6); restoring it at the"
+    " next prompt is a no-op (load_tgt returns on empty data, common.cpp:2332-2334), so the"
+    " memory is not rolled back"
+)
+_CKPT_BAD_ALLOC_WHY = (
+    "a bad_alloc while creating a checkpoint (caught per slot, server-context.cpp:2711-2721)"
+    " releases the slot before it makes the batch its own (3619-3621); when no other slot did,"
+    " its tokens are the batch's and GGML_ASSERT(batch.slot_batched || batch.size() == 0) aborts"
+    " (2826; docs/FINDINGS.md, F6, seen on every design's build)"
 )
 
 
@@ -174,8 +182,11 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         "from a file saved from an empty slot that is four tokens over an empty sequence, and a prompt"
         " sharing the first aborts: pos_min == -1, but n_past > 0 (server-context.cpp:3281-3284)"
     )
-    empty_ckpt_abort = _empty_ckpt(
-        "on a recurrent memory the seq_rm back to n_past then fails and aborts (common.cpp:1536-1539)"
+    ckpt_bad_alloc_abort = Route(
+        "checkpoint-bad-alloc",
+        _each("ckpt.alloc"),
+        _CKPT_BAD_ALLOC_WHY + "; beside such a slot, the empty checkpoint it leaves (master, #27451)"
+        " makes a later seq_rm of a recurrent memory back to n_past fail and abort (common.cpp:1536-1539)",
     )
     PER_HOLDER = {
         "ACC-1": (_policy("per-holder"),),
@@ -220,7 +231,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
             _main("short-checkpoint-read", SHORT_CKPT_READ),
             ESCAPED_BAD_ALLOC,
             CKPT_LOAD_FAILS,
-            empty_ckpt_abort,
+            ckpt_bad_alloc_abort,
             marker_abort,
         ),
     }
@@ -250,7 +261,10 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
             SLOT_RESTORE,
             SWA_OFF_BY_ONE,
         ),
-        "NOABORT-1": tuple(r for r in master["NOABORT-1"] if r.name != "empty-checkpoint"),
+        "NOABORT-1": (
+            *(r for r in master["NOABORT-1"] if r.name != "checkpoint-bad-alloc"),
+            Route("checkpoint-bad-alloc", _each("ckpt.alloc"), _CKPT_BAD_ALLOC_WHY),
+        ),
     }
     pr27451 = {
         **{k: v for k, v in common.items() if k != "RB-3"},

@@ -69,23 +69,39 @@ DESIGNS: dict[str, Design] = {
     )
 }
 
-# The fault points (docs/DESIGNS.md, "Fault points"): one patch on the state calls of src/, which
-# no design's patch touches, so it applies after any design's; compiled in only with the CMake
-# option, and a build without them never gets the patch: it stays the design's, byte for byte.
-FAULTS_PATCH = "faults/0001-llama-fault-points-for-the-state-calls.patch"
+# The fault points (docs/DESIGNS.md, "Fault points"): two patches on src/, which no design's patch
+# touches, so they apply after any design's; compiled in only with the CMake option, and a build
+# without them never gets the patches: it stays the design's, byte for byte.
+FAULTS_PATCHES = (
+    "faults/0001-llama-fault-points-for-the-state-calls.patch",
+    "faults/0002-llama-allocation-fault-points.patch",
+)
 FAULTS_FLAGS = ("-DLLAMA_FAULT_POINTS=ON",)
-# LLAMA_FAULTS sites of the patch -> the model's fault sites they stand for (model/heap.py: Faults)
+# LLAMA_FAULTS sites of the patches -> the model's fault sites they stand for (model/heap.py:
+# Faults). ``alloc.SIZE`` is the n-th ``operator new`` of exactly SIZE bytes: it stands for the
+# model's allocation site whose buffer has that size (``alloc_site``).
 FAULT_SITES: dict[str, tuple[str, ...]] = {
     "state.write.short": ("state.write.short",),
     "state.read.partial": ("ckpt.write.tgt", "ckpt.write.dft"),
     "state.read.full": ("load.write.tgt", "load.write.dft"),
     "state.load.file": ("file.write.tgt",),
+    "alloc.SIZE": ("ckpt.alloc", "save.alloc.main", "save.alloc.drft"),
 }
+
+
+def alloc_site(size: int, nth: int) -> str:
+    """The ``LLAMA_FAULTS`` item that fails the ``nth`` allocation of a ``size``-byte buffer:
+    a checkpoint's data (the model's ``ckpt.alloc``) or a cache entry's state
+    (``save.alloc.main``, ``save.alloc.drft``), which every design allocates with its exact size
+    (patches/faults/0002)."""
+    if size <= 0 or nth <= 0:
+        raise ValueError(f"alloc fault point: size and call must be positive, not {size} and {nth}")
+    return f"alloc.{size}@{nth}"
 
 
 def with_faults(design: Design) -> tuple[tuple[Path, ...], tuple[str, ...]]:
     """The patches and CMake flags of ``design``'s build with the fault points compiled in."""
-    return (*design.patch_paths(), PATCH_DIR / FAULTS_PATCH), FAULTS_FLAGS
+    return (*design.patch_paths(), *(PATCH_DIR / p for p in FAULTS_PATCHES)), FAULTS_FLAGS
 
 
 # Designs of the model that have no build yet, with the reason.

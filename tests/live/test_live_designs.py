@@ -25,7 +25,7 @@ import pytest
 from pcspec.live import build
 from pcspec.live.designs import (
     DESIGNS,
-    FAULTS_PATCH,
+    FAULTS_PATCHES,
     PATCH_DIR,
     UNAVAILABLE,
     Design,
@@ -66,7 +66,8 @@ def test_a_design_maps_to_its_tree_and_existing_package_files(name: str) -> None
 
 
 def test_every_patch_file_belongs_to_a_design() -> None:
-    used = {p.resolve() for d in DESIGNS.values() for p in d.patch_paths()} | {(PATCH_DIR / FAULTS_PATCH).resolve()}
+    used = {p.resolve() for d in DESIGNS.values() for p in d.patch_paths()}
+    used |= {(PATCH_DIR / p).resolve() for p in FAULTS_PATCHES}
     assert set(PATCH_DIR.resolve().glob("*/*.patch")) == used
     # the top-level folder and what the package holds (the link in a checkout, a copy in an
     # installed wheel) are the same files
@@ -303,20 +304,22 @@ def test_a_built_design_logs_what_master_logs(name: str, tmp_path: Path) -> None
             assert (int(mine[1]), int(mine[2])) == (max(pos_min, pos_max - N_SWA + 1), pos_max), (a, b)
 
 
-def test_the_fault_points_are_one_reviewable_patch_on_src_only() -> None:
-    """patches/faults: a format patch in llama.cpp's style that touches no file a design's patch
-    touches (so it applies after any design), names each LLAMA_FAULTS site, and maps each to the
+def test_the_fault_points_are_reviewable_patches_on_src_only() -> None:
+    """patches/faults: format patches in llama.cpp's style that touch no file a design's patch
+    touches (so they apply after any design), name each LLAMA_FAULTS site, and map each to the
     model's fault sites (designs.FAULT_SITES, model/heap.py: Faults.SITES)."""
     from pcspec.live.designs import FAULT_SITES
     from pcspec.model.heap import Faults
 
-    text = (PATCH_DIR / FAULTS_PATCH).read_text(encoding="utf-8")
-    _check_format_patch(text)
-    touched = set(_diff_files(text))
+    texts = [(PATCH_DIR / p).read_text(encoding="utf-8") for p in FAULTS_PATCHES]
+    for text in texts:
+        _check_format_patch(text)
+    text = "\n".join(texts)
+    touched = {f for t in texts for f in _diff_files(t)}
     assert touched == {"src/CMakeLists.txt", "src/llama-context.cpp", "src/llama-context.h"}
     for d in DESIGNS.values():
         assert not touched & {f for p in d.patch_paths() for f in _diff_files(p.read_text(encoding="utf-8"))}
     for site, model_sites in FAULT_SITES.items():
-        assert f'"{site}' in text or f"{site}" in text, site
+        assert f"'{site.split('.SIZE')[0]}" in text or f'"{site}' in text, site
         assert set(model_sites) <= set(Faults.SITES), site
     assert "#ifdef LLAMA_FAULT_POINTS" in text and "option(LLAMA_FAULT_POINTS" in text

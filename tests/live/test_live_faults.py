@@ -13,6 +13,14 @@ written (zeros: master's buffers are zero-filled), and a later request loads it,
 complete prompt state`` and pops the entry; ``fixed`` publishes only a whole entry (its patch
 0004).
 
+RB-2 ("a failed save leaves the cache exactly as it was") through an allocation that fails:
+``server_prompt_cache::alloc`` catches the ``std::bad_alloc`` of a state's ``resize`` and shrinks
+the cache's byte limit to 0.4 of what it holds (server-task.cpp:1762-1775 at 0c1e570), for good;
+``fixed`` keeps the limit (its patch 0008). A checkpoint whose allocation fails aborts every
+design's server when its slot is the only one in the batch (docs/FINDINGS.md, F6). The
+allocation is named by its size (``alloc.SIZE@n``, patches/faults/0002), which the model of the
+same requests gives (``pcspec.live.allocfaults``).
+
 Each test skips when its design's fault build is not cached.
 """
 
@@ -25,18 +33,22 @@ import pytest
 
 from pcspec.live.build import find_server
 from pcspec.live.designs import design_of, with_faults
+from pcspec.live.schedule import ServerFacts, read_facts
 
 pytestmark = pytest.mark.live
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 
+from pcspec.live import calibrate  # noqa: E402
+from pcspec.live.allocfaults import AllocCalls  # noqa: E402
 from pcspec.live.client import Client, Reply, generated, top_logprobs  # noqa: E402
 from pcspec.live.models import ensure_model  # noqa: E402
 from pcspec.live.process import Flags, ServerProcess  # noqa: E402
 from pcspec.live.transparency import compare  # noqa: E402
+from pcspec.model import events as ev  # noqa: E402
 from pcspec.model.config import Config  # noqa: E402
 from pcspec.model.server import Server  # noqa: E402
 from pcspec.model.variants import DESIGNS  # noqa: E402
-from pcspec.properties.catalogue import get_property  # noqa: E402
+from pcspec.properties.catalogue import CATALOGUE, get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
 
 FLAGS = Flags(n_slots=1, n_ctx=1024, n_batch=64, n_ubatch=64, cache_ram_mib=8, ctx_checkpoints=0)
@@ -55,12 +67,53 @@ def _binary(design: str) -> Path:
     return found
 
 
-def _run(binary: Path, workdir: Path, env: dict[str, str]) -> tuple[list[Reply], str]:
+def _run(binary: Path, workdir: Path, env: dict[str, str], prompts: tuple[list[int], ...] = (A, B, A)
+         ) -> tuple[list[Reply], str]:
     server = ServerProcess(binary, ensure_model("kv", workdir / "models"), FLAGS, workdir, name="s", env=env)
     with server:
         client = Client(server.url, timeout=30)
-        replies = [client.completion(p, n_predict=2) for p in (A, B, A)]
+        replies = [client.completion(p, n_predict=2) for p in prompts]
     return replies, server.log_bytes().decode("utf-8", "replace")
+
+
+def _rules(design: str) -> str:
+    """The model of ``design``'s build on 0c1e570 (designs.py: ``not_ported``)."""
+    return "october" if design == "master" else f"{design}@0c1e570"
+
+
+def _model_with_alloc_fault(design: str, kind: str, flags: Flags, facts: ServerFacts,
+                            prompts: tuple[list[int], ...], site: str, armed_after: int
+                            ) -> tuple[Server, dict[str, str], set[str]]:
+    """The model of ``design``'s build, configured for the server, on ``prompts``, with one
+    fault at ``site`` armed once ``armed_after`` allocations of the site's role were made. It
+    gives the fault build's environment that fails the same allocation, and the properties the
+    model violates on the way."""
+    srv = Server(calibrate.model_config(kind, flags, facts), calibrate.variant(_rules(design)))
+    calls = AllocCalls(srv.heap)
+    role = {"ckpt.alloc": "ckpt_tgt", "save.alloc.main": "main", "save.alloc.drft": "drft"}[site]
+    made = [0]
+
+    def count(e: ev.Event) -> None:
+        if isinstance(e, ev.Alloc) and e.role == role:
+            made[0] += 1
+
+    srv.heap.watch(ev.Alloc.kind, count)
+    judge = Judge(srv, list(CATALOGUE))
+    found = []
+    armed = False
+    for prompt in prompts:
+        srv.request(tuple(prompt), n_predict=2)
+        found += judge()
+        while not srv.idle and srv.crash is None:
+            if not armed and made[0] >= armed_after:
+                srv.inject(site)
+                armed = True
+            srv.step()
+            found += judge()
+        if srv.crash is not None:
+            break
+    assert armed and calls.items, "the model never made the allocation the fault is for"
+    return srv, calls.env(), {v.property for v in found}
 
 
 def _model_rb1(design: str) -> bool:
@@ -140,3 +193,145 @@ def test_a_checkpoint_restore_that_fails_aborts_the_server(design: str, tmp_path
     assert "checkpoint size mismatch" in log
     rules = "october" if design == "master" else f"{design}@0c1e570"
     assert not variant(rules).contain_failures
+
+
+C = [130 + (5 * i) % 100 for i in range(200)]
+
+
+@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+def test_a_failed_state_allocation_at_a_cache_save(design: str, tmp_path: Path) -> None:
+    """RB-2 on the binaries: the target state's allocation of the cache save that B's request
+    makes (A's prompt) throws ``std::bad_alloc``. master, #27451 and #30137 shrink the cache's
+    limit to 0.4 of its 0 bytes, 1 byte, and every later save is refused as over the limit: the
+    failed save changed the cache for good. fixed's build keeps the limit and caches the
+    prompts that come after (its patch 0008). The model of each build, on the same requests
+    with the same fault, gives the same verdict and the same cache."""
+    prompts = (A, B, C, A)
+    model, env, violated = _model_with_alloc_fault(design, "kv", FLAGS, ServerFacts(1, 1024, None), prompts,
+                                                   "save.alloc.main", 0)
+    (item,) = env["LLAMA_FAULTS"].split(",")
+    replies, log = _run(_binary(design), tmp_path, env, prompts)
+    assert read_facts(log) == ServerFacts(1, 1024, None)  # the facts the model was given
+    assert all(r.ok for r in replies), [r.error for r in replies]
+    size, n = item.removeprefix("alloc.").split("@")
+    _before, fired, after = log.partition(f"fault point 'alloc.{size}' fired at call {n}")
+    assert fired, f"the fault {item} did not fire"
+    # the next error line is the cache's catch: the fault fired at the allocation it was for
+    error = re.search(r" E .*", after)
+    assert error is not None and error[0].endswith("failed to allocate memory for prompt cache state: std::bad_alloc")
+    shrunk = "cache size limit reduced to" in after
+    held = int(re.findall(r"cache state: (\d+) prompts", after)[-1])
+    assert shrunk == ("RB-2" in violated) == (design != "fixed")
+    assert held == len(model.cache.entries)
+    if shrunk:
+        assert "exceeds cache size limit" in after and held == 0
+    else:
+        assert held == 2
+
+
+@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+def test_a_failed_checkpoint_allocation_aborts_the_server(design: str, tmp_path: Path) -> None:
+    """F6 (docs/FINDINGS.md) on the binaries: the SWA smoke sequence with the allocation of
+    prompt A's second checkpoint failing. ``iterate`` catches the ``std::bad_alloc`` out of
+    ``create_checkpoint``, answers A with an error and releases the slot, before the slot marks
+    the batch as its own (``batch.slot_batched``); its tokens are in the batch, no other slot
+    is, and ``GGML_ASSERT(batch.slot_batched || batch.size() == 0)`` aborts the server
+    (server-context.cpp:2826 at 0c1e570; the line moves with each design's patch). The model of
+    every build crashes at the same place; the model's full ``fixed`` contains the failure, a
+    seam its build does not port."""
+    from pcspec.live.smoke import FLAGS as SMOKE_FLAGS
+    from pcspec.live.smoke import PROMPT_A, PROMPT_B
+
+    facts = ServerFacts(1, 2048, 256)
+    model, env, violated = _model_with_alloc_fault(design, "swa", SMOKE_FLAGS, facts, (PROMPT_A, PROMPT_B, PROMPT_A),
+                                                   "ckpt.alloc", 1)
+    assert model.crash is not None and "NOABORT-1" in violated
+    server = ServerProcess(_binary(design), ensure_model("swa", tmp_path / "models"), SMOKE_FLAGS, tmp_path,
+                           name="s", env=env)
+    with server:
+        reply = Client(server.url, timeout=20).completion(PROMPT_A, n_predict=2)
+        assert reply.status == 500 and reply.error and "bad_alloc" in reply.error
+        if server.proc is not None:
+            server.proc.wait(timeout=20)
+        died = not server.alive()
+    log = server.log_bytes().decode("utf-8", "replace")
+    assert read_facts(log) == facts
+    item = env["LLAMA_FAULTS"]
+    assert item == "alloc.16840@2"  # the second checkpoint of A (a full window of 32 cells)
+    assert "fault point 'alloc.16840' fired at call 2" in log
+    assert "got exception: std::bad_alloc" in log and died
+    assert model.crash.message in log
+    assert not calibrate.variant(_rules(design)).contain_failures
+
+
+LONG = [200, 201, 202, 203]
+
+
+@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+def test_an_empty_checkpoint_after_a_failed_allocation_beside_a_generating_slot(design: str, tmp_path: Path) -> None:
+    """CKPT-2 on the binaries ("every checkpoint held is the state of a prefix"): slot 1
+    generates 3,000 tokens, so it has made the batch its own when the allocation of prompt A's
+    second checkpoint on slot 0 fails (``alloc.16844@2``: two KV streams add 4 bytes); the server
+    goes on (compare F6). master and #27451 appended the checkpoint before its fill
+    (server-context.cpp:2335 at 0c1e570): it stays, empty, goes to the cache with A's prompt
+    when B comes, and A sent again restores it (``restored context checkpoint (... n_tokens =
+    296 ... size = 0.000 MiB)``), a no-op load. #30137 appends a checkpoint only once filled, so
+    ``pr30137`` and ``fixed`` restore the one at 236. The model of each build, on the same
+    requests and fault, gives the same verdict and restores the same checkpoint."""
+    import threading
+    import time
+    from dataclasses import replace
+
+    from pcspec.live.smoke import FLAGS as SMOKE_FLAGS
+    from pcspec.live.smoke import PROMPT_A, PROMPT_B
+    from pcspec.model.slot import SlotState
+
+    flags = replace(SMOKE_FLAGS, n_slots=2, n_ctx=8192)
+    facts = ServerFacts(2, 4096, 256)
+    # the model: slot 1 generating, then A on slot 0 with the fault armed after its first checkpoint
+    srv = Server(calibrate.model_config("swa", flags, facts), calibrate.variant(_rules(design)))
+    calls = AllocCalls(srv.heap)
+    judge = Judge(srv, [get_property("CKPT-2")])
+    found = []
+    srv.request(tuple(LONG), n_predict=3000, id_slot=1)
+    while srv.slots[1].state != SlotState.GENERATING:
+        srv.step()
+    srv.request(tuple(PROMPT_A), n_predict=2, id_slot=0)
+    while not any(isinstance(e, ev.Alloc) and e.role == "ckpt_tgt" for e in srv.heap.events):
+        srv.step()
+        found += judge()
+    srv.inject("ckpt.alloc")
+    srv.run()
+    found += judge()
+    for prompt in (PROMPT_B, PROMPT_A):
+        srv.request(tuple(prompt), n_predict=2, id_slot=0)
+        srv.run()
+        found += judge()
+    assert srv.crash is None
+    restored = [e for e in srv.heap.events if isinstance(e, ev.CkptRestore)][-1]
+    env = calls.env()
+    assert env == {"LLAMA_FAULTS": "alloc.16844@2"}
+
+    server = ServerProcess(_binary(design), ensure_model("swa", tmp_path / "models"), flags, tmp_path,
+                           name="s", env=env)
+    with server:
+        client = Client(server.url, timeout=60)
+        long: list[Reply] = []
+        generating = threading.Thread(target=lambda: long.append(client.completion(LONG, n_predict=3000, id_slot=1)))
+        generating.start()
+        time.sleep(1.0)  # slot 1 is generating (its 4-token prompt takes milliseconds)
+        first = client.completion(PROMPT_A, n_predict=2, id_slot=0)
+        generating.join()
+        rest = [client.completion(p, n_predict=2, id_slot=0) for p in (PROMPT_B, PROMPT_A)]
+        alive = server.alive()
+    log = server.log_bytes().decode("utf-8", "replace")
+    assert read_facts(log) == facts
+    assert "fault point 'alloc.16844' fired at call 2" in log
+    assert first.status == 500 and first.error and "bad_alloc" in first.error
+    assert all(r.ok for r in (*long, *rest)) and alive, [r.error for r in (*long, *rest)]
+    lines = re.findall(r"restored context checkpoint \(pos_min = \d+, pos_max = \d+, n_tokens = (\d+), "
+                       r"n_past = \d+, size = ([\d.]+) MiB\)", log)
+    n_tokens, size = lines[-1]
+    empty = float(size) == 0.0
+    assert int(n_tokens) == restored.n_tokens
+    assert empty == bool(found) == (design in ("master", "pr27451"))

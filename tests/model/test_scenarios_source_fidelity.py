@@ -97,22 +97,43 @@ def test_requeue_prefers_the_task_pinned_to_the_released_slot() -> None:
     assert srv.slots[0].task is not None and srv.slots[0].task.id == 3
 
 
-# -- 5. bad_alloc while creating a checkpoint: iterate() catches it per slot (2700-2710) -------
+# -- 5. bad_alloc while creating a checkpoint: iterate() catches it per slot (2711-2721) -------
 
 
 @pytest.mark.parametrize("variant", ["master", "pr27451", "pr30137", "fixed"])
-def test_bad_alloc_in_create_checkpoint(variant: str) -> None:
+def test_bad_alloc_in_create_checkpoint_of_the_only_slot_in_the_batch(variant: str) -> None:
+    """The slot is released before ``slot_batched = &slot`` (3619-3621): its tokens are the
+    batch's only ones and ``GGML_ASSERT(batch.slot_batched || batch.size() == 0)`` (2826)
+    aborts. Seen on every design's build (docs/FINDINGS.md, F6)."""
     srv = Server(recurrent(n_batch=8, n_ubatch=4), DESIGNS[variant])
     srv.heap.faults.arm("ckpt.alloc")
     srv.request(tuple(range(1, 30)), spans=(8,), n_predict=2)
     srv.run()
-    assert srv.crash is None
-    slot = srv.slots[0]
-    release = [e for e in srv.heap.events if isinstance(e, ev.Release)]
     if variant == "fixed":  # contained: the checkpoint is skipped, the task completes
+        assert srv.crash is None
+        release = [e for e in srv.heap.events if isinstance(e, ev.Release)]
         assert release[0].error is None
         return
-    assert release[0].error and "bad_alloc" in release[0].error
+    assert srv.crash is not None and srv.crash.where == "update_slots"
+    assert "GGML_ASSERT(batch.slot_batched || batch.size() == 0)" in srv.crash.message
+
+
+@pytest.mark.parametrize("variant", ["master", "pr27451", "pr30137"])
+def test_bad_alloc_in_create_checkpoint_beside_a_generating_slot(variant: str) -> None:
+    """With a generating slot in the batch (it set ``slot_batched``, 2969-2971) the server goes
+    on: the failed slot's tokens are decoded with the others, and master and #27451 keep the
+    checkpoint they appended before the fill (2333), empty."""
+    srv = Server(recurrent(n_slots=2, n_batch=8, n_ubatch=4), DESIGNS[variant])
+    srv.request(tuple(range(100, 104)), n_predict=40, id_slot=1)
+    while srv.slots[1].state != SlotState.GENERATING:
+        srv.step()
+    srv.heap.faults.arm("ckpt.alloc")
+    srv.request(tuple(range(1, 30)), spans=(8,), n_predict=2, id_slot=0)
+    srv.run()
+    assert srv.crash is None
+    slot = srv.slots[0]
+    release = next(e for e in srv.heap.events if isinstance(e, ev.Release) and e.slot == 0)
+    assert release.error and "bad_alloc" in release.error
     # The batch's tokens were decoded with the others: bookkeeping and memory agree.
     assert srv.ctx_tgt.seqs[0].is_state_of(slot.prompt.tokens)
     if variant in ("master", "pr27451"):  # emplace_back before the fill (2333)
