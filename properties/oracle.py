@@ -32,6 +32,14 @@ _ROWS = {
     "pr30137": ". x . . . x x x . x . . x x x x x x . ? x . ? ? x x x . . .",
     "pr27451": ". x . . x x . x . x . . x x x x x x x ? x x ? ? x x x . . .",
     "fixed": ". . . . . . . . . . . . . . . . . . . . . . . . . . . . . .",
+    # The upstream build b11549 (model/variants.py: B11549, the rule set of its tree; no design's
+    # patch): master's verdicts. It keeps master's code wherever a cell's route runs; what it
+    # changed (the merged checkpoint appendix, non-aborting file-checkpoint loads, chat-only
+    # message spans) moves no verdict (REASONS below, docs/RULESETS.md). FILE-1 is violated too
+    # (master's route, tests/data/model/b11549-file1-empty-checkpoint.jsonl), but `?`: message
+    # spans of raw requests count for nothing there, checkpoints are rarer, and the walk first
+    # finds it at example 10,719 of seed 0 (master: 2,399), beyond verify's hunt of 4,000.
+    "b11549": ". x . . x x x . . . . . x x x x x x ? ? x x ? ? x x x . . .",
 }
 
 ORACLE: dict[str, dict[str, Expect]] = {
@@ -146,6 +154,20 @@ REASONS: dict[str, dict[str, str]] = {
         "PROGRESS-1": ("unchanged from master: the busy pinned slot's cache load"),
         "LIVE-1": ("the existing recovery path shrinks the limit"),
         "PERF-2": ("unchanged from master"),
+    },
+    # Lines of b11549's tree (tools/server/ unless a path is given; docs/RULESETS.md says how to
+    # get it). Every other x: master's reason, the same code at the lines RULESETS.md maps.
+    "b11549": {
+        "CKPT-2": (
+            "unchanged from master: create_checkpoint appends before it fills (server-context.cpp:2566-2575"
+            " of b11549)"
+        ),
+        "RB-2": ("the same alloc: bad_alloc shrinks the limit (server-task.cpp:1773 of b11549)"),
+        "RB-3": ("states.push_back stays outside the try (server-task.cpp:1782 of b11549)"),
+        "NOABORT-1": (
+            "a checkpoint made in this process that fails to load still aborts (server-context.cpp:3749 of"
+            " b11549); only one restored from a slot file falls back"
+        ),
     },
 }
 

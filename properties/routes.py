@@ -280,7 +280,22 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         ),
         "NOABORT-1": tuple(r for r in master["NOABORT-1"] if r.name != "escaped-bad-alloc"),
     }
-    return {"master": master, "pr30137": pr30137, "pr27451": pr27451}
+    # b11549 keeps master's code on every route (properties/oracle.py); its traces differ only
+    # where its rules do: a request's message spans count only from a chat session there, so
+    # the SWA off-by-one's trace sends its prompts as chat requests.
+    b11549 = {k: v for k, v in master.items() if k != "FILE-1"}  # (`?` there: properties/oracle.py)
+    b11549["RESTORE-1"] = (
+        *master["RESTORE-1"],
+        Route(
+            "unshared-last-position",
+            NONE,
+            "the restore search skips only checkpoints with pos_max > pos_next (server-context.cpp:"
+            "3735-3737 of b11549): one whose last position is the prompt's first unshared one (pos_max ="
+            " pos_next = n_prefix) is restored, the state of a token the prompt does not share; #30137's"
+            " merged diff erases checkpoints with n_tokens > n_prefix before the search",
+        ),
+    )
+    return {"master": master, "pr30137": pr30137, "pr27451": pr27451, "b11549": b11549}
 
 
 ROUTES: dict[str, dict[str, tuple[Route, ...]]] = _rows()

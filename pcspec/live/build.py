@@ -48,7 +48,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pcspec.live.designs import DesignUnavailable, design_of, with_faults
+from pcspec.live.designs import SANITIZE_FLAGS, DesignUnavailable, design_of, with_faults
 
 
 @dataclass(frozen=True)
@@ -275,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
                         "--patch adds patches after the design's")
     p.add_argument("--faults", action="store_true",
                    help="with --design: compile in the fault points (LLAMA_FAULTS; docs/DESIGNS.md)")
+    p.add_argument("--sanitize", action="store_true",
+                   help="compile llama, common and the server with AddressSanitizer and UndefinedBehaviorSanitizer "
+                        "(ggml is left as it is; docs/DESIGNS.md, \"Sanitizer builds\")")
     p.add_argument("--where", action="store_true", help="print the cached path; exit 1 when not built")
     p.add_argument("-j", "--jobs", type=int, default=2)
     p.add_argument("--keep-tree", action="store_true", help="keep the source and build trees")
@@ -298,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.tree is None:
         args.tree = DEFAULT_TREE
-    flags: list[str] = getattr(args, "flags", [])
+    flags: list[str] = [*getattr(args, "flags", []), *(SANITIZE_FLAGS if args.sanitize else ())]
     missing = [str(q) for q in args.patch if not q.is_file()]
     if missing:
         print(f"pcspec live build: no such patch file: {missing[0]}", file=sys.stderr)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pcspec.model.variants import DESIGNS, MUTANTS
+from pcspec.model.variants import ALL, DESIGNS, MUTANTS
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE, REASONS
 from pcspec.properties.routes import routes
@@ -29,7 +29,7 @@ def _routes(design: str, pid: str) -> list[str]:
 
 
 def render() -> str:
-    designs = list(DESIGNS)
+    designs = list(ORACLE)  # the model's designs, then the upstream build b11549
     lines = [
         "# Properties of the prompt cache and context checkpoints",
         "",
@@ -72,6 +72,9 @@ def render() -> str:
     lines += ["## Designs", ""]
     for v in DESIGNS.values():
         lines.append(f"- `{v.name}`: {v.summary}")
+    for name in ORACLE:
+        if name not in DESIGNS:
+            lines.append(f"- `{name}` (an upstream build, its rule set: docs/RULESETS.md): {ALL[name].summary}")
     lines += ["", "## Mutants", ""]
     lines += [
         "Each mutant plants one rule change in a design, its base (named after `of`). It is caught by one",

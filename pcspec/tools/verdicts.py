@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from pcspec.engines.search import HUNT_EXAMPLES, Hit, Run, hunt, survey
-from pcspec.model.variants import DESIGNS, MUTANTS, Variant
+from pcspec.model.variants import ALL, MUTANTS, Variant
 from pcspec.proofs.run import Row, RunConfig
 from pcspec.proofs.suite import run_suite
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS
 from pcspec.properties.judge import base_violates, replay, write_counterexample
 from pcspec.properties.judge import shrink_trace as shrink
-from pcspec.properties.oracle import MUTANT_TARGETS, expected
+from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE, expected
 from pcspec.properties.routes import route_name
 
 
@@ -302,8 +302,9 @@ class Tick:
 
 def selected(variants: Sequence[str] | None) -> tuple[list[Variant], list[Variant], int]:
     """The designs and the mutants ``verify`` runs (all, or those ``variants`` names), and how
-    many cells they make."""
-    designs = [v for name, v in DESIGNS.items() if not variants or name in variants]
+    many cells they make. The designs are the oracle's rows: the model's designs and the
+    upstream build b11549 (its rule set, properties/oracle.py)."""
+    designs = [ALL[name] for name in ORACLE if not variants or name in variants]
     mutants = [v for name, v in MUTANTS.items() if not variants or name in variants]
     return designs, mutants, len(designs) * len(CATALOGUE) + sum(len(MUTANT_TARGETS[v.name]) for v in mutants)
 

@@ -248,6 +248,22 @@ def test_design_where_names_the_design_build(name: str, monkeypatch: pytest.Monk
     assert out.strip().endswith(f"-p{len(d.patches)}/llama-server" if d.patches else "/llama-server")
 
 
+def test_a_sanitizer_build_is_a_build_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``--sanitize`` adds llama.cpp's ASan and UBSan options to the flags, so the binary is cached
+    apart from the design's plain build (and from its fault build)."""
+    from pcspec.live.designs import SANITIZE_FLAGS
+
+    monkeypatch.setenv(build.ENV_CACHE, str(tmp_path))
+    monkeypatch.delenv(build.ENV_SERVER, raising=False)
+    d = design_of("pr30137")
+    rc, out, _err = _run_build(["--design", "pr30137", "--sanitize", "--where"], capsys)
+    assert rc == 1
+    assert Path(out.strip()) == build.cached_server(d.tree, d.patch_paths(), SANITIZE_FLAGS)
+    assert Path(out.strip()) != build.cached_server(d.tree, d.patch_paths())
+    assert SANITIZE_FLAGS == ("-DLLAMA_SANITIZE_ADDRESS=ON", "-DLLAMA_SANITIZE_UNDEFINED=ON")
+
+
 # -- a built design's server -----------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ import pytest
 from pcspec.core.trace import load
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import replay
+from pcspec.properties.oracle import ORACLE
 from pcspec.properties.routes import ROUTES, evidence, evidence_name, ingredients, misplaced, route_of, routes, unlisted
 from tests.support import paths
 
@@ -115,3 +116,13 @@ def test_replay_names_the_route(capsys: pytest.CaptureFixture[str]) -> None:
     assert "route of STATE-1 on pr30137: swa-off-by-one" in capsys.readouterr().out
     assert main(["replay", "--json", str(path)]) == 0
     assert '"routes": {"STATE-1": "swa-off-by-one"}' in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_b11549_violates_file_1_where_verify_does_not_hunt_it() -> None:
+    """b11549's FILE-1 is `?` in the oracle only because verify's hunt budget does not reach it
+    (properties/oracle.py); master's route, the empty checkpoint a bad_alloc leaves beside a
+    generating slot, saved to a slot file whose appendix reader then discards it, shows it."""
+    trace = load(DATA.parent / "model" / "b11549-file1-empty-checkpoint.jsonl")
+    assert trace.variant.name == "b11549" and ORACLE["b11549"]["FILE-1"] == "?"
+    assert replay(trace, [get_property("FILE-1")]).matches(trace.expect)
+    assert route_of("master", "FILE-1", trace.ops) is not None
