@@ -188,11 +188,13 @@ class Server:
         return tid
 
     def request_group(self, prompts: Sequence[Tokens]) -> list[int]:
-        """A request of several decision prompts (the decision endpoint, server-context.cpp:
-        5760-5796 of b11549: one ``SERVER_TASK_TYPE_DECISION`` task per prompt, ids in order,
-        grouped by ``server_decision_group_tasks`` with ``--parallel`` slots, 5792-5793, and posted
-        together). Each posted task is then processed as it comes out of the queue: a parent takes
+        """A request of several decision prompts (``POST /v1/systemone``, server-context.cpp:
+        5755-5796 of b11549: one ``SERVER_TASK_TYPE_DECISION`` task per variant of each question,
+        ids in order, 5782-5790; for a decision type that can share a prompt, server-decision.h:
+        39-51, grouped by ``server_decision_group_tasks`` with ``--parallel`` slots, 5792-5793; then
+        posted together). Each posted task is processed as it comes out of the queue: a parent takes
         its slot and its children's slots at once (``_process_single_task``). Returns the task ids.
+        (A joint decision type posts one task for all the questions, 5777-5781: a ``request``.)
 
         Where a group forms, its prompt is shared by ``seq_cp``; the model's iSWA memory has no
         ``seq_cp`` (``Context.seq_cp``), so such a group on an iSWA target or draft is refused (a
@@ -423,7 +425,7 @@ class Server:
             self.deferred.append(task)
             return
         if task.is_parent:
-            # server-context.cpp:2758-2774 of b11549: the children's slots, or the task waits
+            # server-context.cpp:2761-2773 of b11549: the children's slots, or the task waits
             free = self.get_free_slots(len(task.children), slot.id)
             if len(free) < len(task.children):
                 self.heap.emit(ev.DeferredChildren(task=task.id, slot=slot.id, n_free=len(free),

@@ -207,7 +207,7 @@ class Slot:
         checkpoints; ``callback_on_release`` re-queues one deferred task. ``error`` is the
         message ``send_error`` answered the task with, if it failed; ``sampled`` False: the
         task sampled no token (a decision). A child task's slot keeps nothing: "do not keep
-        context of the child slots" (``prompt_clear``, 591-595 of b11434 and b11549), so no
+        context of the child slots" (``prompt_clear``, 591-594 of b11434 and b11549), so no
         idle-slot save ever sees a child's prompt. A failed task of a group of shared-prefix
         tasks has the others cancelled (``Server.cancel_siblings``)."""
         # token: the last one sampled (server-context.cpp:3837, process_token 1817-1821), sent in

@@ -4,12 +4,12 @@ children that share its first ``n_tokens_shared`` tokens, copied to them by ``se
 
 The C++ of b11549 (tools/server/):
 * server-decision.cpp:1139-1169: ``server_decision_group_tasks``, runs of ``--parallel`` prompts;
-* server-context.cpp:2758-2774, 2462-2518: the parent's slot, then ``get_free_slots`` for the
+* server-context.cpp:2761-2773, 2462-2518: the parent's slot, then ``get_free_slots`` for the
   children (deferred when too few), children launched first (``WAIT_OTHER``, 1955-1957), then the parent;
 * 3594-3595: the parent's prefix reuse capped at ``n_tokens_shared``;
 * 3834-3848, 3946-3948: the copy once the parent holds the shared prefix, the fill stopping there;
 * 761-766: ``copy_prompt_to``: ``seq_rm``, ``seq_cp`` on both contexts, ``prompt.clone()``;
-* 591-595: a child's release clears its prompt;
+* 591-594: a child's release clears its prompt;
 * 4243-4265: a parent in ``DONE_PROMPT`` with children still waiting fails an assert;
 * src/llama-memory-recurrent.cpp:202-205, 265-300, 605-630: the shared tail cell.
 """
@@ -97,7 +97,7 @@ def test_three_decisions_on_np3_share_the_parents_memory_at_the_shared_prefix() 
     # at n_tokens_shared (3594-3595)
     assert (starts[ids[0]].n_slot_tokens, starts[ids[0]].n_prefix) == (31, 29)
     assert all(starts[i].n_past == 29 for i in ids[1:])  # the children resume at the shared prefix
-    # the children's prompts are cleared at release (591-595); the parent keeps its own
+    # the children's prompts are cleared at release (591-594); the parent keeps its own
     assert all(srv.slots[c].prompt.tokens == () and srv.ctx_tgt.seqs[c].attn == () for c in children)
     assert srv.slots[holder].prompt.tokens == QUESTIONS[0]
 
@@ -256,7 +256,7 @@ def test_a_child_too_long_fails_and_the_others_are_cancelled() -> None:
     srv.run()
     rel = {e.task: e for e in events(srv, ev.Release)}
     # the child learns it is too long at its own prompt start, after the copy (3278 of b11549 is
-    # a context shift; the size check is the prompt start's, 3575-3584)
+    # a context shift; the size check is the prompt start's, 3565-3572)
     assert rel[ids[1]].error == "request exceeds the available context size"
     assert events(srv, ev.CopyPrompt)
     # the parent had answered already; the sibling, started in the same pass, answered before
@@ -339,3 +339,29 @@ def test_a_decision_type_goes_with_a_group() -> None:
     srv = server(RULE_SETS["b11549"])
     srv.request_group(QUESTIONS)
     assert all(s.task is not None and s.task.type == TaskType.DECISION for s in srv.slots)
+
+
+def test_a_waiting_child_holds_its_old_prompt_only() -> None:
+    """The holder graph (``model/ownership.py``): a child in ``WAIT_OTHER`` processes nothing
+    yet, so a checkpoint it holds must describe a prefix of its tokens, not of its task's prompt
+    (CKPT-2). A planted checkpoint of the task's prompt is named; once the child processes its
+    prompt, the same checkpoint is a state of its task's prefix and passes."""
+    from pcspec.model.checkpoint import Checkpoint, hold
+    from pcspec.model.memory import PARTIAL_ONLY
+    from pcspec.properties.checkpoints import ckpt2_describes_prefix
+
+    srv = server(RULE_SETS["b11549"], MemoryKind.RECURRENT)
+    srv.request_group(QUESTIONS)
+    child = next(s for s in srv.slots if s.state == SlotState.WAIT_OTHER)
+    assert child.task is not None
+    other = srv.ctx_tgt.seqs[child.id]
+    other.decode(child.task.tokens[:8])
+    img = other.image(PARTIAL_ONLY)
+    other.clear()
+    ck = Checkpoint(srv.heap.new_id(), 8, child.task.id, 7, 7)
+    ck.tgt = srv.heap.allocate(80, "ckpt_tgt", True, None)
+    srv.heap.fill(ck.tgt, img, 80)
+    hold(srv.heap, child.prompt, ck)
+    assert ckpt2_describes_prefix(srv, [])  # waiting: its tokens are (), not the task's
+    child.state = SlotState.PROCESSING_PROMPT
+    assert ckpt2_describes_prefix(srv, []) == []
