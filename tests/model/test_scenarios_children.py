@@ -365,3 +365,24 @@ def test_a_waiting_child_holds_its_old_prompt_only() -> None:
     assert ckpt2_describes_prefix(srv, [])  # waiting: its tokens are (), not the task's
     child.state = SlotState.PROCESSING_PROMPT
     assert ckpt2_describes_prefix(srv, []) == []
+
+
+def test_a_trace_of_a_group_replays_and_shrinks() -> None:
+    """The op ``request_group`` is JSON (``pcspec/core/ops.py``): a trace file of one replays
+    under b11549, the shrinker drops one prompt at a time, and the kit refuses to lower it."""
+    from pcspec.conform.lower import lower
+    from pcspec.core.loop import replay
+    from pcspec.core.shrink import simpler_op
+    from pcspec.core.trace import Trace, parse
+
+    cfg = server(RULE_SETS["b11549"]).cfg
+    op = {"op": "request_group", "prompts": [list(q) for q in QUESTIONS]}
+    text = Trace(RULE_SETS["b11549"], cfg, [op, {"op": "run"}]).dumps()
+    trace = parse(text)
+    result = replay(trace, Judge)
+    assert result.server.crash is None and events(result.server, ev.CopyPrompt)
+    assert [len(o["prompts"]) for o in simpler_op(op)] == [2, 2, 2]
+    with pytest.raises(PcspecError, match="request_group"):
+        lower(trace)
+    with pytest.raises(PcspecError, match="prompts"):
+        parse(text.replace('"prompts": [[', '"prompts": [["x", ', 1))
