@@ -386,3 +386,28 @@ def test_a_trace_of_a_group_replays_and_shrinks() -> None:
         lower(trace)
     with pytest.raises(PcspecError, match="prompts"):
         parse(text.replace('"prompts": [[', '"prompts": [["x", ', 1))
+
+
+def test_an_entry_longer_than_the_parents_prompt_stalls_it_and_the_children_wait_for_ever() -> None:
+    """The same path with an entry longer than the parent's prompt: F1's livelock (PROGRESS-1),
+    with the children in ``WAIT_OTHER`` behind it. Nothing can advance, so the server is idle
+    (``Server.idle``: a child whose parent is stalled waits in vain) and a ``run`` ends."""
+    ops = [
+        {"op": "request", "tokens": list(range(500, 537)), "n_predict": 4},  # 40 tokens in memory
+        {"op": "run"},
+        {"op": "request", "tokens": list(range(700, 720)), "n_predict": 2},
+        {"op": "run"},
+        {"op": "request_group", "prompts": [list(q) for q in QUESTIONS]},
+        {"op": "step"},
+        {"op": "request", "tokens": list(range(500, 539)), "n_predict": 2, "id_slot": 0},
+        {"op": "run", "max_steps": 50},
+    ]
+    srv = server(RULE_SETS["b11549"], n_batch=8, cache_idle_slots=True)
+    for op in ops:
+        apply(srv, op, list)
+    assert srv.crash is None and srv.idle
+    assert srv.slots[0].stalled and events(srv, ev.Stall)  # PROGRESS-1's event
+    assert sorted(s.state for s in srv.slots[1:]) == [SlotState.WAIT_OTHER] * 2
+    last = max(e.op for e in events(srv, ev.Op) if e.name == "request")
+    steps = [e for e in events(srv, ev.Op) if e.name == "step" and e.op > last]
+    assert 0 < len(steps) < 5  # the last run stopped once the parent stalled: not 50 passes of nothing
