@@ -113,15 +113,19 @@ class Context:
           (``state_read_meta``'s ``seq_rm(dest, -1, -1)``, 1022). Meanwhile a partial ``seq_rm``
           of either refuses (``SeqMemory.seq_rm``, 202-205).
         * hybrid: both (src/llama-memory-hybrid.cpp:152-155 of b11549).
-        * iSWA: not modelled. The SWA ring of the model (``swa_ring``) has cells of one sequence
-          each, where the C++ adds ``dst`` to the cells' sequence sets (llama-kv-cache-iswa.cpp:
-          122-125 of b11549); the server refuses a group of shared-prefix tasks on such a memory
-          (``Server.request_group``)."""
-        if self.swa is not None:
-            raise PcspecError(f"seq_cp of an iSWA memory (context {self.name}) is not modelled")
+        * iSWA: both caches (llama-kv-cache-iswa.cpp:122-125 of b11549); with one stream per
+          sequence the SWA cache copies the stream (``SwaCache.seq_cp``). With ``--kv-unified``
+          the C++ adds ``dst`` to the cells' sequence sets, which the model's ring, of cells of
+          one sequence each, cannot hold: not modelled, and the server refuses a group of
+          shared-prefix tasks there (``Server.request_group``)."""
+        if self.swa is not None and self.swa.unified:
+            raise PcspecError(f"seq_cp of an iSWA memory with --kv-unified (context {self.name}) is not modelled")
         a, b = self.seqs[src], self.seqs[dst]
         b.attn, b.part, b.part_lo, b.garbage = a.attn, a.part, a.part_lo, a.garbage
-        if a.has_part and a.part:
+        if self.swa is not None:
+            self.swa.seq_cp(src, dst)
+            self._sync()
+        if self.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID) and a.part:
             self._leave_tail(dst)
             group = a.tail_with | {src}
             for other in group:

@@ -197,15 +197,15 @@ class Server:
         (A joint decision type posts one task for all the questions, 5777-5781: a ``request``.)
 
         Where a group forms, its prompt is shared by ``seq_cp``; the model's iSWA memory has no
-        ``seq_cp`` (``Context.seq_cp``), so such a group on an iSWA target or draft is refused (a
-        ``PcspecError``, before anything happens)."""
+        ``seq_cp`` within one stream (``Context.seq_cp``), so such a group on an iSWA target or
+        draft with ``--kv-unified`` is refused (a ``PcspecError``, before anything happens)."""
         first = self.next_task_id
         self.next_task_id += len(prompts)
         tasks = [Task(first + i, tuple(p), (), 1, -1, True, TaskType.DECISION) for i, p in enumerate(prompts)]
         groups = policy.decision_groups([t.tokens for t in tasks], self.cfg.n_slots)
-        if any(kids for _, kids, _ in groups) and any(c.swa is not None for c in self.contexts()):
-            raise PcspecError("request_group: shared-prefix child tasks on an iSWA memory are not modelled "
-                              "(seq_cp of the SWA cache, docs/RULESETS.md)")
+        if any(kids for _, kids, _ in groups) and any(c.swa is not None and c.swa.unified for c in self.contexts()):
+            raise PcspecError("request_group: shared-prefix child tasks on an iSWA memory with --kv-unified are "
+                              "not modelled (seq_cp within one stream of the SWA cache, docs/RULESETS.md)")
         if not self._begin("request_group", task=first, n=len(prompts)):
             return [t.id for t in tasks]
         posted: list[Task] = []

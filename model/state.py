@@ -274,7 +274,8 @@ def _memory(m: Any, where: str, ctx: Context) -> Iterator[str]:
         yield f"{where}: attn, part must be token tuples and part_lo >= 0"
     if type(m.garbage) is not bool:
         yield f"{where}.garbage: not a boolean"
-    if not isinstance(m.tail_with, frozenset) or (m.tail_with and not m.has_part):
+    if not isinstance(m.tail_with, frozenset) or (
+            m.tail_with and m.kind not in (MemoryKind.RECURRENT, MemoryKind.HYBRID)):
         yield f"{where}.tail_with: a set of sequences sharing a recurrent tail cell, only for a recurrent part"
 
 

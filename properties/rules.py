@@ -164,8 +164,9 @@ def _has_conversation(f: Fuzz) -> bool:
 
 
 def _copies_memory(f: Fuzz) -> bool:
-    """Neither context is iSWA: the memory kinds whose ``seq_cp`` the model has."""
-    return MemoryKind.SWA not in (f.cfg.memory, f.cfg.draft_memory if f.cfg.has_draft else MemoryKind.KV)
+    """The model has ``seq_cp`` for the memories: not an iSWA context with ``--kv-unified``."""
+    swa = MemoryKind.SWA in (f.cfg.memory, f.cfg.draft_memory if f.cfg.has_draft else MemoryKind.KV)
+    return not (swa and f.cfg.kv_unified)
 
 
 def _has_files(f: Fuzz) -> bool:
@@ -352,8 +353,8 @@ class Fuzz:
         each with its own question (``n`` + i tokens): ``server_decision_group_tasks`` makes a
         parent and shared-prefix children of them (``Server.request_group``) where ``--parallel``
         allows, which take free slots, wait for the parent's prompt to reach the shared prefix
-        and start from a copy of its memory and prompt. Not on an iSWA memory, whose ``seq_cp``
-        the model does not have (``Context.seq_cp``)."""
+        and start from a copy of its memory and prompt. Not on an iSWA memory with
+        ``--kv-unified``, whose ``seq_cp`` the model does not have (``Context.seq_cp``)."""
         c = self.convs[k]
         if not c.tokens:
             return

@@ -12,7 +12,7 @@ op                 fields (defaults)
                    them from the chat session only drops; ``Server.request``)
 ``request_group``  ``prompts`` [[int]] (at least one): one request of decision prompts, grouped
                    into parents and shared-prefix children (``Server.request_group``; decision
-                   tasks are from b11434, and a group on an iSWA memory is refused)
+                   tasks are from b11434; a group on an iSWA memory with --kv-unified is refused)
 ``step``           one ``update_slots`` iteration
 ``run``            ``max_steps`` (10000, at most 1,000,000): steps until idle (each step is one
                    operation)

@@ -215,8 +215,32 @@ def test_a_recurrent_child_shares_the_parents_tail_cell_until_either_decodes() -
     assert not ctx.seqs[0].tail_with and ctx.seq_rm(0, 29)
 
 
-def test_an_iswa_group_is_refused_and_ungrouped_decisions_are_not() -> None:
-    srv = server(RULE_SETS["b11549"], MemoryKind.SWA, n_swa=4, swa_cells=8)
+def test_an_iswa_child_takes_a_copy_of_the_parents_stream() -> None:
+    """iSWA, one stream per sequence: ``seq_cp`` copies the SWA stream (src/llama-kv-cache.cpp:
+    512-555 of b11549): the child's cells are the parent's at the same indices, relabelled, and
+    its window starts where the parent's does."""
+    srv = server(RULE_SETS["b11549"], MemoryKind.SWA, n_swa=4, swa_cells=8, kv_unified=False)
+    seen: list[tuple[object, ...]] = []
+
+    def cells(e: ev.Event) -> None:
+        assert isinstance(e, ev.CopyPrompt) and srv.ctx_tgt.swa is not None
+        a, b = srv.ctx_tgt.swa.streams[e.slot], srv.ctx_tgt.swa.streams[e.other]
+        seen.append(([c[1] if c else None for c in a.cells], [c[1] if c else None for c in b.cells],
+                     {c[0] for c in b.cells if c}, a.head == b.head, srv.ctx_tgt.seqs[e.other].pos_range(),
+                     srv.ctx_tgt.seqs[e.slot].pos_range(), srv.ctx_tgt.seqs[e.other].is_state_of(SHARED)))
+
+    srv.heap.watch("copy_prompt", cells)
+    srv.request_group(QUESTIONS)
+    srv.run()
+    assert srv.crash is None and type_invariant(srv) == [] and len(seen) == 2
+    for parent, child, owners, head, child_range, parent_range, state in seen:
+        assert parent == child and len(owners) == 1 and head and child_range == parent_range == (21, 28)
+        assert state
+    assert not [f for f in Judge(srv)() if f.rule == "STATE-1"]
+
+
+def test_an_iswa_group_with_kv_unified_is_refused_and_ungrouped_decisions_are_not() -> None:
+    srv = server(RULE_SETS["b11549"], MemoryKind.SWA, n_swa=4, swa_cells=8, kv_unified=True)
     with pytest.raises(PcspecError, match="iSWA"):
         srv.request_group(QUESTIONS)
     assert srv.heap.op == 0  # refused before anything happened
