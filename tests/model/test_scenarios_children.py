@@ -435,3 +435,26 @@ def test_an_entry_longer_than_the_parents_prompt_stalls_it_and_the_children_wait
     last = max(e.op for e in events(srv, ev.Op) if e.name == "request")
     steps = [e for e in events(srv, ev.Op) if e.name == "step" and e.op > last]
     assert 0 < len(steps) < 5  # the last run stopped once the parent stalled: not 50 passes of nothing
+
+
+def test_the_model_runs_the_logged_case_of_docs_live_as_b11549_did() -> None:
+    """docs/LIVE.md, "What the server logs" (b11549, ``-np 2 -b 64``, two questions sharing 134
+    tokens, the child's prompt 159): the child on slot 0 and the parent on slot 1 (LRU), the
+    parent's fills from 0, 64, 128 and 134 (the third stops at the shared prefix), the copy at 134
+    to slot 0, the child's first fill at 134 in the next pass, after the parent's last batch, and
+    its prompt of 159 tokens cleared at its release."""
+    shared = tuple(range(1, 135))
+    parent, child = (*shared, *range(200, 220)), (*shared, *range(300, 325))
+    srv = server(RULE_SETS["b11549"], n_slots=2, n_ctx_slot=1024, n_batch=64, n_ubatch=64)
+    ids = srv.request_group([parent, child])
+    srv.run()
+    launches = [(e.slot, e.task) for e in events(srv, ev.Launch)]
+    assert launches == [(0, ids[1]), (1, ids[0])]
+    batches = [(e.slot, e.start, e.op) for e in events(srv, ev.Batch)]
+    assert [b[1] for b in batches if b[0] == 1] == [0, 64, 128, 134]
+    (copy,) = events(srv, ev.CopyPrompt)
+    assert (copy.slot, copy.other, copy.n_tokens) == (1, 0, 134)
+    (first_child,) = [b for b in batches if b[0] == 0]
+    assert first_child[1] == 134 and first_child[2] == copy.op + 1  # the next update_slots
+    (clear,) = [e for e in events(srv, ev.PromptClear) if e.slot == 0]
+    assert clear.n_tokens == 159
