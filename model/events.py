@@ -662,7 +662,7 @@ class Batch(Event, kind="batch"):
     ``pos_min`` at the fill. ``room`` is what was left of ``n_batch`` when the slot's fill
     began (the loop's ``batch.size() < n_batch``, 3505): a fill that put fewer tokens and did
     not reach the prompt's end stopped at a break. ``wait_shared``: the parent of shared-prefix
-    children still waiting, whose fill stops at ``n_tokens_shared`` (3946-3948 of b11549)."""
+    children still waiting, whose fill stops at ``n_tokens_shared`` (3945-3948 of b11549)."""
 
     slot: int
     task: int

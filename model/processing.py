@@ -320,9 +320,9 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
     n_start = slot.prompt.n_tokens
     wait_shared = False
     if task.n_tokens_shared > 0:
-        # The shared prefix (server-context.cpp:3834-3848 of b11549, 3677-3691 of b11434): once
+        # The shared prefix (server-context.cpp:3833-3849 of b11549, 3676-3692 of b11434): once
         # the parent holds exactly it, every waiting child gets a copy and starts; until then the
-        # fill stops there (3946-3948 of b11549, 3789-3791 of b11434).
+        # fill stops there (3945-3948 of b11549, 3788-3791 of b11434).
         shared_done = n_start == task.n_tokens_shared
         for other in srv.slots:
             if other.state != SlotState.WAIT_OTHER or other.task is None or other.task.id_parent != task.id:

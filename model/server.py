@@ -400,7 +400,7 @@ class Server:
             slot.release(self, sampled=False)
 
     def get_free_slots(self, n_needed: int, exclude: int) -> list[Slot]:
-        """server-context.cpp:2462-2473 of b11549 (``get_free_slots``, 2454 of b11434): the first
+        """server-context.cpp:2462-2474 of b11549 (``get_free_slots``, 2454 of b11434): the first
         ``n_needed`` idle slots in slot order but ``exclude``. Nothing is saved: the slots' prompts
         stay until the parent's copy replaces them."""
         free: list[Slot] = []

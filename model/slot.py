@@ -28,7 +28,7 @@ class SlotState(StrEnum):
     GENERATING = "generating"
     # SLOT_STATE_WAIT_OTHER (server-context.cpp:128 of b11434 and b11549): a child task launched
     # with its parent waits for the parent's prompt to reach the shared prefix (1955-1957 of
-    # b11549), which copies it over (``Slot.copy_prompt_to``) and starts the child (3834-3848)
+    # b11549), which copies it over (``Slot.copy_prompt_to``) and starts the child (3833-3849)
     WAIT_OTHER = "wait_other"
 
 

@@ -261,7 +261,7 @@ def ckpt5_batch_ends(srv: Server, events: Sequence[Event]) -> list[str]:
     the other side. A batch that used its whole share of ``n_batch`` or reached the prompt's
     end ended for those reasons; a task that makes no checkpoints never ends early, but for the
     parent of shared-prefix children still waiting, which stops at the shared prefix
-    (server-context.cpp:3946-3948 of b11549)."""
+    (server-context.cpp:3945-3948 of b11549)."""
     cfg = srv.cfg
     out: list[str] = []
     for d in events_of(events, ev.Batch):

@@ -7,7 +7,7 @@ The C++ of b11549 (tools/server/):
 * server-context.cpp:2761-2773, 2462-2518: the parent's slot, then ``get_free_slots`` for the
   children (deferred when too few), children launched first (``WAIT_OTHER``, 1955-1957), then the parent;
 * 3594-3595: the parent's prefix reuse capped at ``n_tokens_shared``;
-* 3834-3848, 3946-3948: the copy once the parent holds the shared prefix, the fill stopping there;
+* 3833-3849, 3945-3948: the copy once the parent holds the shared prefix, the fill stopping there;
 * 761-766: ``copy_prompt_to``: ``seq_rm``, ``seq_cp`` on both contexts, ``prompt.clone()``;
 * 591-594: a child's release clears its prompt;
 * 4243-4265: a parent in ``DONE_PROMPT`` with children still waiting fails an assert;
@@ -109,7 +109,7 @@ def test_the_parent_stops_its_fill_at_the_shared_prefix_and_ckpt5_names_that_end
     batches = [b for b in events(srv, ev.Batch) if b.task == ids[0]]
     assert [(b.start, b.n) for b in batches] == [(0, 8), (8, 8), (16, 8), (24, 5), (29, 2)]
     stop = batches[3]
-    assert stop.wait_shared == 29 and stop.n < stop.room  # stopped with room left (3946-3948)
+    assert stop.wait_shared == 29 and stop.n < stop.room  # stopped with room left (3945-3948)
     assert ckpt5_batch_ends(srv, [stop]) == []
     # the same end without the shared prefix named is an end the rules do not name
     assert ckpt5_batch_ends(srv, [dataclasses.replace(stop, wait_shared=None)])
