@@ -62,7 +62,6 @@ class Cancel:
     otherwise leave waiting for ever (a child in ``WAIT_OTHER``)."""
 
     id_target: int
-    id_slot: int = -1  # (never picked by slot: pop_deferred_task reads id_slot of what it holds)
 
 
 # The flags a ``restart`` may change: the sizes of the server, not its model.

@@ -115,7 +115,6 @@ VARIABLES: dict[type, dict[str, str]] = {
     },
     Cancel: {
         "id_target": "the task a SERVER_TASK_TYPE_CANCEL releases",
-        "id_slot": "always -1 (a cancel is never picked by slot)",
     },
     SlotAction: {
         "id": "the action's task id",
