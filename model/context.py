@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Buffer, Heap
 from pcspec.model.memory import SeqMemory, StateImage, Tokens
 from pcspec.model.swa_ring import SwaCache
@@ -69,6 +70,7 @@ class Context:
         SWA cache places them ubatch by ubatch (``SwaCache.decode``)."""
         if self.swa is None:
             for seq, new in batch:
+                self._own_tail(seq, new)
                 self.seqs[seq].decode(new)
             return
         # The positions are the batch's (``starts``: the slot's, as the server fills the batch,
@@ -79,6 +81,7 @@ class Context:
             starts = [self.seqs[seq].n_tokens for seq, _ in batch]
         tokens = [(seq, p0 + i) for (seq, new), p0 in zip(batch, starts, strict=True) for i in range(len(new))]
         for seq, new in batch:
+            self._own_tail(seq, new)
             self.seqs[seq].decode(new)
         if tokens:
             self.swa.decode(tokens)
@@ -90,10 +93,59 @@ class Context:
         refuses (``SeqMemory.seq_rm``)."""
         if not self.seqs[seq].seq_rm(p0):
             return False
+        if p0 <= 0:
+            self._leave_tail(seq)
         if self.swa is not None:
             self.swa.seq_rm(seq, p0, -1)
             self._sync()
         return True
+
+    def seq_cp(self, src: int, dst: int) -> None:
+        """``llama_memory_seq_cp(mem, src, dst, -1, -1)`` onto an emptied ``dst`` (``copy_prompt_to``
+        removes it first): ``dst`` holds what ``src`` holds.
+
+        * KV: both sequences' cells (src/llama-kv-cache.cpp:469-559 of b11549: in one stream the
+          cells gain ``dst``, 481-510; across streams, ``--kv-unified`` off, the stream is copied,
+          512 on). A sequence's attention memory is the tokens of its cells either way.
+        * recurrent: ``dst`` joins ``src``'s tail cell (src/llama-memory-recurrent.cpp:265-300 of
+          b11549): one state for both until either decodes, when ``find_slot`` moves the decoding
+          sequence to a cell of its own (605-630), or is removed whole, or reads a state
+          (``state_read_meta``'s ``seq_rm(dest, -1, -1)``, 1022). Meanwhile a partial ``seq_rm``
+          of either refuses (``SeqMemory.seq_rm``, 202-205).
+        * hybrid: both (src/llama-memory-hybrid.cpp:152-155 of b11549).
+        * iSWA: both caches (llama-kv-cache-iswa.cpp:122-125 of b11549); with one stream per
+          sequence the SWA cache copies the stream (``SwaCache.seq_cp``). With ``--kv-unified``
+          the C++ adds ``dst`` to the cells' sequence sets, which the model's ring, of cells of
+          one sequence each, cannot hold: not modelled, and the server refuses a group of
+          shared-prefix tasks there (``Server.request_group``)."""
+        if self.swa is not None and self.swa.unified:
+            raise PcspecError(f"seq_cp of an iSWA memory with --kv-unified (context {self.name}) is not modelled")
+        a, b = self.seqs[src], self.seqs[dst]
+        b.attn, b.part, b.part_lo, b.garbage = a.attn, a.part, a.part_lo, a.garbage
+        if self.swa is not None:
+            self.swa.seq_cp(src, dst)
+            self._sync()
+        if self.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID) and a.part:
+            self._leave_tail(dst)
+            group = a.tail_with | {src}
+            for other in group:
+                o = self.seqs[other]
+                o.tail_with = o.tail_with | {dst}
+            b.tail_with = group
+
+    def _leave_tail(self, seq: int) -> None:
+        """``seq`` no longer shares a recurrent tail cell (the cell keeps the others)."""
+        mem = self.seqs[seq]
+        for other in mem.tail_with:
+            o = self.seqs[other]
+            o.tail_with = o.tail_with - {seq}
+        mem.tail_with = frozenset()
+
+    def _own_tail(self, seq: int, new: Tokens) -> None:
+        """A decode of a sequence whose tail cell is shared copies the cell first
+        (src/llama-memory-recurrent.cpp:605-630 of b11549, ``find_slot``)."""
+        if new and self.seqs[seq].tail_with:
+            self._leave_tail(seq)
 
     def shift(self, seq: int, n_keep: int, n_discard: int) -> None:
         """A context shift's ``llama_memory_seq_rm(mem, seq, n_keep, n_keep + n_discard)`` and
@@ -117,6 +169,7 @@ class Context:
         """A ``state_read`` of ``img`` into the sequence that succeeds
         (llama-kv-cache-iswa.cpp:267-273: the base cache unless PARTIAL_ONLY, then the SWA
         cache, which places the written cells in their order: ``SwaCache.state_read``)."""
+        self._leave_tail(seq)  # (the recurrent state_read_meta's seq_rm(dest, -1, -1))
         self.seqs[seq].load_image(img)
         if self.swa is not None and img.part is not None:
             self.swa.state_read(seq, img.swa_order or tuple(range(img.part_lo, len(img.part))))

@@ -467,6 +467,51 @@ class Launch(Event, kind="launch"):
 
 
 @dataclass(frozen=True, slots=True)
+class Group(Event, kind="group"):
+    """``server_decision_group_tasks`` made a parent task of ``children`` sharing its first
+    ``n_shared`` tokens (server-decision.cpp:1139-1169 of b11549, 810-840 of b11434)."""
+
+    task: int
+    children: tuple[int, ...]
+    n_shared: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredChildren(Event, kind="deferred_children"):
+    """``not enough free slots for child tasks ... defer task`` (server-context.cpp:2761-2769 of
+    b11549): the parent's slot is free but ``get_free_slots`` found ``n_free`` of the
+    ``n_children`` slots its children need."""
+
+    task: int
+    slot: int
+    n_free: int
+    n_children: int
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPrompt(Event, kind="copy_prompt"):
+    """``copying shared prompt (%d tokens) to child %d`` (server-context.cpp:3840-3842 of b11549):
+    ``slot``'s memory and prompt copied to ``other`` (``copy_prompt_to``, 761-766); ``ckpts``: the
+    checkpoints the copied list holds (new objects, or the parent's own under ``shared_object``)."""
+
+    slot: int
+    other: int
+    task: int
+    n_tokens: int
+    ckpts: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel(Event, kind="cancel"):
+    """A ``SERVER_TASK_TYPE_CANCEL`` of ``task`` (server-context.cpp:2797-2805 of b11549), which
+    ``server_response_reader::stop`` posts for every unfinished task of a request once one of
+    them failed (server-queue.cpp:580-621 of b11549); ``slot`` None: no slot held it any more."""
+
+    task: int
+    slot: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Select(Event, kind="select"):
     """get_available_slot's choice (server-context.cpp:1528-1640): ``how`` is ``pinned`` (the
     task's ``id_slot``, logged "selected slot by id", 1537), ``lcp`` (1582) or ``lru`` (1611);
@@ -616,7 +661,8 @@ class Batch(Event, kind="batch"):
     task makes checkpoints (``needs``), its prompt's length and message spans, the list and
     ``pos_min`` at the fill. ``room`` is what was left of ``n_batch`` when the slot's fill
     began (the loop's ``batch.size() < n_batch``, 3505): a fill that put fewer tokens and did
-    not reach the prompt's end stopped at a break."""
+    not reach the prompt's end stopped at a break. ``wait_shared``: the parent of shared-prefix
+    children still waiting, whose fill stops at ``n_tokens_shared`` (3945-3948 of b11549)."""
 
     slot: int
     task: int
@@ -630,6 +676,8 @@ class Batch(Event, kind="batch"):
     last_user: int
     listed: tuple[int, ...]
     pos_min: int
+    wait_shared: int | None = None
+    _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"wait_shared"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -835,7 +883,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     Alloc, AllocFailed, Fill, CopyPayload, Free, FaultHit, PublishCkpt, EntryInsert, EntryEvict,
     SaveSkipContained, SaveRejectOversize, SaveBadAlloc, LimitChange, SaveFillShort, LoadScan, LoadFailed,
     CacheState, SaveBegin, SaveEnd, PromptLoadFailed, PromptClear, Release, Op, IgnoredAfterCrash, Crash,
-    SleepSkipped, Restart, Deferred, Requeued, IdleSave, Launch, Select, FileMissing, FileFieldMissing,
+    SleepSkipped, Restart, Deferred, Requeued, IdleSave, Launch, Group, DeferredChildren, CopyPrompt, Cancel,
+    Select, FileMissing, FileFieldMissing,
     FileCorrupted, CkptErase, CkptRestore, EmptyPrompt, SeqRmRefused, PromptBegin, PromptStart, Batch, Stall,
     CkptCreateSkipped, CkptKeptRestored, CkptCreateFailed, CkptCreate, Generate, Truncated, ContextShift,
     StateReadShort, StateWriteFailed, UninitLoaded, FileWrite, FileRestoreFailed, FileSemanticMismatch,

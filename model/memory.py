@@ -70,6 +70,11 @@ class SeqMemory:
     part: Tokens = ()
     part_lo: int = 0
     garbage: bool = False
+    # The other sequences whose recurrent state is this one's tail cell (a ``seq_cp`` adds the
+    # destination to the source's cell, src/llama-memory-recurrent.cpp:265-300 of b11549; the
+    # context keeps the relation symmetric, ``Context.seq_cp``): empty unless a shared-prefix copy
+    # made it, and for the kinds without a recurrent part
+    tail_with: frozenset[int] = frozenset()
 
     # What the kind has, fixed at construction (read on every decode and every judgement):
     has_attn: bool = field(init=False, repr=False, compare=False)  # attention cells
@@ -173,7 +178,11 @@ class SeqMemory:
         """``llama_memory_seq_rm(mem, seq, p0, -1)``: remove positions ``[p0, end)``.
 
         Returns False when the memory refuses: a recurrent state can only be dropped whole,
-        or rolled back within ``n_rs`` tokens (llama-memory-recurrent.cpp: seq_rm).
+        or rolled back within ``n_rs`` tokens (llama-memory-recurrent.cpp: seq_rm), and never
+        while its tail cell is shared with another sequence ("a cell shared by several sequences
+        cannot move back for only one of them", src/llama-memory-recurrent.cpp:202-205 of b11549).
+        (A whole removal leaves the shared cell: the context's ``seq_rm`` takes it out of the
+        others' ``tail_with``.)
         """
         if p0 <= 0:
             self.clear()
@@ -181,6 +190,8 @@ class SeqMemory:
         if self.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID):
             n = len(self.part)
             if p0 < n:
+                if self.tail_with:
+                    return False
                 if n - p0 > self.n_rs:
                     return False
                 self.part = self.part[:p0]

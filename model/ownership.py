@@ -18,6 +18,7 @@ from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.heap import Buffer
 from pcspec.model.memory import Tokens
 from pcspec.model.server import Server
+from pcspec.model.slot import SlotState
 
 
 class Holder(NamedTuple):
@@ -32,8 +33,12 @@ class Holder(NamedTuple):
 
 
 def holders(srv: Server) -> Iterator[Holder]:
+    """Every slot is a holder, a shared-prefix child too: its list is the copy ``copy_prompt_to``
+    made of its parent's (new checkpoint objects, or the parent's own under ``shared_object``),
+    held until its release clears it. A child waiting for its parent (``WAIT_OTHER``) still holds
+    its slot's old prompt and processes nothing yet: no task prompt of its own to describe."""
     for s in srv.slots:
-        task_tokens = s.task.tokens if s.task is not None else None
+        task_tokens = s.task.tokens if s.task is not None and s.state != SlotState.WAIT_OTHER else None
         yield Holder(f"slot:{s.id}", s.prompt.tokens, tuple(s.prompt.checkpoints), (), task_tokens)
     if srv.cache is not None:
         for e in srv.cache.entries:

@@ -317,3 +317,35 @@ def update_cache_on_lcp(f_keep: float) -> bool:
     """Whether an LCP-similarity slot pick also saves/loads the cache (server-context.cpp:
     get_available_slot). NaN (an empty pinned slot) compares false."""
     return f_keep < UPDATE_CACHE_F_KEEP
+
+
+def decision_groups(prompts: Sequence[Sequence[int]], n_slots: int) -> list[tuple[int, tuple[int, ...], int]]:
+    """``server_decision_group_tasks`` (server-decision.cpp:1139-1169 of b11549, 810-840 of
+    b11434): the posted tasks of a request of decision prompts, in order, each as ``(index,
+    children, n_shared)``. Runs of ``n_slots`` prompts (at least 1) become a parent (the first)
+    and children (the rest) sharing ``n_shared`` leading tokens: the shortest common prefix with
+    the parent, at most each prompt's length - 1 ("every task must have at least one token of its
+    own"); a run of one prompt, or one sharing nothing, is posted as it is (no children, 0). The
+    lengths are ``size_t``: an empty prompt's length - 1 wraps around, so it bounds nothing."""
+    n_slots = max(n_slots, 1)
+
+    def own(n: int) -> int:
+        return n - 1 if n > 0 else 2**64 - 1
+
+    out: list[tuple[int, tuple[int, ...], int]] = []
+    for i in range(0, len(prompts), n_slots):
+        end = min(len(prompts), i + n_slots)
+        parent = prompts[i]
+        n_shared = own(len(parent))
+        for j in range(i + 1, end):
+            common = 0
+            for a, b in zip(parent, prompts[j], strict=False):
+                if a != b:
+                    break
+                common += 1
+            n_shared = min(n_shared, common, own(len(prompts[j])))
+        if end - i < 2 or n_shared == 0:
+            out += [(j, (), 0) for j in range(i, end)]
+            continue
+        out.append((i, tuple(range(i + 1, end)), n_shared))
+    return out

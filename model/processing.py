@@ -112,6 +112,15 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     ckpts = slot.prompt.checkpoints
     n_slot_tokens = slot.prompt.n_tokens
     n_prefix = lcp(slot.prompt.tokens, task.tokens)
+    if task.n_tokens_shared > 0:
+        # The parent of shared-prefix children does not go past the shared prefix
+        # (server-context.cpp:3594-3595 of b11549, 3447-3448 of b11434), before the restore choice.
+        # The model caps the common prefix itself, which every later rule reads as the C++ reads
+        # the capped n_past. In b11434 and b11549 nothing else reads it; under #30137's
+        # ``n_tokens > n_prefix`` invalidation (``november``) the capped prefix also erases a
+        # checkpoint at n_tokens_shared + 1, which the uncapped one would keep: which of the two the
+        # November code compares is not in the trees at hand (docs/RULESETS.md).
+        n_prefix = min(n_prefix, task.n_tokens_shared)
     n_past = n_prefix if task.cache_prompt else 0
     pos_next = n_past
     has_new = n_past < task.n_tokens
@@ -309,8 +318,30 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
     last_user = task.last_user_pos
     tail_a, tail_b = min(cfg.n_batch, 4 + cfg.n_ubatch), min(cfg.n_batch, 4)
     n_start = slot.prompt.n_tokens
+    wait_shared = False
+    if task.n_tokens_shared > 0:
+        # The shared prefix (server-context.cpp:3833-3849 of b11549, 3676-3692 of b11434): once
+        # the parent holds exactly it, every waiting child gets a copy and starts; until then the
+        # fill stops there (3945-3948 of b11549, 3788-3791 of b11434).
+        shared_done = n_start == task.n_tokens_shared
+        for other in srv.slots:
+            if other.state != SlotState.WAIT_OTHER or other.task is None or other.task.id_parent != task.id:
+                continue
+            if not shared_done:
+                wait_shared = True
+                continue
+            try:
+                slot.copy_prompt_to(srv, other)
+            except BadAlloc as exc:
+                # prompt.clone() threw inside the per-slot ``iterate`` (3472, 3082-3092 of b11549):
+                # send_error, release the parent; nothing of it joins this batch
+                slot.release(srv, error=f"got exception: std::bad_alloc ({exc})")
+                return 0
+            other.state = SlotState.STARTED
     n_cur = 0
     while n_start + n_cur < task.n_tokens and n_cur < room:
+        if wait_shared and n_start + n_cur == task.n_tokens_shared:
+            break  # "stop at the end of the shared prefix"
         n_cur += 1
         if not do_ckpt:
             continue
@@ -371,6 +402,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
         last_user=last_user,
         listed=listed,
         pos_min=gate_pos_min,
+        wait_shared=task.n_tokens_shared if wait_shared else None,
     ))
     if error is not None:
         # iterate() caught the exception (server-context.cpp:2711-2721): send_error, release

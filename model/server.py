@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pcspec.model import events as ev
@@ -51,6 +52,18 @@ class SlotAction:
     id_slot: int = -1
 
 
+@dataclass(frozen=True)
+class Cancel:
+    """A ``SERVER_TASK_TYPE_CANCEL`` of task ``id_target``: ``server_response_reader::stop``
+    posts one for every task of a request once one of them failed (server-queue.cpp:602-621 of
+    b11549, at the front of the queue), and the loop releases the slot that holds the task
+    (server-context.cpp:2797-2805 of b11549). The model posts them for the tasks of a group of
+    shared-prefix tasks only (``Server.cancel_siblings``): those are the tasks a failure would
+    otherwise leave waiting for ever (a child in ``WAIT_OTHER``)."""
+
+    id_target: int
+
+
 # The flags a ``restart`` may change: the sizes of the server, not its model.
 RESTART_FIELDS = ("n_slots", "n_ctx_checkpoints", "checkpoint_min_step", "cache_ram", "n_ctx_slot")
 
@@ -74,9 +87,10 @@ class Server:
         self.slots = [Slot(i) for i in range(cfg.n_slots)]
         self.cache = PromptCache(cfg, variant, self.heap) if cfg.cache_enabled else None
         # server_queue: tasks deferred because no slot (or not the pinned one) was free, and
-        # the deferred tasks a slot release moved back to the front of the task queue.
+        # the deferred tasks a slot release moved back to the front of the task queue (and the
+        # cancels a failed task of a group posted there: ``Cancel``).
         self.deferred: deque[Task | SlotAction] = deque()
-        self.requeued: deque[Task | SlotAction] = deque()
+        self.requeued: deque[Task | SlotAction | Cancel] = deque()
         self.clock = 0
         self.next_task_id = 0
         self.crash: Crash | None = None
@@ -93,7 +107,16 @@ class Server:
         """Nothing more happens without a new request: no slot can advance and no task waits
         in the queue. Deferred tasks wait for a slot release (server-queue.cpp:90-113), so
         they do not keep the server busy; a stalled slot (``Slot.stalled``) never advances."""
-        return not self.requeued and not any(s.is_processing and not s.stalled for s in self.slots)
+        return not self.requeued and not any(s.is_processing and not s.stalled and not self._waits_in_vain(s)
+                                             for s in self.slots)
+
+    def _waits_in_vain(self, slot: Slot) -> bool:
+        """A child in ``WAIT_OTHER`` whose parent holds no slot that advances: nothing starts it
+        (after a failure the cancels release it; a stalled parent never gets to the copy)."""
+        if slot.state != SlotState.WAIT_OTHER or slot.task is None:
+            return False
+        pid = slot.task.id_parent
+        return not any(s.task is not None and s.task.id == pid and not s.stalled for s in self.slots)
 
     # -- measurements ----------------------------------------------------------------------------
 
@@ -162,6 +185,43 @@ class Server:
         except Abort as exc:
             self._crashed(exc)
         return tid
+
+    def request_group(self, prompts: Sequence[Tokens]) -> list[int]:
+        """A request of several decision prompts (``POST /v1/systemone``, server-context.cpp:
+        5755-5796 of b11549: one ``SERVER_TASK_TYPE_DECISION`` task per variant of each question,
+        ids in order, 5782-5790; for a decision type that can share a prompt, server-decision.h:
+        39-51, grouped by ``server_decision_group_tasks`` with ``--parallel`` slots, 5792-5793; then
+        posted together). Each posted task is processed as it comes out of the queue: a parent takes
+        its slot and its children's slots at once (``_process_single_task``). Returns the task ids.
+        (A joint decision type posts one task for all the questions, 5777-5781: a ``request``.)
+
+        Where a group forms, its prompt is shared by ``seq_cp``; the model's iSWA memory has no
+        ``seq_cp`` within one stream (``Context.seq_cp``), so such a group on an iSWA target or
+        draft with ``--kv-unified`` is refused (a ``PcspecError``, before anything happens)."""
+        first = self.next_task_id
+        self.next_task_id += len(prompts)
+        tasks = [Task(first + i, tuple(p), (), 1, -1, True, TaskType.DECISION) for i, p in enumerate(prompts)]
+        groups = policy.decision_groups([t.tokens for t in tasks], self.cfg.n_slots)
+        if any(kids for _, kids, _ in groups) and any(c.swa is not None and c.swa.unified for c in self.contexts()):
+            raise PcspecError("request_group: shared-prefix child tasks on an iSWA memory with --kv-unified are "
+                              "not modelled (seq_cp within one stream of the SWA cache, docs/RULESETS.md)")
+        if not self._begin("request_group", task=first, n=len(prompts)):
+            return [t.id for t in tasks]
+        posted: list[Task] = []
+        for i, kids, n_shared in groups:
+            if not kids:
+                posted.append(tasks[i])
+                continue
+            parent = tasks[i]
+            children = tuple(replace(tasks[j], id_parent=parent.id) for j in kids)
+            posted.append(replace(parent, children=children, n_tokens_shared=n_shared))
+            self.heap.emit(ev.Group(task=parent.id, children=tuple(c.id for c in children), n_shared=n_shared))
+        try:
+            for task in posted:
+                self._process_single_task(task)
+        except Abort as exc:
+            self._crashed(exc)
+        return [t.id for t in tasks]
 
     def step(self) -> None:
         """One iteration of the server loop (server-queue.cpp:299-317): ``update_slots``
@@ -314,8 +374,48 @@ class Server:
             task = self.requeued.popleft()
             if isinstance(task, SlotAction):
                 self._process_slot_action(task)
+            elif isinstance(task, Cancel):
+                self._process_cancel(task)
             else:
                 self._process_single_task(task)
+
+    def cancel_siblings(self, failed: Task) -> None:
+        """A task of a group of shared-prefix tasks failed: its reader answers the request with
+        the error and its destructor's ``stop`` cancels the tasks not yet answered
+        (server-context.cpp:5798-5804 of b11549, server-queue.h:218-220, server-queue.cpp:602-621),
+        at the front of the queue: here, the group's other tasks still on a slot. Their
+        ``Cancel`` s come before the tasks a release re-queues."""
+        pid = failed.id if failed.is_parent else failed.id_parent
+        ids = [s.task.id for s in self.slots if s.task is not None and s.task.id != failed.id
+               and (s.task.id == pid or s.task.id_parent == pid)]
+        for tid in reversed(ids):
+            self.requeued.appendleft(Cancel(tid))
+
+    def _process_cancel(self, cancel: Cancel) -> None:
+        """server-context.cpp:2797-2805 of b11549: release the slot that holds the task."""
+        slot = next((s for s in self.slots if s.task is not None and s.task.id == cancel.id_target), None)
+        self.heap.emit(ev.Cancel(task=cancel.id_target, slot=None if slot is None else slot.id))
+        if slot is not None:
+            slot.release(self, sampled=False)
+
+    def get_free_slots(self, n_needed: int, exclude: int) -> list[Slot]:
+        """server-context.cpp:2462-2474 of b11549 (``get_free_slots``, 2454 of b11434): the first
+        ``n_needed`` idle slots in slot order but ``exclude``. Nothing is saved: the slots' prompts
+        stay until the parent's copy replaces them."""
+        free: list[Slot] = []
+        for s in self.slots:
+            if not s.is_processing and s.id != exclude:
+                free.append(s)
+            if len(free) >= n_needed:
+                break
+        return free
+
+    def launch_slots_with_parent_task(self, parent_slot: Slot, child_slots: list[Slot], task: Task) -> None:
+        """server-context.cpp:2476-2518 of b11549 (2468 of b11434): the children first, each on
+        its slot in ``WAIT_OTHER``, then the parent (``launch_slot_with_task`` never fails here)."""
+        for slot, child in zip(child_slots, task.children, strict=True):
+            self.launch_slot_with_task(slot, child)
+        self.launch_slot_with_task(parent_slot, task)
 
     def _process_single_task(self, task: Task) -> None:
         slot = self.get_available_slot(task)
@@ -323,7 +423,17 @@ class Server:
             self.heap.emit(ev.Deferred(task=task.id, slot=None if slot is None else slot.id))
             self.deferred.append(task)
             return
-        self.launch_slot_with_task(slot, task)
+        if task.is_parent:
+            # server-context.cpp:2761-2773 of b11549: the children's slots, or the task waits
+            free = self.get_free_slots(len(task.children), slot.id)
+            if len(free) < len(task.children):
+                self.heap.emit(ev.DeferredChildren(task=task.id, slot=slot.id, n_free=len(free),
+                                                   n_children=len(task.children)))
+                self.deferred.append(task)
+                return
+            self.launch_slots_with_parent_task(slot, free, task)
+        else:
+            self.launch_slot_with_task(slot, task)
         if self.cfg.idle_caching and self.cache is not None:
             # server-context.cpp: process_single_task, idle-slot caching after a launch (2779-2793
             # of b11549): every idle slot, whatever the type of the task just launched or of the
@@ -340,7 +450,8 @@ class Server:
     def launch_slot_with_task(self, slot: Slot, task: Task) -> None:
         """server-context.cpp: launch_slot_with_task."""
         slot.task = task
-        slot.state = SlotState.STARTED
+        # a child waits for its parent's prompt (server-context.cpp:1955-1957 of b11549)
+        slot.state = SlotState.WAIT_OTHER if task.is_child else SlotState.STARTED
         slot.n_gen = 0
         slot.truncated = False
         slot.restored = None
@@ -460,6 +571,16 @@ class Server:
         starts += [self.slots[seq].prompt.n_tokens - len(new) for seq, new in batch[len(generating) :]]
         for ctx in self.contexts():
             ctx.decode(batch, starts)
+        # The end of ``decode`` (server-context.cpp:4243-4265 of b11549): a parent whose prompt is
+        # in the batch copies its state to its n_cmpl children still waiting; a parent of
+        # shared-prefix children has started them all at the shared prefix, or the assert fails.
+        for slot in self.slots:
+            task = slot.task
+            if slot.state == SlotState.DONE_PROMPT and task is not None and task.n_tokens_shared > 0:
+                waiting = [o.id for o in self.slots if o.state == SlotState.WAIT_OTHER and o.task is not None
+                           and o.task.id_parent == task.id]
+                if waiting:
+                    raise Abort("server_context::decode", "GGML_ASSERT(slot.task->n_tokens_shared == 0) failed")
         # After the decode, in slot order (server-context.cpp:3800-3870): a slot whose prompt
         # ended in this batch samples its first token, a generating slot its next; either may
         # be released. The order of the releases sets t_last_used (the next LRU pick) and which

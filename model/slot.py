@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry
-from pcspec.model.checkpoint import Checkpoint, Prompt, drop_all
+from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, drop_all, hold
 from pcspec.model.memory import FULL, Tokens
 
 if TYPE_CHECKING:
@@ -26,6 +26,10 @@ class SlotState(StrEnum):
     PROCESSING_PROMPT = "processing_prompt"
     DONE_PROMPT = "done_prompt"  # within one update_slots: the prompt is in the batch, not yet sampled
     GENERATING = "generating"
+    # SLOT_STATE_WAIT_OTHER (server-context.cpp:128 of b11434 and b11549): a child task launched
+    # with its parent waits for the parent's prompt to reach the shared prefix (1955-1957 of
+    # b11549), which copies it over (``Slot.copy_prompt_to``) and starts the child (3833-3849)
+    WAIT_OTHER = "wait_other"
 
 
 class TaskType(StrEnum):
@@ -61,10 +65,27 @@ class Task:
     id_slot: int = -1
     cache_prompt: bool = True
     type: TaskType = TaskType.COMPLETION
+    # Shared-prefix child tasks (server-task.h:147-153 of b11434 and b11549), which only
+    # ``server_decision_group_tasks`` makes (``policy.decision_groups``): a child names its
+    # parent (``id_parent``); the parent carries its children until their launch and the number
+    # of leading tokens they share with it (``n_tokens_shared``, 0: not a parent of such children)
+    id_parent: int = -1
+    children: tuple[Task, ...] = ()
+    n_tokens_shared: int = 0
 
     @property
     def n_tokens(self) -> int:
         return len(self.tokens)
+
+    @property
+    def is_parent(self) -> bool:
+        """server_task::is_parent (server-task.h:291-293 of b11549): it carries child tasks."""
+        return bool(self.children)
+
+    @property
+    def is_child(self) -> bool:
+        """server_task::is_child (server-task.h:295-297 of b11549)."""
+        return self.id_parent != -1
 
     @property
     def last_user_pos(self) -> int:
@@ -157,15 +178,47 @@ class Slot:
         drop_all(srv.heap, self.prompt)
         self.restored = None
 
+    def copy_prompt_to(self, srv: Server, other: Slot) -> None:
+        """server_slot::copy_prompt_to (server-context.cpp:761-766 of b11434 and b11549): the
+        other slot continues from this one's tokens: ``mem.seq_rm(other, -1, -1)`` and
+        ``mem.seq_cp(self, other, -1, -1)`` on both contexts (``common_memory``, common/common.cpp:
+        1635-1647 of b11549), then ``other.prompt = prompt.clone()`` (server-task.h:626-631 of
+        b11549): the tokens and the checkpoint list copied by value, as the sharing seam copies a
+        list (``copy_checkpoints``: a deep copy allocates every payload, ``shared_payload`` takes a
+        reference on the payloads, ``shared_object`` on each checkpoint). ``clone()`` builds the
+        copy before the assignment destroys the other's old list, so a ``std::bad_alloc`` of a
+        deep copy (fault site ``ckpt.alloc``) leaves the other slot's old prompt over the memory
+        just copied; the caller's ``iterate`` catches it (``processing.prompt_batch``)."""
+        heap = srv.heap
+        for ctx in srv.contexts():
+            ctx.seq_rm(other.id, -1)
+            ctx.seq_cp(self.id, other.id)
+        copies = copy_checkpoints(heap, self.prompt.checkpoints, srv.variant.sharing, srv.variant.zero_init,
+                                  "ckpt.alloc")
+        drop_all(heap, other.prompt)
+        other.prompt.tokens = self.prompt.tokens
+        for ck in copies:
+            hold(heap, other.prompt, ck)
+        heap.emit(ev.CopyPrompt(slot=self.id, other=other.id, task=self.task_id, n_tokens=self.prompt.n_tokens,
+                                ckpts=tuple(c.id for c in copies)))
+
     def release(self, srv: Server, error: str | None = None, sampled: bool = True) -> None:
         """server-context.cpp:514-534 (server_slot::release): the slot keeps its tokens and
         checkpoints; ``callback_on_release`` re-queues one deferred task. ``error`` is the
         message ``send_error`` answered the task with, if it failed; ``sampled`` False: the
-        task sampled no token (a decision)."""
+        task sampled no token (a decision). A child task's slot keeps nothing: "do not keep
+        context of the child slots" (``prompt_clear``, 591-594 of b11434 and b11549), so no
+        idle-slot save ever sees a child's prompt. A failed task of a group of shared-prefix
+        tasks has the others cancelled (``Server.cancel_siblings``)."""
         # token: the last one sampled (server-context.cpp:3837, process_token 1817-1821), sent in
         # the reply and never decoded; None after an error and when nothing was sampled (a decision)
         srv.heap.emit(ev.Release(slot=self.id, task=self.task_id, n_tokens=self.prompt.n_tokens, error=error,
                       token=self.next_token if error is None and sampled else None))
+        task = self.task
+        if task is not None and task.is_child:
+            self.prompt_clear(srv)
+        if task is not None and error is not None and (task.is_parent or task.is_child):
+            srv.cancel_siblings(task)
         srv.clock += 1
         self.t_last_used = srv.clock
         self.state = SlotState.IDLE

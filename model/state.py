@@ -20,6 +20,7 @@ an undeclared variable, and ``type_invariant`` names it.
       slots       -> [Slot]                      the slots, by id
       cache       -> PromptCache | None          the host-RAM prompt cache (--cache-ram)
       deferred, requeued, clock, next_task_id, crash, files, last_result
+    Task        (server_task)                    the prompt, its type; a group's id_parent, children
     Slot        (server_slot)      prompt -> Prompt {tokens, checkpoints -> [Checkpoint]}
     Checkpoint  (common_prompt_checkpoint)       metadata, tgt/dft/spec -> Buffer, refs
     PromptCache (server_prompt_cache)            entries -> [CacheEntry], limits
@@ -39,7 +40,7 @@ from pcspec.model.config import Config, MemoryKind
 from pcspec.model.context import Context
 from pcspec.model.heap import Buffer, Faults, Heap
 from pcspec.model.memory import SeqMemory
-from pcspec.model.server import Crash, Server, SlotAction
+from pcspec.model.server import Cancel, Crash, Server, SlotAction
 from pcspec.model.slot import Slot, SlotState, Task
 from pcspec.model.swa_ring import Stream, SwaCache
 from pcspec.model.variants import Variant
@@ -54,7 +55,7 @@ VARIABLES: dict[type, dict[str, str]] = {
         "slots": "the slots, slot i at index i",
         "cache": "the prompt cache, or None (--cache-ram 0)",
         "deferred": "server_queue: tasks waiting for a slot (queue_tasks_deferred)",
-        "requeued": "tasks a slot release moved back to the front of the queue",
+        "requeued": "tasks a slot release moved back to the front of the queue, and cancels a failure posted",
         "clock": "the release counter: the t_last_used of the next release (LRU order)",
         "next_task_id": "the id of the next task (server_queue::get_new_id)",
         "crash": "the abort that ended the process, or None",
@@ -108,6 +109,12 @@ VARIABLES: dict[type, dict[str, str]] = {
         "id_slot": "the slot it is pinned to (-1: any)",
         "cache_prompt": "the request's cache_prompt",
         "type": "SERVER_TASK_TYPE_*",
+        "id_parent": "server_task::id_parent: the parent of a shared-prefix child (-1: none)",
+        "children": "server_task::child_tasks: the children a parent launches with it",
+        "n_tokens_shared": "server_task::n_tokens_shared: the leading tokens a parent's children share",
+    },
+    Cancel: {
+        "id_target": "the task a SERVER_TASK_TYPE_CANCEL releases",
     },
     SlotAction: {
         "id": "the action's task id",
@@ -168,6 +175,7 @@ VARIABLES: dict[type, dict[str, str]] = {
         "part": "the tokens the non-rollbackable part derives from",
         "part_lo": "the first position the SWA window holds",
         "garbage": "the memory holds bytes that are no token state",
+        "tail_with": "the other sequences sharing its recurrent tail cell (after a seq_cp)",
         "has_attn": "the kind has attention cells (fixed at construction)",
         "has_part": "the kind has a non-rollbackable part (fixed at construction)",
     },
@@ -265,6 +273,9 @@ def _memory(m: Any, where: str, ctx: Context) -> Iterator[str]:
         yield f"{where}: attn, part must be token tuples and part_lo >= 0"
     if type(m.garbage) is not bool:
         yield f"{where}.garbage: not a boolean"
+    if not isinstance(m.tail_with, frozenset) or (
+            m.tail_with and m.kind not in (MemoryKind.RECURRENT, MemoryKind.HYBRID)):
+        yield f"{where}.tail_with: a set of sequences sharing a recurrent tail cell, only for a recurrent part"
 
 
 def _context(c: Any, where: str, cfg: Config) -> Iterator[str]:
@@ -276,6 +287,11 @@ def _context(c: Any, where: str, cfg: Config) -> Iterator[str]:
         yield f"{where}: kind {c.kind!r}, {len(c.seqs)} sequences for {cfg.n_slots} slots"
     for i, m in enumerate(c.seqs):
         yield from _memory(m, f"{where}.seqs[{i}]", c)
+        for j in getattr(m, "tail_with", frozenset()):
+            # one tail cell: the sharing is symmetric, between sequences of the same state
+            if not (type(j) is int and 0 <= j < len(c.seqs) and j != i and i in c.seqs[j].tail_with
+                    and c.seqs[j].part == m.part):
+                yield f"{where}.seqs[{i}].tail_with: {j} does not share its tail cell"
     if (c.swa is None) != (c.kind != MemoryKind.SWA):
         yield f"{where}.swa: an SWA cache goes with an SWA memory, and only with one"
     if c.swa is not None:
@@ -284,6 +300,28 @@ def _context(c: Any, where: str, cfg: Config) -> Iterator[str]:
             yield from _declared(s, f"{where}.swa.streams[{i}]")
             if len(s.cells) != c.swa.size or not 0 <= s.head <= c.swa.size:  # (find_slot wraps it lazily)
                 yield f"{where}.swa.streams[{i}]: {len(s.cells)} cells of {c.swa.size}, head {s.head}"
+
+
+def _task(t: Any, where: str) -> Iterator[str]:
+    if not isinstance(t, Task):
+        yield f"{where}: not a Task ({type(t).__name__})"
+        return
+    yield from _declared(t, where)
+    if not _is_tokens(t.tokens):
+        yield f"{where}.tokens: not a tuple of token ids"
+    if not isinstance(t.children, tuple) or type(t.n_tokens_shared) is not int or type(t.id_parent) is not int:
+        yield f"{where}: children a tuple, n_tokens_shared and id_parent integers"
+        return
+    # server_decision_group_tasks: a parent shares 1 .. n_tokens - 1 tokens with children that
+    # name it, and is no child; a task that is no parent shares nothing
+    if bool(t.children) != (t.n_tokens_shared > 0) or not 0 <= t.n_tokens_shared < max(1, t.n_tokens):
+        yield f"{where}: {len(t.children)} children with n_tokens_shared {t.n_tokens_shared}"
+    if t.children and t.id_parent != -1:
+        yield f"{where}: a parent that is a child"
+    for k, c in enumerate(t.children):
+        if not isinstance(c, Task) or c.id_parent != t.id or c.children or c.tokens[: t.n_tokens_shared] != t.tokens[
+                : t.n_tokens_shared] or c.n_tokens <= t.n_tokens_shared:
+            yield f"{where}.children[{k}]: not a child of {t.id} sharing its first {t.n_tokens_shared} tokens"
 
 
 def _slot(s: Any, i: int, live: dict[int, Buffer]) -> Iterator[str]:
@@ -299,9 +337,9 @@ def _slot(s: Any, i: int, live: dict[int, Buffer]) -> Iterator[str]:
     if (s.task is None) != (s.state == SlotState.IDLE):
         yield f"{where}: a task goes with a busy slot, and only with one (state {s.state}, task {s.task})"
     if s.task is not None:
-        yield from _declared(s.task, f"{where}.task")
-        if not _is_tokens(s.task.tokens):
-            yield f"{where}.task.tokens: not a tuple of token ids"
+        yield from _task(s.task, f"{where}.task")
+    if s.state == SlotState.WAIT_OTHER and (s.task is None or not s.task.is_child or s.stalled or s.n_gen):
+        yield f"{where}: a slot waits for a parent only with a child task, before it does anything"
     if s.restored is not None and not isinstance(s.restored, Checkpoint):
         yield f"{where}.restored: not a Checkpoint"
     yield from _prompt(s.prompt, f"{where}.prompt", live)
@@ -372,10 +410,10 @@ def type_invariant(srv: Server) -> list[str]:
         out.append("cache: a prompt cache goes with --cache-ram, and only with it")
     if srv.cache is not None:
         out += _cache(srv.cache, srv)
-    for name in ("deferred", "requeued"):
+    for name, kinds in (("deferred", Task | SlotAction), ("requeued", Task | SlotAction | Cancel)):
         q = getattr(srv, name)
-        if not isinstance(q, deque) or not all(isinstance(t, Task | SlotAction) for t in q):
-            out.append(f"{name}: a queue of tasks and slot actions")
+        if not isinstance(q, deque) or not all(isinstance(t, kinds) for t in q):
+            out.append(f"{name}: a queue of tasks and slot actions" + (" and cancels" if name == "requeued" else ""))
     if type(srv.clock) is not int or type(srv.next_task_id) is not int or srv.clock < 0 or srv.next_task_id < 0:
         out.append(f"clock {srv.clock!r}, next_task_id {srv.next_task_id!r}")
     if srv.crash is not None and not isinstance(srv.crash, Crash):

@@ -15,8 +15,9 @@ sequence are always one run ``[pos_min, pos_max]`` (the purge of apply_ubatch ke
 llama-kv-cache.cpp:1160-1163).
 
 Each method is the C++ function of the same name, for the single-sequence cells the server
-makes (it never copies a sequence: no cell holds two). The split of a batch into ubatches is
-``llama_batch_allocr``'s (src/llama-batch.cpp of the October tree, in the sdist's
+makes: no cell holds two sequences (the one copy of a sequence, a shared-prefix child's
+``seq_cp``, is modelled across streams only, where it copies the stream: ``seq_cp``). The split
+of a batch into ubatches is ``llama_batch_allocr``'s (src/llama-batch.cpp of the October tree, in the sdist's
 vendor/llama.cpp/; docs/SOURCES.md).
 """
 
@@ -200,6 +201,18 @@ class SwaCache:
                 if pos < 0 and new_head == size:
                     new_head = i
         strm.head = new_head if new_head != size else 0
+
+    def seq_cp(self, src: int, dst: int) -> None:
+        """``seq_cp(src, dst, -1, -1)`` across streams (src/llama-kv-cache.cpp:512-555 of b11549,
+        one stream per sequence): ``dst``'s stream is reset and takes ``src``'s cells at the same
+        indices, relabelled, and its head; the data follows at the next update (``update``,
+        845-870, "copying KV buffer: stream %d to stream %d"). Within one stream (``--kv-unified``,
+        481-510) the cells would gain ``dst`` beside ``src``, which these single-sequence cells
+        cannot hold: the context refuses that before (``Context.seq_cp``)."""
+        assert not self.unified
+        a, b = self.stream(src), self.stream(dst)
+        b.cells = [(dst, c[1]) if c is not None and c[0] == src else None for c in a.cells]
+        b.head = a.head
 
     # -- state (llama-kv-cache.cpp:2065-2209, 2343-2470) --------------------------------------
 

@@ -259,12 +259,14 @@ def ckpt5_batch_ends(srv: Server, events: Sequence[Event]) -> list[str]:
     ``min(n_batch, 4 + n_ubatch)`` or ``min(n_batch, 4)`` tokens before the prompt's end
     (3545-3559). The named positions are ``_named_breaks``, which CKPT-3 holds the fill to from
     the other side. A batch that used its whole share of ``n_batch`` or reached the prompt's
-    end ended for those reasons; a task that makes no checkpoints never ends early."""
+    end ended for those reasons; a task that makes no checkpoints never ends early, but for the
+    parent of shared-prefix children still waiting, which stops at the shared prefix
+    (server-context.cpp:3945-3948 of b11549)."""
     cfg = srv.cfg
     out: list[str] = []
     for d in events_of(events, ev.Batch):
         end = d.start + d.n
-        if d.n >= d.room or end >= d.n_prompt:
+        if d.n >= d.room or end >= d.n_prompt or end == d.wait_shared:
             continue
         breaks = _named_breaks(d, cfg.n_batch, cfg.n_ubatch, cfg.checkpoint_min_step) if d.needs else {}
         if end not in breaks:

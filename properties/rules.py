@@ -10,7 +10,8 @@ two to four checkpoints, a min step of a few tokens, one to three slots, each me
 with and without a draft). Requests are chat-like (user-message spans) or raw; prompts are
 new, exact resends, extensions that include the previous reply (as chat clients send them),
 or divergences; some are pinned. Where the build offers them (``Variant.decision_tasks``), some
-are decision tasks on a conversation (``Fuzz.decide``); a rule a variant's build does not offer is
+are decision tasks on a conversation (``Fuzz.decide``), alone or several in one request, which
+makes shared-prefix children of them (``Fuzz.decide_group``); a rule a variant's build does not offer is
 not in the engines' tables for it (``only_where``, ``rules_for``). Faults hit every site of
 ``Faults.SITES``.
 
@@ -160,6 +161,12 @@ def rules_for(variant: Variant) -> tuple[Rule, ...]:
 
 def _has_conversation(f: Fuzz) -> bool:
     return any(c.tokens for c in f.convs)
+
+
+def _copies_memory(f: Fuzz) -> bool:
+    """The model has ``seq_cp`` for the memories: not an iSWA context with ``--kv-unified``."""
+    swa = MemoryKind.SWA in (f.cfg.memory, f.cfg.draft_memory if f.cfg.has_draft else MemoryKind.KV)
+    return not (swa and f.cfg.kv_unified)
 
 
 def _has_files(f: Fuzz) -> bool:
@@ -336,6 +343,28 @@ class Fuzz:
         if pin >= 0:
             op["id_slot"] = pin
         self.do(op)
+
+    @only_where(lambda v: v.decision_tasks)
+    @precondition(_has_conversation)
+    @precondition(_copies_memory)
+    @rule(k=CONV, m=Int(2, 3), n=Int(0, 6), fault=FAULT)
+    def decide_group(self, k: int, m: int, n: int, fault: int) -> None:
+        """One request of ``m`` decisions on a conversation as it stands (its prompt and reply),
+        each with its own question (``n`` + i tokens): ``server_decision_group_tasks`` makes a
+        parent and shared-prefix children of them (``Server.request_group``) where ``--parallel``
+        allows, which take free slots, wait for the parent's prompt to reach the shared prefix
+        and start from a copy of its memory and prompt. Not on an iSWA memory with
+        ``--kv-unified``, whose ``seq_cp`` the model does not have (``Context.seq_cp``)."""
+        c = self.convs[k]
+        if not c.tokens:
+            return
+        head = c.tokens + reply(c.tokens, self.n_predict)
+        prompts = [head + self._user_msg(k + 7 + i, c.turn, n + i) for i in range(m)]
+        if len(prompts[0]) + 1 >= self.cfg.n_ctx_slot:
+            return  # (a later prompt may be too long: that task fails and the others are cancelled)
+        if fault >= 0:
+            self.inject(fault)
+        self.do({"op": "request_group", "prompts": [list(p) for p in prompts]})
 
     @rule(k=CONV, over=Int(0, 3))
     def overlong(self, k: int, over: int) -> None:

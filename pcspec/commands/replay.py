@@ -82,6 +82,8 @@ def _show_step(step: Step, as_json: bool) -> None:
         extra = f" {len(step.op['tokens'])} tokens" + (
             f" pinned to {step.op['id_slot']}" if step.op.get("id_slot", -1) >= 0 else ""
         )
+    elif op == "request_group":
+        extra = f" {len(step.op['prompts'])} decision prompts"
     elif op == "inject":
         extra = f" {step.op['site']}"
     print(f"[{step.index:3d}] {op}{extra}: {_describe(step)}")

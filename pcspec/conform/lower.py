@@ -25,6 +25,7 @@ from pcspec.conform.observe import ROLE, observe
 from pcspec.conform.protocol import BY_NAME, EVENT_KINDS, EVICT_NUMBERS, port_config
 from pcspec.conform.tags import Tags
 from pcspec.core import ops as model_ops
+from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace
 from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry, lcp
@@ -422,4 +423,7 @@ def _diff(a: dict[str, Any], b: dict[str, Any]) -> str:
 
 def lower(trace: Trace) -> Lowered:
     """The core operations of ``trace`` under its variant, with the expected observations."""
+    if any(op.get("op") == "request_group" for op in trace.ops):
+        # (decision tasks and their groups exist only in rule sets, which no port implements)
+        raise PcspecError("the conformance kit has no shared-prefix child tasks (op request_group)")
     return Lowerer(trace).run(trace.ops)

@@ -10,6 +10,9 @@ op                 fields (defaults)
                    ``cache_prompt`` (true), ``type`` ("completion"; "decision" from b11434),
                    ``chat`` (false: a raw ``/completion``, whose ``spans`` a build that takes
                    them from the chat session only drops; ``Server.request``)
+``request_group``  ``prompts`` [[int]] (at least one): one request of decision prompts, grouped
+                   into parents and shared-prefix children (``Server.request_group``; decision
+                   tasks are from b11434; a group on an iSWA memory with --kv-unified is refused)
 ``step``           one ``update_slots`` iteration
 ``run``            ``max_steps`` (10000, at most 1,000,000): steps until idle (each step is one
                    operation)
@@ -48,6 +51,7 @@ MAX_RUN_STEPS = 1_000_000
 
 OPS = (
     "request",
+    "request_group",
     "step",
     "run",
     "inject",
@@ -78,6 +82,13 @@ def _ints(op: dict[str, Any], key: str, default: list[int] | None = None) -> tup
     return tuple(v)
 
 
+def _tokens(op: dict[str, Any], key: str, v: tuple[int, ...]) -> tuple[int, ...]:
+    if v and (min(v) < 0 or max(v) > TOKEN_MAX):
+        i, t = next((i, t) for i, t in enumerate(v) if not 0 <= t <= TOKEN_MAX)
+        raise PcspecError(f"field {key!r} must hold token ids 0..{TOKEN_MAX} (got {t} at index {i})")
+    return v
+
+
 def _str(op: dict[str, Any], key: str) -> str:
     v = op.get(key)
     if not isinstance(v, str) or not v:
@@ -96,10 +107,7 @@ def validate(op: object) -> dict[str, Any]:
     if name not in OPS:
         raise PcspecError(f"unknown op {name!r}; valid ops: {', '.join(OPS)}")
     if name == "request":
-        tokens = _ints(op, "tokens")
-        if tokens and (min(tokens) < 0 or max(tokens) > TOKEN_MAX):
-            i, t = next((i, t) for i, t in enumerate(tokens) if not 0 <= t <= TOKEN_MAX)
-            raise PcspecError(f"field 'tokens' must hold token ids 0..{TOKEN_MAX} (got {t} at index {i})")
+        _tokens(op, "tokens", _ints(op, "tokens"))
         spans = _ints(op, "spans", [])
         if list(spans) != sorted(set(spans)):
             raise PcspecError("field 'spans' must be strictly increasing positions")
@@ -112,6 +120,13 @@ def validate(op: object) -> dict[str, Any]:
             raise PcspecError(f"field 'type' must be one of {', '.join(TASK_TYPES)} (got {kind!r})")
         if not isinstance(op.get("chat", False), bool):
             raise PcspecError("field 'chat' must be true or false")
+    elif name == "request_group":
+        prompts = op.get("prompts")
+        if not isinstance(prompts, list) or not prompts:
+            raise PcspecError("field 'prompts' must be a non-empty list of token lists")
+        for i, p in enumerate(prompts):
+            key = f"prompts[{i}]"
+            _tokens(op, key, _ints({key: p}, key))
     elif name == "run":
         if _int(op, "max_steps", 10_000, lo=1) > MAX_RUN_STEPS:
             raise PcspecError(f"field 'max_steps' must be at most {MAX_RUN_STEPS} (got {op['max_steps']})")
@@ -177,6 +192,8 @@ def apply(srv: Server, op: dict[str, Any]) -> Iterator[None]:
             TaskType(op.get("type", "completion")),
             op.get("chat", False),
         )
+    elif name == "request_group":
+        srv.request_group([tuple(p) for p in op["prompts"]])
     elif name == "inject":
         srv.inject(op["site"], op.get("count", 1))
     elif name in ("slot_save", "slot_restore"):

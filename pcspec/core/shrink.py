@@ -54,7 +54,7 @@ def shrink_list(
 def simpler_op(op: dict[str, Any]) -> list[dict[str, Any]]:
     """Simplifications of one trace operation, simplest first: a ``run`` becomes one ``step``;
     a request's prompt is halved or loses its last token (its spans beyond the cut go), a
-    pinned request is unpinned."""
+    pinned request is unpinned; a group of decisions loses one of its prompts."""
     out: list[dict[str, Any]] = []
     if op["op"] == "run":
         out.append({"op": "step"})
@@ -70,6 +70,8 @@ def simpler_op(op: dict[str, Any]) -> list[dict[str, Any]]:
                 out.append(cut)
         if op.get("id_slot", -1) != -1:
             out.append({k: v for k, v in op.items() if k != "id_slot"})
+    if op["op"] == "request_group" and len(op["prompts"]) > 1:
+        out += [dict(op, prompts=op["prompts"][:i] + op["prompts"][i + 1 :]) for i in range(len(op["prompts"]))]
     return out
 
 

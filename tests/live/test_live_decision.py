@@ -109,3 +109,21 @@ def test_three_questions_with_a_common_start_on_three_and_on_two_slots(tmp_path:
     last = max(t for _s, t, _n, _p in two.find(d.CACHED))
     slot_parent = next(s for s, t, _n, _p in two.find(d.CACHED) if t == parent2)
     assert (slot_parent, last, n_shared, n_shared) in two.find(d.CACHED)
+
+
+@pytest.mark.parametrize(("tree", "decision"), [("b11549", "lfm2-d1"), ("b11434", "openjev")])
+def test_a_completion_pinned_to_a_busy_parent_aborts(tree: str, decision: str, tmp_path: Path) -> None:
+    """The model's prediction (docs/FINDINGS.md, F1 on a shared-prefix parent;
+    tests/model/test_scenarios_children.py): a cache entry loaded onto the busy parent, longer than
+    the shared prefix, keeps the parent from ever copying it to its child; the parent fills to its
+    end and ``decode`` fails ``GGML_ASSERT(slot.task->n_tokens_shared == 0)`` (server-context.cpp:
+    4260 of b11549). The pinned completion is sent 10 ms after the decision request, while the
+    parent fills its 1058 shared tokens 16 at a time; on a loaded machine the timing may miss
+    (the completion then comes before the launch or after the copy), so up to three tries."""
+    for attempt in range(3):
+        run = d.busy_parent_load(binary(tree), tmp_path / str(attempt), decision=decision)
+        assert [r.status for r in run.replies[:3]] == [200, 200, 200], run.summary()
+        if d.ASSERT_SHARED in run.log:
+            break
+    assert d.ASSERT_SHARED in run.log, run.summary()
+    assert not run.find(d.COPY)  # the parent never held exactly n_tokens_shared tokens
