@@ -335,3 +335,43 @@ def test_an_empty_checkpoint_after_a_failed_allocation_beside_a_generating_slot(
     empty = float(size) == 0.0
     assert int(n_tokens) == restored.n_tokens
     assert empty == bool(found) == (design in ("master", "pr27451"))
+
+
+@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+def test_the_checkpoint_payloads_each_design_copies(design: str, tmp_path: Path) -> None:
+    """The bytes a save copies, measured on the binary: ``alloc.16840@0`` fails nothing and logs
+    every allocation of a full-window checkpoint payload (16,840 bytes on the SWA model) in the
+    smoke sequence. master deep-copies A's two checkpoints into the cache entry when B comes
+    (``states.push_back({..., prompt.checkpoints})``, server-task.cpp:1779-1788 at 0c1e570) and
+    back into the slot when A returns: 4 copies, 67,360 bytes, 33,680 of them in the save. The
+    shared designs copy none: every such allocation is a checkpoint being made. The model counts
+    the same allocations of that size (``pcspec.live.allocfaults``)."""
+    from pcspec.live.smoke import FLAGS as SMOKE_FLAGS
+    from pcspec.live.smoke import PROMPT_A, PROMPT_B
+
+    facts = ServerFacts(1, 2048, 256)
+    srv = Server(calibrate.model_config("swa", SMOKE_FLAGS, facts), calibrate.variant(_rules(design)))
+    calls = AllocCalls(srv.heap)
+    for prompt in (PROMPT_A, PROMPT_B, PROMPT_A):
+        srv.request(tuple(prompt), n_predict=2)
+        srv.run()
+    copies = [e for e in srv.heap.events if isinstance(e, ev.CopyPayload) and e.bytes == 16840]
+
+    server = ServerProcess(_binary(design), ensure_model("swa", tmp_path / "models"), SMOKE_FLAGS, tmp_path,
+                           name="s", env={"LLAMA_FAULTS": "alloc.16840@0"})
+    with server:
+        client = Client(server.url, timeout=30)
+        replies = [client.completion(p, n_predict=2) for p in (PROMPT_A, PROMPT_B, PROMPT_A)]
+    log = server.log_bytes().decode("utf-8", "replace")
+    assert all(r.ok for r in replies) and read_facts(log) == facts
+    counted = re.findall(r"fault point 'alloc.16840' counted call (\d+)", log)
+    assert [int(n) for n in counted] == list(range(1, len(counted) + 1))
+    assert len(counted) == calls.by_size[16840]
+    # the save of A's prompt when B comes: from its line to the cache's state after it
+    save = log[log.index("saving prompt with length"):]
+    save = save[: save.index("cache state:")]
+    in_save = save.count("fault point 'alloc.16840' counted call")
+    if design == "master":
+        assert (len(counted), len(copies), in_save) == (9, 4, 2)
+    else:
+        assert (len(counted), len(copies), in_save) == (5, 0, 0)
