@@ -14,10 +14,12 @@ from typing import NamedTuple
 
 import networkx as nx
 
+from pcspec.model.cache import CacheEntry
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.heap import Buffer
 from pcspec.model.memory import Tokens
 from pcspec.model.server import Server
+from pcspec.model.slot import Slot
 
 
 class Holder(NamedTuple):
@@ -31,13 +33,22 @@ class Holder(NamedTuple):
     task_tokens: Tokens | None  # a slot processing a prompt: the task's prompt
 
 
+def slot_holder(s: Slot) -> Holder:
+    task_tokens = s.task.tokens if s.task is not None else None
+    return Holder(f"slot:{s.id}", s.prompt.tokens, tuple(s.prompt.checkpoints), (), task_tokens)
+
+
+def entry_holder(e: CacheEntry) -> Holder:
+    return Holder(f"entry:{e.id}", e.prompt.tokens, tuple(e.prompt.checkpoints), tuple(e.data_buffers()), None)
+
+
 def holders(srv: Server) -> Iterator[Holder]:
+    """Every holder: the slots in order, then the cache's entries front first."""
     for s in srv.slots:
-        task_tokens = s.task.tokens if s.task is not None else None
-        yield Holder(f"slot:{s.id}", s.prompt.tokens, tuple(s.prompt.checkpoints), (), task_tokens)
+        yield slot_holder(s)
     if srv.cache is not None:
         for e in srv.cache.entries:
-            yield Holder(f"entry:{e.id}", e.prompt.tokens, tuple(e.prompt.checkpoints), tuple(e.data_buffers()), None)
+            yield entry_holder(e)
 
 
 def graph(srv: Server) -> nx.DiGraph:
