@@ -200,17 +200,25 @@ class Events(list[Event]):
         super().__init__(events)
         self.history = history
         self.carry = carry
-        by_kind: dict[str, list[Event]] = {}
-        for e in events:
-            k = e.kind
-            if k in by_kind:
-                by_kind[k].append(e)
-            else:
-                by_kind[k] = [e]
-        self.by_kind = by_kind
+        self._by_kind: dict[str, list[Event]] | None = None
         self.holders: list[Holder] | None = None
         self.checkpoints: dict[int, tuple[Checkpoint, list[str]]] | None = None
         self.memo: dict[str, object] = {}
+
+    @property
+    def by_kind(self) -> dict[str, list[Event]]:
+        """The events by kind, indexed at the first check that asks (most judgements run only
+        state checks, which ask for none)."""
+        by_kind = self._by_kind
+        if by_kind is None:
+            by_kind = self._by_kind = {}
+            for e in self:
+                k = e.kind
+                if k in by_kind:
+                    by_kind[k].append(e)
+                else:
+                    by_kind[k] = [e]
+        return by_kind
 
 
 def holders_of(srv: Server, events: Sequence[Event]) -> list[Holder]:
