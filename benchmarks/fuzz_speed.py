@@ -92,7 +92,6 @@ def hypothesis_rate(examples: int, bare: bool) -> tuple[float, float]:
 def walker_rate(examples: int, bare: bool, seed: int, judged: bool = True) -> tuple[float, float]:
     """(rules/s, operations/s) of the walker on ``fixed`` (``judged``: every property after every
     operation; otherwise none, the model alone)."""
-    w = walker.Walker(ALL["fixed"]) if judged else walker.Walker(ALL["fixed"], [])
     table = walker._TABLE
     if bare:  # generation only: draw every rule and its arguments, run nothing
         walker._TABLE = tuple(
@@ -100,6 +99,8 @@ def walker_rate(examples: int, bare: bool, seed: int, judged: bool = True) -> tu
             for d in table
         )
     try:
+        # (made after the swap: a walker takes its rules from the table when it is made)
+        w = walker.Walker(ALL["fixed"]) if judged else walker.Walker(ALL["fixed"], [])
         t0 = time.perf_counter()
         r = w.walk(seed, examples)
         dt = time.perf_counter() - t0

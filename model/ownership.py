@@ -14,11 +14,12 @@ from typing import NamedTuple
 
 import networkx as nx
 
+from pcspec.model.cache import CacheEntry
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.heap import Buffer
 from pcspec.model.memory import Tokens
 from pcspec.model.server import Server
-from pcspec.model.slot import SlotState
+from pcspec.model.slot import Slot, SlotState
 
 
 class Holder(NamedTuple):
@@ -32,17 +33,30 @@ class Holder(NamedTuple):
     task_tokens: Tokens | None  # a slot processing a prompt: the task's prompt
 
 
+def slot_task_tokens(s: Slot) -> Tokens | None:
+    """The prompt a slot is processing (its task's), None when it has none to describe."""
+    return s.task.tokens if s.task is not None and s.state != SlotState.WAIT_OTHER else None
+
+
+def slot_holder(s: Slot) -> Holder:
+    """A slot, a shared-prefix child too: its list is the copy ``copy_prompt_to`` made of its
+    parent's (new checkpoint objects, or the parent's own under ``shared_object``), held until its
+    release clears it. A child waiting for its parent (``WAIT_OTHER``) still holds its slot's old
+    prompt and processes nothing yet: no task prompt of its own to describe."""
+    return Holder(f"slot:{s.id}", s.prompt.tokens, tuple(s.prompt.checkpoints), (), slot_task_tokens(s))
+
+
+def entry_holder(e: CacheEntry) -> Holder:
+    return Holder(f"entry:{e.id}", e.prompt.tokens, tuple(e.prompt.checkpoints), tuple(e.data_buffers()), None)
+
+
 def holders(srv: Server) -> Iterator[Holder]:
-    """Every slot is a holder, a shared-prefix child too: its list is the copy ``copy_prompt_to``
-    made of its parent's (new checkpoint objects, or the parent's own under ``shared_object``),
-    held until its release clears it. A child waiting for its parent (``WAIT_OTHER``) still holds
-    its slot's old prompt and processes nothing yet: no task prompt of its own to describe."""
+    """Every holder: the slots in order, then the cache's entries front first."""
     for s in srv.slots:
-        task_tokens = s.task.tokens if s.task is not None and s.state != SlotState.WAIT_OTHER else None
-        yield Holder(f"slot:{s.id}", s.prompt.tokens, tuple(s.prompt.checkpoints), (), task_tokens)
+        yield slot_holder(s)
     if srv.cache is not None:
         for e in srv.cache.entries:
-            yield Holder(f"entry:{e.id}", e.prompt.tokens, tuple(e.prompt.checkpoints), tuple(e.data_buffers()), None)
+            yield entry_holder(e)
 
 
 def graph(srv: Server) -> nx.DiGraph:

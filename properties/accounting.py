@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pcspec.model import events as ev
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, memo, on_events, on_storage
+from pcspec.properties.base import also_reads, events_of, memo, on_events, on_storage
 
 
 # What several checks read of the cache, computed once per judgement (``memo``).
@@ -79,6 +79,7 @@ def _token_limit(size: int, n_tokens: int, limit_size: int, limit_tokens: int) -
 
 
 @on_storage
+@also_reads(ev.EntryInsert)
 def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
     cache = srv.cache
     if cache is None:

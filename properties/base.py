@@ -11,7 +11,7 @@ model and nothing of the others.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from pcspec.model.checkpoint import Checkpoint
@@ -58,6 +58,28 @@ def on_events(*kinds: type[Event] | str) -> Callable[[C], C]:
 # fill, a free, an erase, a clear) emits an event of its own.
 DECODE_STEP_KINDS = frozenset({"op", "batch", "generate"})
 
+# The event kinds of a *storage-neutral* operation: one that changed no storage (what
+# ``on_storage`` lists: heap buffers, the cache's entries and limits, the holders' checkpoint
+# lists), a decode step's kinds and those of the operations that route tasks, start prompts
+# without erasing or restoring a checkpoint, release slots, write or fail to read slot files,
+# or try a save the cache skips or rejects. Every change of the storage emits an event of
+# another kind: an allocation, a fill, a copy or a free (``Heap``), a checkpoint created,
+# erased, published or restored, an entry inserted or evicted, a prompt cleared, a limit
+# changed, a file restored, a restart, a crash, a fault hit. (A reference taken or dropped,
+# a list that gains or loses a checkpoint, never comes alone: it is part of one of these.)
+# The judge counts a *storage epoch* (``Carry.epoch``), which every operation with an event
+# outside this set ends; ``tests/properties/test_judge_shortcuts.py`` compares the whole
+# storage before and after every storage-neutral judgement of fuzzed runs of every design and
+# mutant and requires it unchanged. A whitelist: a kind added to the model later counts as
+# changing the storage until it is listed here.
+STORAGE_NEUTRAL_KINDS = DECODE_STEP_KINDS | frozenset({
+    "select", "deferred", "requeued", "launch", "load_scan", "cache_state", "release",
+    "prompt_begin", "prompt_start", "empty_prompt", "stall", "truncated",
+    "save_begin", "save_end", "save_skip_contained", "save_reject_oversize", "idle_save",
+    "file_write", "file_corrupted", "file_missing", "file_field_missing",
+    "sleep_skipped", "ignored_after_crash",
+})
+
 # checks declared ``on_storage``
 _ON_STORAGE: set[Check] = set()
 
@@ -73,6 +95,29 @@ def on_storage(check: C) -> C:
     requires exactly the previous judgement's findings."""
     _ON_STORAGE.add(check)
     return check
+
+
+# storage check -> the event kinds it reads besides the storage (``also_reads``)
+_ALSO_READS: dict[Check, frozenset[str]] = {}
+
+
+def also_reads(*kinds: type[Event] | str) -> Callable[[C], C]:
+    """Declares that a storage check (``on_storage``) reads the events of ``kinds`` too, besides
+    the storage: what it found in a judgement with such an event is not carried over to the
+    next judgements of the storage epoch (``Judge``'s ``incremental``), since they have no such
+    event to find anything in."""
+    names = frozenset(k if isinstance(k, str) else k.kind for k in kinds)
+
+    def mark(check: C) -> C:
+        _ALSO_READS[check] = names
+        return check
+
+    return mark
+
+
+def events_read(check: Check) -> frozenset[str]:
+    """The kinds a storage check declared with ``also_reads`` (none: it reads the storage only)."""
+    return _ALSO_READS.get(check, frozenset())
 
 
 # check -> the parts of the judge's history it reads (``needs``)
@@ -126,26 +171,54 @@ class Property:
     extended: bool = False  # extended catalogue: no expectation preset except for `fixed`
 
 
+@dataclass
+class Carry:
+    """What a judge keeps between its judgements for the checks that are incremental: the
+    storage epoch of the judgement (``STORAGE_NEUTRAL_KINDS``: the same number means the same
+    storage) and each such check's own record, under its property's name. Only a judge made
+    ``incremental`` carries one; a check given none computes everything afresh, so that
+    every incremental check is its own from-scratch definition too
+    (``tests/properties/test_incremental_judge.py`` compares the two on fuzzed walks)."""
+
+    epoch: int = 0
+    kept: dict[str, object] = field(default_factory=dict)
+
+
+def carry_of(events: Sequence[Event]) -> Carry | None:
+    """The judge's carry, or None: compute afresh (a plain list of events, a judge that is
+    not incremental)."""
+    return getattr(events, "carry", None)
+
+
 class Events(list[Event]):
     """The events of one operation, indexed by kind once (every check asks for a kind), plus
     what several checks derive from the state after it (the holders, the checkpoints they
     hold, the cache's byte counts), computed once per judgement: the checks are pure and the
     state does not change while they run."""
 
-    def __init__(self, events: Sequence[Event], history: History | None = None) -> None:
+    def __init__(self, events: Sequence[Event], history: History | None = None, carry: Carry | None = None) -> None:
         super().__init__(events)
         self.history = history
-        by_kind: dict[str, list[Event]] = {}
-        for e in events:
-            k = e.kind
-            if k in by_kind:
-                by_kind[k].append(e)
-            else:
-                by_kind[k] = [e]
-        self.by_kind = by_kind
+        self.carry = carry
+        self._by_kind: dict[str, list[Event]] | None = None
         self.holders: list[Holder] | None = None
         self.checkpoints: dict[int, tuple[Checkpoint, list[str]]] | None = None
         self.memo: dict[str, object] = {}
+
+    @property
+    def by_kind(self) -> dict[str, list[Event]]:
+        """The events by kind, indexed at the first check that asks (most judgements run only
+        state checks, which ask for none)."""
+        by_kind = self._by_kind
+        if by_kind is None:
+            by_kind = self._by_kind = {}
+            for e in self:
+                k = e.kind
+                if k in by_kind:
+                    by_kind[k].append(e)
+                else:
+                    by_kind[k] = [e]
+        return by_kind
 
 
 def holders_of(srv: Server, events: Sequence[Event]) -> list[Holder]:

@@ -7,14 +7,17 @@ the state image of a token prefix, which must equal the holder's tokens up to ``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pcspec.model import events as ev
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.config import MemoryKind
 from pcspec.model.events import Event
 from pcspec.model.memory import StateImage, Tokens
+from pcspec.model.ownership import Holder, entry_holder, slot_holder, slot_task_tokens
 from pcspec.model.server import Server
-from pcspec.properties.base import events_of, history_of, holders_of, needs, on_events, on_storage
+from pcspec.model.slot import Slot
+from pcspec.properties.base import Carry, carry_of, events_of, history_of, holders_of, needs, on_events, on_storage
 
 
 @on_storage
@@ -44,22 +47,95 @@ def describes_prefix(ck: Checkpoint, tokens: Tokens) -> bool:
 
 
 def ckpt2_describes_prefix(srv: Server, events: Sequence[Event]) -> list[str]:
+    carry = carry_of(events)
+    if carry is None:
+        out: list[str] = []
+        for h in holders_of(srv, events):
+            out += _not_prefixes(h)
+        return out
+    return _ckpt2_carried(srv, events, carry)
+
+
+def _not_prefixes(h: Holder) -> list[str]:
+    """CKPT-2 of one holder: each checkpoint it holds (once) that describes no prefix of its
+    tokens, nor of its task's."""
     out: list[str] = []
-    seen: set[tuple[str, int]] = set()
-    for h in holders_of(srv, events):
-        for ck in h.checkpoints:
-            if (h.name, ck.id) in seen:
-                continue
-            seen.add((h.name, ck.id))
-            if describes_prefix(ck, h.tokens):
-                continue
-            if h.task_tokens is not None and describes_prefix(ck, h.task_tokens):
-                continue
-            out.append(
-                f"{h.name} holds {ck.describe()} that is not the state of a prefix"
-                f" of its tokens ({len(h.tokens)} tokens)"
-            )
+    seen: set[int] = set()
+    for ck in h.checkpoints:
+        if ck.id in seen:
+            continue
+        seen.add(ck.id)
+        if describes_prefix(ck, h.tokens):
+            continue
+        if h.task_tokens is not None and describes_prefix(ck, h.task_tokens):
+            continue
+        out.append(
+            f"{h.name} holds {ck.describe()} that is not the state of a prefix"
+            f" of its tokens ({len(h.tokens)} tokens)"
+        )
     return out
+
+
+@dataclass
+class _SlotKept:
+    """What CKPT-2 found of one slot in a storage epoch, and the tokens it found it on."""
+
+    tokens: Tokens
+    task_tokens: Tokens | None
+    longest: int  # the largest n_tokens of its checkpoints (the storage's: fixed in the epoch)
+    found: list[str]
+
+
+@dataclass
+class _Kept:
+    epoch: int
+    entries: list[str]  # what it found of the cache's entries (storage only: fixed in the epoch)
+    slots: list[_SlotKept]
+
+
+def _slot_kept(s: Slot) -> _SlotKept:
+    h = slot_holder(s)
+    return _SlotKept(h.tokens, h.task_tokens, max((c.n_tokens for c in h.checkpoints), default=0), _not_prefixes(h))
+
+
+def _keeps_prefix(k: _SlotKept, tokens: Tokens) -> bool:
+    """``tokens`` begin with the first ``min(longest, len(old))`` tokens the slot was judged on."""
+    m = min(k.longest, len(k.tokens))
+    return len(tokens) >= m and tokens[:m] == k.tokens[:m]
+
+
+def _ckpt2_carried(srv: Server, events: Sequence[Event], carry: Carry) -> list[str]:
+    """CKPT-2, carried over a storage epoch. The checkpoints (their lists, metadata and target
+    payloads) are the storage's, the same all epoch; what changes within it is the slots'
+    tokens (a decode step appends to them) and tasks. A slot whose checkpoints all described
+    prefixes still has them all describe prefixes when its task is the same and its tokens
+    keep their first ``min(longest, len(old))`` tokens: a checkpoint that matched the old
+    tokens is no longer than that (or matched the task's tokens, which did not change). A slot
+    with a finding is judged afresh (the message counts its tokens)."""
+    kept = carry.kept.get("CKPT-2")
+    if not isinstance(kept, _Kept) or kept.epoch != carry.epoch or len(kept.slots) != len(srv.slots):
+        entries: list[str] = []
+        if srv.cache is not None:
+            for e in srv.cache.entries:
+                entries += _not_prefixes(entry_holder(e))
+        kept = _Kept(carry.epoch, entries, [_slot_kept(s) for s in srv.slots])
+        carry.kept["CKPT-2"] = kept
+    else:
+        slots = kept.slots
+        for i, s in enumerate(srv.slots):
+            k = slots[i]
+            if not k.found and slot_task_tokens(s) is k.task_tokens:
+                tokens = s.prompt.tokens
+                if tokens is k.tokens:
+                    continue
+                if _keeps_prefix(k, tokens):
+                    k.tokens = tokens
+                    continue
+            slots[i] = _slot_kept(s)
+    out: list[str] = []
+    for k in kept.slots:
+        out += k.found
+    return out + kept.entries
 
 
 @on_events(ev.PromptStart)

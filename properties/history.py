@@ -16,6 +16,7 @@ here; ``done`` ends the judgement (the records of that operation are dropped, th
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -214,7 +215,7 @@ class History:
         assert isinstance(e, ev.PromptBegin)
         # The checkpoints are immutable objects; the memories are copied.
         held = tuple(self.srv.slots[e.slot].prompt.checkpoints)
-        memories = tuple((ctx.name, replace(ctx.seqs[e.slot])) for ctx in self.srv.contexts())
+        memories = tuple((ctx.name, copy(ctx.seqs[e.slot])) for ctx in self.srv.contexts())
         self._began[e.slot] = (held, memories)
 
     def _on_prompt_start(self, e: Event) -> None:

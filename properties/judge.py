@@ -23,10 +23,13 @@ from pcspec.model.server import Server
 from pcspec.model.variants import get_variant
 from pcspec.properties.base import (
     DECODE_STEP_KINDS,
+    STORAGE_NEUTRAL_KINDS,
+    Carry,
     Check,
     Events,
     Property,
     event_kinds,
+    events_read,
     history_parts,
     reads_storage_only,
 )
@@ -39,16 +42,40 @@ class Judge:
 
     ``shortcuts=False``: no check is skipped after a decode step. The skip rests on the model's
     code (a decode step changes no storage, ``base.on_storage``); the conformance kit judges a
-    port's answers, replayed into model objects, which need not keep it."""
+    port's answers, replayed into model objects, which need not keep it.
 
-    def __init__(self, srv: Server, props: Iterable[Property] = CATALOGUE, shortcuts: bool = True) -> None:
+    ``incremental`` (by default as ``shortcuts``, which it rests on too): what a check found
+    is carried over while the storage it reads stays as it was. A storage check
+    (``base.on_storage``) is not run again within a storage epoch
+    (``base.STORAGE_NEUTRAL_KINDS``): it reports what it found when it last ran in the epoch,
+    which is what it would find; the checks that keep a record of their own read the judge's
+    ``Carry`` (``base.carry_of``). ``incremental=False``: every check computes everything
+    afresh at every judgement, the same findings (``tests/properties/test_incremental_judge.py``)."""
+
+    def __init__(
+        self,
+        srv: Server,
+        props: Iterable[Property] = CATALOGUE,
+        shortcuts: bool = True,
+        incremental: bool | None = None,
+    ) -> None:
         self.srv = srv
         self.props = tuple(props)
         self.seen = len(srv.heap.events)
-        # (id, check, after_crash, the event kinds it needs or None): read once, since the
-        # judge runs after every model operation of every fuzzing step.
-        self._plan: tuple[tuple[str, Check, bool, frozenset[str] | None], ...] = tuple(
-            (p.id, p.check, p.after_crash, event_kinds(p.check)) for p in self.props
+        self.incremental = shortcuts if incremental is None else incremental
+        # (id, check, after_crash, the event kinds it needs or None, whether it reads only the
+        # storage and its findings are carried over, and the events it also reads): read once,
+        # since the judge runs after every model operation of every fuzzing step.
+        self._plan: tuple[tuple[str, Check, bool, frozenset[str] | None, bool, frozenset[str]], ...] = tuple(
+            (
+                p.id,
+                p.check,
+                p.after_crash,
+                event_kinds(p.check),
+                self.incremental and reads_storage_only(p.check),
+                events_read(p.check),
+            )
+            for p in self.props
         )
         # The state checks alone, for the operations that emit no event any check needs (most
         # of them: a generation step emits ``op`` and ``generate``).
@@ -64,6 +91,11 @@ class Judge:
         self._watched = frozenset().union(*(x[3] for x in self._plan if x[3] is not None))
         # What the chosen checks compare against, kept as the model runs (properties/history.py).
         self.history = History(srv, frozenset().union(*(history_parts(p.check) for p in self.props)))
+        # The storage epoch and what the incremental checks keep (None: everything afresh).
+        self.carry: Carry | None = Carry() if self.incremental else None
+        # A storage check's findings as of the epoch it last ran in: pid -> (epoch, messages).
+        self._found: dict[str, tuple[int, list[str]]] = {}
+        self._plans: dict[frozenset[str], tuple[bool, bool, tuple[tuple[str, Check, bool, bool], ...]]] = {}
 
     def __call__(self) -> list[Finding]:
         try:
@@ -80,29 +112,62 @@ class Judge:
             # The operation changed nothing (an idle step, an armed fault): the state is the
             # one already judged, and there are no new events to judge.
             return []
-        kinds = {e.kind for e in new}
-        crashed = "crash" in kinds
+        kinds = frozenset([e.kind for e in new])
+        got_plan = self._plans.get(kinds)
+        if got_plan is None:
+            got_plan = self._plans[kinds] = self._plan_for(kinds)
+        neutral, crashed, plan = got_plan
+        carry = self.carry
+        epoch = 0
+        if carry is not None:
+            if not neutral:
+                carry.epoch += 1  # the storage may have changed: what was found of it is stale
+            epoch = carry.epoch
         if srv.crash is not None and not crashed:
             return []  # the process died earlier: nothing more happens
         out: list[Finding] = []
         op = srv.heap.op
+        events: Events | None = None  # indexed once, and only if a check runs (a hunt judges one)
+        found = self._found
+        for pid, check, carried, keep in plan:
+            if carried:
+                was = found.get(pid)
+                if was is not None and was[0] == epoch:
+                    msgs = was[1]  # the storage it reads is as it was then: so are its findings
+                else:
+                    if events is None:
+                        events = Events(new, self.history, carry)
+                    msgs = check(srv, events)
+                    # (found with events of its own: not what the epoch's next judgements find)
+                    found[pid] = (epoch if keep else -1, msgs)
+            else:
+                if events is None:
+                    events = Events(new, self.history, carry)
+                msgs = check(srv, events)
+            for msg in msgs:
+                out.append(violation(pid, op, msg))
+        return out
+
+    def _plan_for(self, kinds: frozenset[str]) -> tuple[bool, bool, tuple[tuple[str, Check, bool, bool], ...]]:
+        """For a judgement whose events have these kinds (the same few sets come back at every
+        step, so each is worked out once): whether they are storage-neutral, whether the
+        operation crashed, and the checks to run, each as (id, check, whether its findings are
+        carried over, whether these findings may be kept for the epoch)."""
+        crashed = "crash" in kinds
         if kinds <= DECODE_STEP_KINDS:
             plan = self._decode_plan
         elif self._watched.isdisjoint(kinds):
             plan = self._state_plan
         else:
             plan = self._plan
-        events: Events | None = None  # indexed once, and only if a check runs (a hunt judges one)
-        for pid, check, after_crash, needs in plan:
-            if crashed and not after_crash:
-                continue
-            if needs is not None and needs.isdisjoint(kinds):
-                continue  # an event check without its events finds nothing (base.on_events)
-            if events is None:
-                events = Events(new, self.history)
-            for msg in check(srv, events):
-                out.append(violation(pid, op, msg))
-        return out
+        chosen = tuple(
+            (pid, check, carried, reads.isdisjoint(kinds))
+            for pid, check, after_crash, needs, carried, reads in plan
+            if (after_crash or not crashed)
+            # an event check without its events finds nothing (base.on_events)
+            and (needs is None or not needs.isdisjoint(kinds))
+        )
+        return kinds <= STORAGE_NEUTRAL_KINDS, crashed, chosen
 
 
 def replay(

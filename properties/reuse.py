@@ -10,7 +10,7 @@ server (or ``fixed``) applies: a rule that is stricter than the memory needs sho
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from copy import copy
 from fractions import Fraction
 
 from pcspec.model import events as ev
@@ -29,7 +29,7 @@ def _serves(memories: Sequence[tuple[str, SeqMemory]], ck: Checkpoint | None, pr
     ``seq_rm(n)``. A checkpoint without a draft payload leaves the draft to be re-decoded
     (``fixed`` does so; the judgement is about what the held state could serve)."""
     for name, held in memories:
-        mem = replace(held)
+        mem = copy(held)  # (a shallow copy: its fields are tuples and numbers)
         if ck is not None:
             buf = ck.tgt if name == "tgt" else ck.dft
             if buf is None:
