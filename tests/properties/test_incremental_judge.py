@@ -25,6 +25,8 @@ WALKS = [
     ("pr27451", 2, 30),
     ("fixed", 3, 40),
     ("mutant:keep-invalidated", 0, 40),
+    ("b11549", 4, 40),  # (decision groups: shared-prefix children and their copies)
+    ("november", 5, 40),
 ]
 
 
