@@ -90,6 +90,9 @@ class ModelSpec:
     head_dim: int = N_EMBD // N_HEAD
     d_state: int = 0  # mamba's state size (0: D_STATE)
     attn_layers: frozenset[int] = frozenset({1, 3})  # jamba only
+    # The embedding rows (tied with the output) of the bytes 0x80..0xff scaled down to near zero,
+    # so that greedy decoding never picks one: every generated piece is ASCII (``kv-text``).
+    ascii_out: bool = False
 
 
 SPECS: dict[str, ModelSpec] = {
@@ -111,6 +114,10 @@ BIG: dict[str, ModelSpec] = {
     "hybrid-big": ModelSpec("hybrid-big", "jamba", 10, d_state=4096, attn_layers=frozenset({1, 6})),
 }
 SPECS.update(BIG)
+# llama.cpp's own server tests (pcspec/live/upstream.py) read the server's verbose log as UTF-8
+# text, which logs each generated piece: a lone byte token 0x80..0xff there stops them with a
+# UnicodeDecodeError. ``kv-text`` is ``kv`` whose greedy output is ASCII.
+SPECS["kv-text"] = ModelSpec("kv-text", "llama", 2, ascii_out=True)
 
 
 def _bytes_to_unicode() -> list[str]:
@@ -147,12 +154,14 @@ class _Weights:
         self.w = writer
         self.rng = np.random.default_rng(seed)
 
-    def add(self, name: str, ne: tuple[int, ...], scale: float = 0.2, const: float | None = None) -> None:
+    def add(self, name: str, ne: tuple[int, ...], scale: float = 0.2, const: float | None = None,
+            quiet_rows: range = range(0)) -> None:
         shape = tuple(reversed(ne))
         if const is not None:
             arr = np.full(shape, const, dtype=np.float32)
         else:
             arr = (self.rng.standard_normal(shape) * scale).astype(np.float32)
+        arr[quiet_rows.start:quiet_rows.stop] *= 1e-3  # (rows: the outermost dimension)
         self.w.add_tensor(name, arr)
 
     def norm(self, name: str) -> None:
@@ -173,7 +182,8 @@ def _common(w: Any, spec: ModelSpec, weights: _Weights) -> None:
     w.add_bos_token_id(TOKEN_BOS)
     w.add_eos_token_id(TOKEN_BOS)
     w.add_add_bos_token(True)  # as the model assumes (processing.ADD_BOS); arrays get none
-    weights.add("token_embd.weight", (N_EMBD, N_VOCAB), scale=1.0)
+    weights.add("token_embd.weight", (N_EMBD, N_VOCAB), scale=1.0, quiet_rows=range(0x80, 0x100) if spec.ascii_out
+                else range(0))
     weights.norm("output_norm.weight")
 
 
