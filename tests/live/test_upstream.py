@@ -53,12 +53,14 @@ def test_parse_junit_reads_each_outcome_and_its_first_message_line() -> None:
 
 def test_compare_names_regressions_removed_failures_and_other_changes() -> None:
     master = {"a": Case("passed"), "b": Case("failed", "m"), "c": Case("passed"), "d": Case("skipped"),
-              "e": Case("error", "boom"), "same": Case("failed", "x"), "gone": Case("passed")}
+              "e": Case("error", "boom"), "same": Case("failed", "x"), "gone": Case("passed"),
+              "f": Case("passed")}
     design = {"a": Case("failed", "assert 1 == 2"), "b": Case("passed"), "c": Case("passed"), "d": Case("passed"),
-              "e": Case("passed"), "same": Case("failed", "y"), "new": Case("error", "collect")}
+              "e": Case("passed"), "same": Case("failed", "y"), "new": Case("error", "collect"),
+              "f": Case("error", "fixture")}
     comp = compare(master, design)
-    assert [(d.test, d.master, d.design, d.message) for d in comp.regressions] == [("a", "passed", "failed",
-                                                                                      "assert 1 == 2")]
+    assert [(d.test, d.master, d.design, d.message) for d in comp.regressions] == [
+        ("a", "passed", "failed", "assert 1 == 2"), ("f", "passed", "error", "fixture")]
     assert [(d.test, d.message) for d in comp.removed] == [("b", "m"), ("e", "boom")]
     assert [(d.test, d.master, d.design) for d in comp.changed] == [
         ("d", "skipped", "passed"), ("gone", "passed", "absent"), ("new", "absent", "error")]
@@ -181,3 +183,24 @@ def test_upstream_test_basic_on_master(capsys: pytest.CaptureFixture[str], tmp_p
     assert skipped["outcome"] == "skipped" and "no network" in skipped["message"]
     assert doc["comparisons"] == {}
     assert (tmp_path / "master.xml").is_file() and (tmp_path / "master.log").is_file()
+
+
+def test_a_regression_exits_1_and_a_removed_failure_0(capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    outcomes = {"master": {"t": Case("passed"), "u": Case("failed", "m")},
+                "pr30137": {"t": Case("passed"), "u": Case("passed")},
+                "fixed": {"t": Case("failed", "assert 1 == 2"), "u": Case("failed", "m")}}
+    monkeypatch.setattr(upstream, "extract_tests", lambda tree, dest: tmp_path)
+    monkeypatch.setattr(upstream, "prepare", lambda tests_dir, models: {})
+    monkeypatch.setattr(upstream, "run_design", lambda name, *a: upstream.Run(name, "bin", 1.0, 1, outcomes[name]))
+    (tmp_path / "unit").mkdir()
+    (tmp_path / "unit" / "test_x.py").write_text("")
+    bins = {n: ("0c1e570", tmp_path / n) for n in ("master", "pr30137")}
+    assert upstream._run_all(bins, ["unit/test_x.py"], None, False, 10) == 0
+    assert "pr30137: removed u: failed on master, passed here (m)" in capsys.readouterr().out
+    bins["fixed"] = ("0c1e570", tmp_path / "fixed")
+    assert upstream._run_all(bins, ["unit/test_x.py"], None, True, 10) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["comparisons"]["fixed"]["regressions"] == [
+        {"test": "t", "master": "passed", "design": "failed", "message": "assert 1 == 2"}]
+    assert doc["runs"]["fixed"]["counts"] == {"passed": 0, "failed": 2, "error": 0, "skipped": 0}
