@@ -17,6 +17,9 @@ kind         arch        memory the server builds (``llama_model::create_memory`
 Two bench models (``BIG``: ``swa-big``, ``hybrid-big``; ``pcspec bench``, docs/BENCH.md) have
 checkpoints of tens of MiB (24 and 16 MiB) and files of 26 and 53 MB, made the same way.
 
+``kv-text`` is ``kv`` whose greedy output is ASCII and never EOS, for llama.cpp's own server
+tests (``pcspec/live/upstream.py``), which read the server's log as text.
+
 ``decision=`` writes a model of one kind as a decision model as well (``lfm2-d1`` or
 ``openjev``: the same file plus two metadata keys; pcspec/live/decision.py, docs/LIVE.md).
 
