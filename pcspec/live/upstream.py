@@ -5,8 +5,8 @@ tree's own server test suite exactly as the unpatched build (``master``) does, a
 failures the patch is meant to remove. The suite is complete in the tree's sdist; it needs a
 network only for its models, which its presets fetch from Hugging Face. Here:
 
-* the tree's ``tools/server/tests`` is extracted from the cached sdist into a temporary folder
-  (nothing is downloaded);
+* the tree's ``tools/server/tests`` is extracted from the cached sdist into a temporary folder,
+  with ``models/templates`` (the chat templates some tests read); nothing is downloaded;
 * a pytest plugin written beside it (``PLUGIN``) points the presets of ``LOCAL_PRESETS`` at a
   tiny local pcspec model (``model_file`` set, ``model_hf_repo``/``model_hf_file`` None), turns
   ``ServerPreset.load_all`` (the session's download of every preset) into nothing, and skips a
@@ -22,6 +22,7 @@ on a design is a *regression* (exit 1); one that fails on master and passes on t
 
     python -m pcspec.live.upstream --design pr30137 --design fixed      # master is always run
     python -m pcspec.live.upstream --design fixed --tests unit/test_basic.py --json
+    python -m pcspec.live.upstream --all                                # every unit/test_*.py
 
 Bad input (an unknown design, a design not built, a test file the tree lacks, a missing extra):
 one line, exit 2. The test suite's Python dependencies are the ``upstream`` extra.
@@ -211,16 +212,18 @@ def missing_extra(modules: Iterable[str] = NEEDS) -> str | None:
 
 
 def extract_tests(tree: str, dest: Path) -> Path:
-    """The tree's ``tools/server/tests`` from its cached sdist, extracted under ``dest``."""
+    """The tree's ``tools/server/tests`` from its cached sdist, extracted under ``dest``, with the
+    chat templates some tests read from ``../../../models/templates``."""
     t = build.tree_of(tree)
     tarball = build.cache_root() / "sdist" / f"{t.archive_stem}.tar.gz"
     if not tarball.is_file():
         raise UpstreamError(f"no sdist of tree {tree} at {tarball} (python -m pcspec.live.build --tree {tree} "
                             "downloads it)")
     inner = f"/{t.folder}/tools/server/tests/"
+    templates = f"/{t.folder}/models/templates/"
     with tarfile.open(tarball) as tf:
-        members = [m for m in tf.getmembers() if inner in m.name + "/"]
-        if not members:
+        members = [m for m in tf.getmembers() if inner in m.name + "/" or templates in m.name + "/"]
+        if not any(inner in m.name + "/" for m in members):
             raise UpstreamError(f"{tarball} has no {t.folder}/tools/server/tests")
         tf.extractall(dest, members=members, filter="data")
     found = list(dest.glob(f"*/{t.folder}/tools/server/tests"))
@@ -301,11 +304,15 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"a design to compare with master (repeatable; {', '.join(DESIGNS)}); default: all")
     p.add_argument("--tests", action="append", default=[], metavar="FILE",
                    help="a test file under tools/server/tests (repeatable); default: " + " ".join(DEFAULT_TESTS))
+    p.add_argument("--all", action="store_true", help="every unit/test_*.py of the tree (instead of --tests)")
     p.add_argument("--out", type=Path, help="keep the junit reports and pytest logs here (default: a temporary folder)")
     p.add_argument("--json", action="store_true", help="print the runs and the comparisons as JSON")
     p.add_argument("--timeout", type=float, default=3600, help="seconds for one design's pytest run (default 3600)")
     args = p.parse_args(argv)
-    files = args.tests or list(DEFAULT_TESTS)
+    if args.all and args.tests:
+        print("pcspec upstream: --all and --tests exclude each other", file=sys.stderr)
+        return 2
+    files: list[str] | None = None if args.all else (args.tests or list(DEFAULT_TESTS))
     try:
         binaries = _binaries(args.design or list(DESIGNS))
         missing = missing_extra()
@@ -320,27 +327,31 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _run_all(binaries: dict[str, tuple[str, Path]], files: Sequence[str], out: Path | None, as_json: bool,
+def _run_all(binaries: dict[str, tuple[str, Path]], files: Sequence[str] | None, out: Path | None, as_json: bool,
              timeout: float) -> int:
+    """Run the designs; ``files`` None: every ``unit/test_*.py`` of the first design's tree."""
     work = Path(tempfile.mkdtemp(prefix="pcspec-upstream-"))
     try:
         dest = out if out is not None else work
         dest.mkdir(parents=True, exist_ok=True)
         trees: dict[str, tuple[Path, dict[str, str]]] = {}
         runs: dict[str, Run] = {}
+        chosen: list[str] = list(files or ())
         for name, (tree, binary) in binaries.items():
             if tree not in trees:
                 tests_dir = extract_tests(tree, work / tree)
-                absent = [f for f in files if not (tests_dir / f).is_file()]
+                if files is None and not chosen:
+                    chosen = sorted(str(f.relative_to(tests_dir)) for f in (tests_dir / "unit").glob("test_*.py"))
+                absent = [f for f in chosen if not (tests_dir / f).is_file()]
                 if absent:
                     raise UpstreamError(f"tree {tree} has no test file {absent[0]} under tools/server/tests")
                 trees[tree] = (tests_dir, prepare(tests_dir, build.cache_root() / "models"))
             tests_dir, models = trees[tree]
-            runs[name] = run_design(name, binary, tests_dir, files, models, dest, timeout)
+            runs[name] = run_design(name, binary, tests_dir, chosen, models, dest, timeout)
         master = runs["master"].cases
         comparisons = {n: compare(master, r.cases) for n, r in runs.items() if n != "master"}
         if as_json:
-            doc = {"tests": list(files),
+            doc = {"tests": chosen,
                    "runs": {n: {"binary": r.binary, "seconds": r.seconds, "returncode": r.returncode,
                                 "counts": r.counts(), "cases": {t: asdict(c) for t, c in r.cases.items()}}
                             for n, r in runs.items()},

@@ -204,3 +204,21 @@ def test_a_regression_exits_1_and_a_removed_failure_0(capsys: pytest.CaptureFixt
     assert doc["comparisons"]["fixed"]["regressions"] == [
         {"test": "t", "master": "passed", "design": "failed", "message": "assert 1 == 2"}]
     assert doc["runs"]["fixed"]["counts"] == {"passed": 0, "failed": 2, "error": 0, "skipped": 0}
+
+
+def test_all_runs_every_unit_file_and_excludes_tests(capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert upstream.main(["--all", "--tests", "unit/test_basic.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exclude each other" in err
+    seen: list[list[str]] = []
+    monkeypatch.setattr(upstream, "extract_tests", lambda tree, dest: tmp_path)
+    monkeypatch.setattr(upstream, "prepare", lambda tests_dir, models: {})
+    monkeypatch.setattr(upstream, "run_design",
+                        lambda name, b, d, files, *a: seen.append(list(files)) or upstream.Run(name, "bin", 1.0, 0))
+    (tmp_path / "unit").mkdir()
+    for f in ("test_b.py", "test_a.py", "helper.py"):
+        (tmp_path / "unit" / f).write_text("")
+    assert upstream._run_all({"master": ("0c1e570", tmp_path / "m")}, None, None, True, 10) == 0
+    assert seen == [["unit/test_a.py", "unit/test_b.py"]]
+    assert json.loads(capsys.readouterr().out)["tests"] == ["unit/test_a.py", "unit/test_b.py"]
