@@ -35,6 +35,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -253,11 +254,14 @@ def run_design(design: str, binary: Path, tests_dir: Path, files: Sequence[str],
            "-q", "-rN", f"--junitxml={xml}", *files]
     t0 = time.monotonic()
     with log.open("w") as fh:
+        # a session of its own: on a timeout the servers pytest started go with it
+        proc = subprocess.Popen(cmd, cwd=tests_dir, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         try:
-            proc = subprocess.run(cmd, cwd=tests_dir, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
-                                  check=False)
-            rc = proc.returncode
+            rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             rc = -1
     seconds = time.monotonic() - t0
     if rc == -1 or not xml.is_file():

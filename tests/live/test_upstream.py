@@ -222,3 +222,24 @@ def test_all_runs_every_unit_file_and_excludes_tests(capsys: pytest.CaptureFixtu
     assert upstream._run_all({"master": ("0c1e570", tmp_path / "m")}, None, None, True, 10) == 0
     assert seen == [["unit/test_a.py", "unit/test_b.py"]]
     assert json.loads(capsys.readouterr().out)["tests"] == ["unit/test_a.py", "unit/test_b.py"]
+
+
+@pytest.mark.slow
+def test_a_run_that_times_out_takes_its_servers_with_it(tmp_path: Path) -> None:
+    import time
+
+    d = _fake_suite(tmp_path)
+    pidfile = tmp_path / "child.pid"
+    (d / "unit" / "test_hang.py").write_text(
+        "import subprocess, time\n\ndef test_hang():\n"
+        f"    p = subprocess.Popen(['sleep', '60'])\n    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "    time.sleep(60)\n")
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="design master: timed out after 5 s"):
+        upstream.run_design("master", tmp_path / "llama-server", d, ["unit/test_hang.py"], {}, tmp_path, 5)
+    assert time.monotonic() - t0 < 30
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    status = Path(f"/proc/{pid}/status")
+    # the server-like child is gone too: dead (a zombie until whoever adopted it reaps it) or reaped
+    assert not status.exists() or "State:\tZ" in status.read_text()
