@@ -17,6 +17,9 @@ kind         arch        memory the server builds (``llama_model::create_memory`
 Two bench models (``BIG``: ``swa-big``, ``hybrid-big``; ``pcspec bench``, docs/BENCH.md) have
 checkpoints of tens of MiB (24 and 16 MiB) and files of 26 and 53 MB, made the same way.
 
+``kv-text`` is ``kv`` whose greedy output is ASCII and never EOS, for llama.cpp's own server
+tests (``pcspec/live/upstream.py``), which read the server's log as text.
+
 ``decision=`` writes a model of one kind as a decision model as well (``lfm2-d1`` or
 ``openjev``: the same file plus two metadata keys; pcspec/live/decision.py, docs/LIVE.md).
 
@@ -90,6 +93,10 @@ class ModelSpec:
     head_dim: int = N_EMBD // N_HEAD
     d_state: int = 0  # mamba's state size (0: D_STATE)
     attn_layers: frozenset[int] = frozenset({1, 3})  # jamba only
+    # The embedding rows (tied with the output) of the bytes 0x80..0xff and of the control tokens
+    # scaled down to near zero, so that greedy decoding never picks one: every generated piece is
+    # ASCII, and no EOS ends a completion before n_predict (``kv-text``).
+    ascii_out: bool = False
 
 
 SPECS: dict[str, ModelSpec] = {
@@ -111,6 +118,11 @@ BIG: dict[str, ModelSpec] = {
     "hybrid-big": ModelSpec("hybrid-big", "jamba", 10, d_state=4096, attn_layers=frozenset({1, 6})),
 }
 SPECS.update(BIG)
+# llama.cpp's own server tests (pcspec/live/upstream.py) read the server's verbose log as UTF-8
+# text, which logs each generated piece: a lone byte token 0x80..0xff there stops them with a
+# UnicodeDecodeError; and their token counts assume a completion runs to n_predict, as
+# stories260K's mostly do. ``kv-text`` is ``kv`` whose greedy output is ASCII and never EOS.
+SPECS["kv-text"] = ModelSpec("kv-text", "llama", 2, ascii_out=True)
 
 
 def _bytes_to_unicode() -> list[str]:
@@ -147,12 +159,15 @@ class _Weights:
         self.w = writer
         self.rng = np.random.default_rng(seed)
 
-    def add(self, name: str, ne: tuple[int, ...], scale: float = 0.2, const: float | None = None) -> None:
+    def add(self, name: str, ne: tuple[int, ...], scale: float = 0.2, const: float | None = None,
+            quiet_rows: tuple[range, ...] = ()) -> None:
         shape = tuple(reversed(ne))
         if const is not None:
             arr = np.full(shape, const, dtype=np.float32)
         else:
             arr = (self.rng.standard_normal(shape) * scale).astype(np.float32)
+        for rows in quiet_rows:  # (rows: the outermost dimension)
+            arr[rows.start:rows.stop] *= 1e-3
         self.w.add_tensor(name, arr)
 
     def norm(self, name: str) -> None:
@@ -173,7 +188,8 @@ def _common(w: Any, spec: ModelSpec, weights: _Weights) -> None:
     w.add_bos_token_id(TOKEN_BOS)
     w.add_eos_token_id(TOKEN_BOS)
     w.add_add_bos_token(True)  # as the model assumes (processing.ADD_BOS); arrays get none
-    weights.add("token_embd.weight", (N_EMBD, N_VOCAB), scale=1.0)
+    quiet = (range(0x80, 0x100), range(TOKEN_BOS, N_VOCAB)) if spec.ascii_out else ()
+    weights.add("token_embd.weight", (N_EMBD, N_VOCAB), scale=1.0, quiet_rows=quiet)
     weights.norm("output_norm.weight")
 
 

@@ -234,6 +234,21 @@ def test_models_are_pinned_and_a_decision_model_adds_two_keys(tmp_path: Path) ->
         write_model("kv", tmp_path / "x.gguf", decision="clef")
 
 
+def test_the_text_model_is_kv_with_its_non_ascii_and_control_rows_quieted(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+    from pcspec.live.models import N_VOCAB, TOKEN_BOS, write_model
+
+    kv = {t.name: t.data for t in gguf.GGUFReader(str(write_model("kv", tmp_path / "kv.gguf"))).tensors}
+    text = {t.name: t.data for t in gguf.GGUFReader(str(write_model("kv-text", tmp_path / "t.gguf"))).tensors}
+    assert set(kv) == set(text)
+    e, f = kv["token_embd.weight"], text["token_embd.weight"]
+    assert e.shape == f.shape == (N_VOCAB, 64)
+    quiet = [*range(0x80, 0x100), *range(TOKEN_BOS, N_VOCAB)]
+    loud = [i for i in range(N_VOCAB) if i not in quiet]
+    assert (f[loud] == e[loud]).all() and abs(f[quiet]).max() < 0.01 < abs(e[quiet]).max()
+    assert all((kv[n] == text[n]).all() for n in kv if n != "token_embd.weight")
+
+
 def test_decision_body_and_its_shared_prefix() -> None:
     from pcspec.live.decision import STATE, expected_shared, systemone_body
 

@@ -1,0 +1,245 @@
+"""llama.cpp's own server tests against each design's build (``pcspec/live/upstream.py``).
+
+* the junit parsing and the comparison with master, on small hand-made reports;
+* the plugin that points upstream's presets at local models, on a stand-in ``utils.py``;
+* bad input in one line, exit 2 (an unknown design, an unbuilt one, a missing extra, a test file
+  the tree lacks);
+* live: one small upstream file on master's build, parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pcspec.live import build, upstream
+from pcspec.live.upstream import Case, compare, parse_junit
+
+XML = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="1" failures="2" skipped="1" tests="6">
+ <testcase classname="unit.test_basic" name="test_ok" time="0.1"/>
+ <testcase classname="unit.test_basic" name="test_bad" time="0.1">
+  <failure message="assert 404 == 200&#10;more">trace</failure></testcase>
+ <testcase classname="unit.test_basic" name="test_setup" time="0.1"><error message="fixture boom">x</error></testcase>
+ <testcase classname="unit.test_basic" name="test_skip[a-1]" time="0.0">
+  <skipped type="pytest.skip" message="needs a model from Hugging Face (x): no network">s</skipped></testcase>
+ <testcase classname="unit.test_slot_save" name="test_both" time="0.1">
+  <failure message="first">f</failure><error message="teardown">e</error></testcase>
+ <testcase classname="unit.test_slot_save" name="test_twice" time="0.1"/>
+ <testcase classname="unit.test_slot_save" name="test_twice" time="0.1"><error message="teardown only">e</error>
+ </testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_parse_junit_reads_each_outcome_and_its_first_message_line() -> None:
+    cases = parse_junit(XML)
+    assert cases == {
+        "unit.test_basic::test_ok": Case("passed"),
+        "unit.test_basic::test_bad": Case("failed", "assert 404 == 200"),
+        "unit.test_basic::test_setup": Case("error", "fixture boom"),
+        "unit.test_basic::test_skip[a-1]": Case("skipped", "needs a model from Hugging Face (x): no network"),
+        "unit.test_slot_save::test_both": Case("failed", "first"),  # a failure outranks its teardown error
+        "unit.test_slot_save::test_twice": Case("error", "teardown only"),  # the worse of the two reports
+    }
+    assert [parse_junit(XML.replace('<failure message="assert', '<skipped message="assert')
+                        .replace("</failure></testcase>", "</skipped></testcase>"))["unit.test_basic::test_bad"]
+            .outcome] == ["skipped"]
+
+
+def test_compare_names_regressions_removed_failures_and_other_changes() -> None:
+    master = {"a": Case("passed"), "b": Case("failed", "m"), "c": Case("passed"), "d": Case("skipped"),
+              "e": Case("error", "boom"), "same": Case("failed", "x"), "gone": Case("passed"),
+              "f": Case("passed")}
+    design = {"a": Case("failed", "assert 1 == 2"), "b": Case("passed"), "c": Case("passed"), "d": Case("passed"),
+              "e": Case("passed"), "same": Case("failed", "y"), "new": Case("error", "collect"),
+              "f": Case("error", "fixture")}
+    comp = compare(master, design)
+    assert [(d.test, d.master, d.design, d.message) for d in comp.regressions] == [
+        ("a", "passed", "failed", "assert 1 == 2"), ("f", "passed", "error", "fixture")]
+    assert [(d.test, d.message) for d in comp.removed] == [("b", "m"), ("e", "boom")]
+    assert [(d.test, d.master, d.design) for d in comp.changed] == [
+        ("d", "skipped", "passed"), ("gone", "passed", "absent"), ("new", "absent", "error")]
+    assert compare(master, master) == upstream.Comparison((), (), ())
+
+
+def _fake_suite(tmp_path: Path) -> Path:
+    """A stand-in for tools/server/tests: utils.py with upstream's preset and process shapes."""
+    d = tmp_path / "tests"
+    (d / "unit").mkdir(parents=True)
+    (d / "utils.py").write_text(
+        "class ServerProcess:\n"
+        "    model_hf_repo = 'ggml-org/models'\n    model_hf_file = 'x.gguf'\n    model_url = None\n"
+        "    mmproj_url = None\n    model_file = None\n    offline = False\n    external_server = False\n"
+        "    def start(self):\n        self.started = True\n"
+        "class ServerPreset:\n"
+        "    @staticmethod\n    def load_all():\n        raise RuntimeError('would download every preset')\n"
+        "    @staticmethod\n    def tinyllama2():\n"
+        "        s = ServerProcess()\n        s.model_hf_repo = 'ggml-org/test-model-stories260K'\n"
+        "        s.model_hf_file = None\n        s.n_ctx = 512\n        return s\n"
+        "    @staticmethod\n    def tinygemma3():\n"
+        "        s = ServerProcess()\n        s.model_hf_repo = 'ggml-org/tinygemma3-GGUF:Q8_0'\n        return s\n")
+    (d / "conftest.py").write_text("import pytest\nfrom utils import *\n\n\n"
+                                   "@pytest.fixture(scope='session', autouse=True)\n"
+                                   "def load_server_presets():\n    ServerPreset.load_all()\n")
+    (d / "unit" / "test_fake.py").write_text(
+        "from utils import *\n\nserver = ServerPreset.tinyllama2()\n\n"
+        "def test_local():\n    s = ServerPreset.tinyllama2()\n"
+        "    assert (s.model_file, s.model_hf_repo, s.model_hf_file, s.offline, s.n_ctx) == ('/m/kv.gguf', None, None,"
+        " True, 512)\n    s.start()\n    assert s.started\n\n"
+        "def test_module_level_preset_too():\n    assert server.model_file == '/m/kv.gguf'\n\n"
+        "def test_unmapped_preset():\n    ServerPreset.tinygemma3().start()\n\n"
+        "def test_own_repo():\n    s = ServerPreset.tinyllama2()\n    s.model_hf_repo = 'bartowski/Phi'\n"
+        "    s.start()\n")
+    (d / f"{upstream.PLUGIN_NAME}.py").write_text(upstream.PLUGIN)
+    return d
+
+
+def _run_fake(d: Path, *extra: str) -> dict[str, Case]:
+    xml = d / "out.xml"
+    env = {"PATH": "/usr/bin:/bin", upstream.ENV_MODELS: json.dumps({"tinyllama2": "/m/kv.gguf"}),
+           "PYTHONPATH": str(d)}
+    subprocess.run([sys.executable, "-m", "pytest", *extra, "-p", "no:cacheprovider", "-p", "no:pcspec", "-q",
+                    f"--junitxml={xml}", "unit/test_fake.py"], cwd=d, env=env, capture_output=True, check=False,
+                   timeout=120)
+    return parse_junit(xml.read_text())
+
+
+@pytest.mark.slow
+def test_the_plugin_points_presets_at_local_models_and_skips_what_would_download(tmp_path: Path) -> None:
+    d = _fake_suite(tmp_path)
+    cases = _run_fake(d, "-p", upstream.PLUGIN_NAME)
+    assert {t.split("::")[1]: c.outcome for t, c in cases.items()} == {
+        "test_local": "passed", "test_module_level_preset_too": "passed", "test_unmapped_preset": "skipped",
+        "test_own_repo": "skipped"}
+    assert "tinygemma3-GGUF" in cases["unit.test_fake::test_unmapped_preset"].message
+    # without the plugin the session's load_all would download: every test errors
+    without = _run_fake(d)
+    assert without and all(c.outcome == "error" for c in without.values())
+
+
+def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert upstream.main(["--design", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown design 'nosuch'" in err
+    monkeypatch.setattr(build, "find_server", lambda *a, **k: None)
+    assert upstream.main(["--design", "pr30137"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "design 'master' is not built" in err
+
+
+def test_a_missing_extra_is_named(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                  tmp_path: Path) -> None:
+    assert upstream.missing_extra(["json"]) is None
+    monkeypatch.setitem(upstream.NEEDS, "pcspec_no_such_module", "upstream")
+    assert upstream.missing_extra() == ("llama.cpp's server tests need pcspec_no_such_module: install the upstream "
+                                        "extra (pip install 'pcspec[upstream]')")
+    binary = tmp_path / "llama-server"
+    binary.write_text("")
+    monkeypatch.setattr(build, "find_server", lambda *a, **k: binary)
+    assert upstream.main(["--design", "master"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "install the upstream extra" in err
+
+
+def _sdist() -> Path:
+    t = build.tree_of(build.DEFAULT_TREE)
+    return build.cache_root() / "sdist" / f"{t.archive_stem}.tar.gz"
+
+
+@pytest.mark.slow
+def test_a_test_file_the_tree_lacks_is_one_line_exit_2(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if not _sdist().is_file():
+        pytest.skip(f"the October sdist is not cached ({_sdist()})")
+    binary = tmp_path / "llama-server"
+    binary.write_text("")
+    monkeypatch.setattr(build, "find_server", lambda *a, **k: binary)
+    monkeypatch.setattr(upstream, "missing_extra", lambda *a: None)
+    assert upstream.main(["--design", "master", "--tests", "unit/test_nosuch.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no test file unit/test_nosuch.py" in err
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_upstream_test_basic_on_master(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    if build.find_server() is None:
+        pytest.skip("no master build (python -m pcspec.live.build)")
+    if upstream.missing_extra():
+        pytest.skip(str(upstream.missing_extra()))
+    rc = upstream.main(["--design", "master", "--tests", "unit/test_basic.py", "--json", "--out", str(tmp_path)])
+    assert rc == 0  # master alone: nothing to differ from
+    doc = json.loads(capsys.readouterr().out)
+    run = doc["runs"]["master"]
+    assert sum(run["counts"].values()) == len(run["cases"]) >= 5
+    assert run["cases"]["unit.test_basic::test_server_start_simple"]["outcome"] == "passed"
+    assert run["cases"]["unit.test_basic::test_server_props"]["outcome"] == "passed"
+    skipped = run["cases"]["unit.test_basic::test_load_split_model"]
+    assert skipped["outcome"] == "skipped" and "no network" in skipped["message"]
+    assert doc["comparisons"] == {}
+    assert (tmp_path / "master.xml").is_file() and (tmp_path / "master.log").is_file()
+
+
+def test_a_regression_exits_1_and_a_removed_failure_0(capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    outcomes = {"master": {"t": Case("passed"), "u": Case("failed", "m")},
+                "pr30137": {"t": Case("passed"), "u": Case("passed")},
+                "fixed": {"t": Case("failed", "assert 1 == 2"), "u": Case("failed", "m")}}
+    monkeypatch.setattr(upstream, "extract_tests", lambda tree, dest: tmp_path)
+    monkeypatch.setattr(upstream, "prepare", lambda tests_dir, models: {})
+    monkeypatch.setattr(upstream, "run_design", lambda name, *a: upstream.Run(name, "bin", 1.0, 1, outcomes[name]))
+    (tmp_path / "unit").mkdir()
+    (tmp_path / "unit" / "test_x.py").write_text("")
+    bins = {n: ("0c1e570", tmp_path / n) for n in ("master", "pr30137")}
+    assert upstream._run_all(bins, ["unit/test_x.py"], None, False, 10) == 0
+    assert "pr30137: removed u: failed on master, passed here (m)" in capsys.readouterr().out
+    bins["fixed"] = ("0c1e570", tmp_path / "fixed")
+    assert upstream._run_all(bins, ["unit/test_x.py"], None, True, 10) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["comparisons"]["fixed"]["regressions"] == [
+        {"test": "t", "master": "passed", "design": "failed", "message": "assert 1 == 2"}]
+    assert doc["runs"]["fixed"]["counts"] == {"passed": 0, "failed": 2, "error": 0, "skipped": 0}
+
+
+def test_all_runs_every_unit_file_and_excludes_tests(capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert upstream.main(["--all", "--tests", "unit/test_basic.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exclude each other" in err
+    seen: list[list[str]] = []
+    monkeypatch.setattr(upstream, "extract_tests", lambda tree, dest: tmp_path)
+    monkeypatch.setattr(upstream, "prepare", lambda tests_dir, models: {})
+    monkeypatch.setattr(upstream, "run_design",
+                        lambda name, b, d, files, *a: seen.append(list(files)) or upstream.Run(name, "bin", 1.0, 0))
+    (tmp_path / "unit").mkdir()
+    for f in ("test_b.py", "test_a.py", "helper.py"):
+        (tmp_path / "unit" / f).write_text("")
+    assert upstream._run_all({"master": ("0c1e570", tmp_path / "m")}, None, None, True, 10) == 0
+    assert seen == [["unit/test_a.py", "unit/test_b.py"]]
+    assert json.loads(capsys.readouterr().out)["tests"] == ["unit/test_a.py", "unit/test_b.py"]
+
+
+@pytest.mark.slow
+def test_a_run_that_times_out_takes_its_servers_with_it(tmp_path: Path) -> None:
+    import time
+
+    d = _fake_suite(tmp_path)
+    pidfile = tmp_path / "child.pid"
+    (d / "unit" / "test_hang.py").write_text(
+        "import subprocess, time\n\ndef test_hang():\n"
+        f"    p = subprocess.Popen(['sleep', '60'])\n    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "    time.sleep(60)\n")
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="design master: timed out after 5 s"):
+        upstream.run_design("master", tmp_path / "llama-server", d, ["unit/test_hang.py"], {}, tmp_path, 5)
+    assert time.monotonic() - t0 < 30
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    status = Path(f"/proc/{pid}/status")
+    # the server-like child is gone too: dead (a zombie until whoever adopted it reaps it) or reaped
+    assert not status.exists() or "State:\tZ" in status.read_text()
