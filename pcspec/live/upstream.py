@@ -203,9 +203,10 @@ def compare(master: dict[str, Case], design: dict[str, Case]) -> Comparison:
     return Comparison(tuple(reg), tuple(rem), tuple(other))
 
 
-def missing_extra(modules: Iterable[str] = NEEDS) -> str | None:
-    """The first module of ``modules`` this Python cannot import, named with its extra."""
-    for mod in modules:
+def missing_extra(modules: Iterable[str] | None = None) -> str | None:
+    """The first module of ``modules`` (default: ``NEEDS``) this Python cannot import, named
+    with its extra."""
+    for mod in NEEDS if modules is None else modules:
         if importlib.util.find_spec(mod) is None:
             extra = NEEDS.get(mod, "upstream")
             return f"llama.cpp's server tests need {mod}: install the {extra} extra (pip install 'pcspec[{extra}]')"
