@@ -108,7 +108,11 @@ _EXCUSED: tuple[tuple[tuple[str, ...], str, str], ...] = (  # (designs, decision
         " semantically corrupted slot file brings about (the FILE-1 campaign, benchmarks/file1_campaign.py);"
         " the machine's corruptions are the detectable kind",
     ),
-    (("master", "pr27451", "b11549"), "save.fill_short", "no fill validation: a short fill goes unnoticed (the RB-1 violation)"),
+    (
+        ("master", "pr27451", "b11549"),
+        "save.fill_short",
+        "no fill validation: a short fill goes unnoticed (the RB-1 violation)",
+    ),
     (
         ("fixed",),
         "evict.limit_bytes",
