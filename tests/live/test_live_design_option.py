@@ -86,3 +86,24 @@ def test_a_tiny_campaign_on_the_pr30137_build(capsys: pytest.CaptureFixture[str]
     assert rep["server"] == str(server)
     assert rep["kinds"][0]["requests"] == 8
     assert code == (1 if rep["unexplained"] else 0)
+
+
+@pytest.mark.live
+def test_a_short_campaign_on_the_fixed_build_finds_nothing(capsys: pytest.CaptureFixture[str],
+                                                          tmp_path: Path) -> None:
+    """CI's live run of `fixed` (.ci/run builds it): every memory kind, its build against its own
+    rules, nothing unexplained. The build keeps October's rule where no patch is (designs.py
+    `not_ported`), so F3, F4 and F5 may show; F1 and F2, which its patches 0002 and 0005 remove,
+    and any finding without an explanation, may not."""
+    d = design_of("fixed")
+    server = build.find_server(d.tree, d.patch_paths())
+    if server is None:
+        pytest.skip("fixed is not built: python -m pcspec.live.build --design fixed")
+    code = main(["live", "--design", "fixed", "--requests", "20", "--seed", "1", "--out", str(tmp_path), "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["design"] == "fixed" and rep["rules"] == "fixed@0c1e570"
+    assert [k["kind"] for k in rep["kinds"]] == ["kv", "swa", "recurrent", "hybrid"]
+    assert all(k["requests"] == 20 and k["transparency_checks"] > 0 for k in rep["kinds"]), rep["kinds"]
+    kept = [f for k in rep["kinds"] for f in k["findings"] if f["explanation"][:3] not in ("F3 ", "F4 ", "F5 ")]
+    assert kept == []
+    assert (code, rep["unexplained"]) == (0, 0)
