@@ -520,6 +520,72 @@ class Fuzz:
             self._send(dst % N_CONVS, tokens[:-2], (), dst % n)
             self.run()
 
+    @rule(
+        other=CONV,
+        m=Int(1, 6),
+        n_steps=Int(0, 2),
+        k=CONV,
+        n=Int(1, 24),
+        then=Choice(["", "file", "file", "extend"]),
+        mine=Bool(),
+    )
+    def checkpoint_fails_beside(self, other: int, m: int, n_steps: int, k: int, n: int, then: str, mine: bool) -> None:
+        """A checkpoint allocation that fails while another slot is busy: conversation
+        ``other`` sends ``m`` tokens, the server takes ``n_steps`` steps, the fault is armed and
+        conversation ``k`` sends ``n`` tokens. Where the failing slot is not the one whose
+        tokens make the batch, the server goes on (docs/FINDINGS.md, F6; server-context.cpp:
+        2711-2721 and 2826 of 0c1e570) and the empty checkpoint the failure leaves (emplace_back
+        before the fill, 2333) lives on. ``then``, for the slot of ``k`` (``mine``) or of
+        ``other``: ``file``, saved and restored (the empty record rides in the appendix);
+        ``extend``, the conversation goes on (the empty checkpoint is restored at the next
+        prompt start, a no-op, common.cpp:2332-2334). Drawn apart, these steps met in a few
+        examples per thousand."""
+        self.new_prompt(other, m, -1, False, -1)
+        for _ in range(n_steps):
+            self.do({"op": "step"})
+        self.do({"op": "inject", "site": "ckpt.alloc"})
+        self.new_prompt(k, n, -1, n > 8, -1)
+        self.run()
+        assert self.srv is not None
+        conv = k if mine else other
+        tokens = self.convs[conv].tokens
+        held = [s.id for s in self.srv.slots if tokens and s.prompt.tokens[: len(tokens)] == tokens]
+        if not held or not then:
+            return
+        if then == "file":
+            self.slot_save(held[0], "c.bin")
+            self.slot_restore(held[0], "c.bin")
+        else:
+            self.extend(conv, 2, held[0], -1)
+            self.run()
+
+    @rule(src=Int(0, 2), marker=Int(0, 2), pick=Int(0, 63), plus=Choice([0, 1, 1, -1]), new=Int(0, 2))
+    def restore_changed_marker(self, src: int, marker: int, pick: int, plus: int, new: int) -> None:
+        """A slot saved, the file's tokens marker changed on disk (to ``marker``: any value but
+        -1 makes server_tokens::deserialize read the packed words as a plain token list,
+        server-common.cpp:595-597 of 0c1e570), the file restored into the same slot, then a
+        prompt on what the slot now holds, pinned to it: cut at one of its checkpoints'
+        ``n_tokens`` (``pick``) plus ``plus``, then ``new`` new tokens. The marker is one field
+        among some twenty that ``corrupt`` draws uniformly, and the prompt after the restore must
+        share what the slot holds; drawn apart, the four steps met in about one example in
+        three hundred."""
+        n = self.cfg.n_slots
+        self.slot_save(src % n, "c.bin")
+        assert self.srv is not None
+        if "c.bin" not in self.srv.files:
+            return
+        self.do({"op": "corrupt_file", "filename": "c.bin", "field": "tokens marker", "value": marker})
+        self.slot_restore(src % n, "c.bin")
+        slot = self.srv.slots[src % n]
+        tokens, ckpts = slot.prompt.tokens, slot.prompt.checkpoints
+        if not tokens:
+            return
+        at = ckpts[pick % len(ckpts)].n_tokens if ckpts else len(tokens)
+        cut = max(1, min(at + plus, len(tokens)))
+        k = src % N_CONVS
+        self._send(k, tokens[:cut] + self._user_msg(k + 5, self.convs[k].turn, new), (), src % n)
+        self.run()
+
     # -- the server's own progress -------------------------------------------------------------
 
     @rule(n=Int(1, 4))

@@ -275,11 +275,13 @@ def _binaries(names: Sequence[str]) -> dict[str, tuple[str, Path]]:
     """design -> (tree, binary), master first; ``UpstreamError`` for an unknown or unbuilt design."""
     order = ["master", *(n for n in dict.fromkeys(names) if n != "master")]
     found: dict[str, tuple[str, Path]] = {}
-    for name in order:
+    designs = {}
+    for name in order:  # (every name first: a misspelt one is reported as such, built or not)
         try:
-            d = design_of(name)
+            designs[name] = design_of(name)
         except DesignUnavailable as exc:
             raise UpstreamError(str(exc)) from None
+    for name, d in designs.items():
         binary = build.find_server(d.tree, d.patch_paths())
         if binary is None:
             raise UpstreamError(f"design {name!r} is not built (python -m pcspec.live.build --design {name})")

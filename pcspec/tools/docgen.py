@@ -62,9 +62,18 @@ def render() -> str:
         lines += [f"### {p.id}", "", p.statement, "", f"- family: {p.family}", f"- C++: {p.cpp}"]
         for d in designs:
             reason = REASONS.get(d, {}).get(p.id)
+            routes_of = _routes(d, p.id)
+            if not reason and (routes_of or ORACLE[d][p.id] == "x"):
+                # (an upstream build's cell without a reason of its own: master's code at the
+                # lines its rule set maps; without this line its routes read as the previous
+                # design's)
+                reason = (
+                    "master's reason, the same code at the lines docs/RULESETS.md maps"
+                    " (a route with a reason of its own says so)"
+                )
             if reason:
                 lines.append(f"- violated by `{d}`: {reason}")
-            lines += _routes(d, p.id)
+            lines += routes_of
         caught = [m for m, t in MUTANT_TARGETS.items() if p.id in t]
         if caught:
             lines.append("- catches " + ", ".join(f"`{m}` ({MUTANTS[m].summary})" for m in caught))

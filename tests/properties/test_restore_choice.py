@@ -134,10 +134,12 @@ def test_every_mutant_names_its_base() -> None:
 
 def test_a_hunt_walks_past_finds_its_base_shares() -> None:
     # master violates PERF-1 within a few examples (a save deep-copies the checkpoints); a mutant
-    # of master that changes only the restore threshold shares every such find, so its hunt
-    # finds nothing: a find counts only where the base holds.
+    # of master that changes only the restore threshold shares most such finds: its hunt walks
+    # past them, and what it returns (if anything) is a trace master holds PERF-1 on.
     mutant = get_variant("mutant:thold-minus-one-always")
-    run, hit = hunt(replace(mutant, base=None), "PERF-1", 0, 30)  # (judged as a design: found)
-    assert hit is not None
-    run, hit = hunt(mutant, "PERF-1", 0, 30)
-    assert run.complete and hit is None
+    run, first = hunt(replace(mutant, base=None), "PERF-1", 0, 30)  # (judged as a design: found)
+    assert first is not None
+    assert base_violates(Trace(mutant, first.trace.config, list(first.trace.ops)), "PERF-1")
+    walked, hit = hunt(mutant, "PERF-1", 0, 30)
+    assert walked.complete and walked.steps > run.steps  # (it went on past the shared finds)
+    assert hit is None or not base_violates(hit.trace, "PERF-1")

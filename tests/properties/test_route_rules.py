@@ -1,0 +1,68 @@
+"""The two route rules: ``checkpoint_fails_beside`` (a checkpoint allocation failing beside a
+busy slot, the one way its empty checkpoint outlives the failure) and ``restore_changed_marker``
+(a slot file whose tokens marker was changed, restored, then a prompt on what it installed).
+Each takes, in one rule, a route that the other rules take only by a rare meeting of several
+draws; each shows its violations on the designs whose routes they are and none on ``fixed``."""
+
+from __future__ import annotations
+
+import pytest
+
+from pcspec.model.config import Config, MemoryKind
+from pcspec.model.variants import get_variant
+from pcspec.properties.catalogue import get_property
+from pcspec.properties.rules import RULES, Fuzz
+
+WATCHED = ("FILE-1", "CKPT-1", "CKPT-2", "RESTORE-1", "STATE-1", "NOABORT-1")
+
+# Two slots of a recurrent memory, no draft, a cache of a few entries.
+RECURRENT_2 = Config(
+    n_slots=2, n_ctx_slot=128, n_batch=8, n_ubatch=4, kv_unified=True, memory=MemoryKind.RECURRENT,
+    n_ctx_checkpoints=2, checkpoint_min_step=8, cache_ram=400, ctx_shift=True,
+)  # fmt: skip
+# One slot of a hybrid memory, unlimited cache, no similarity threshold.
+HYBRID_1 = Config(
+    n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=2, memory=MemoryKind.HYBRID, n_ctx_checkpoints=4,
+    checkpoint_min_step=8, cache_ram=-1, cache_idle_slots=False, slot_prompt_similarity=0.0, ctx_shift=True,
+)  # fmt: skip
+
+
+def _violated(variant: str, cfg: Config, body: str, *args: object) -> set[str]:
+    f = Fuzz(get_variant(variant), props=[get_property(p) for p in WATCHED])
+    f.setup(cfg, ["ckpt.alloc"])
+    if body == "restore_changed_marker":  # (something to save: a conversation of two turns)
+        f.new_prompt(0, 30, -1, True, -1)
+        f.run()
+        f.extend(0, 8, -1, -1)
+        f.run()
+    getattr(f, body)(*args)
+    return set(f.first)
+
+
+def test_both_rules_are_drawn_by_both_engines() -> None:
+    assert {"checkpoint_fails_beside", "restore_changed_marker"} <= {r.name for r in RULES}
+
+
+@pytest.mark.parametrize("variant", ["master", "pr27451"])
+def test_a_checkpoint_failing_beside_a_busy_slot_rides_into_the_slot_file(variant: str) -> None:
+    # other=0 sends 1 token, k=1 sends 5 with ckpt.alloc armed; k's slot is saved and restored:
+    # its appendix carries the empty record, which the reader refuses with the whole appendix.
+    args = (0, 1, 0, 1, 5, "file", True)
+    assert {"FILE-1", "CKPT-2"} <= _violated(variant, RECURRENT_2, "checkpoint_fails_beside", *args)
+    assert _violated("fixed", RECURRENT_2, "checkpoint_fails_beside", *args) == set()
+
+
+def test_the_empty_checkpoint_restored_at_the_next_prompt_start() -> None:
+    # the same failure, then the conversation goes on: restoring the empty checkpoint is a no-op.
+    args = (0, 1, 0, 1, 5, "extend", True)
+    assert "CKPT-2" in _violated("master", RECURRENT_2, "checkpoint_fails_beside", *args)
+    assert _violated("fixed", RECURRENT_2, "checkpoint_fails_beside", *args) == set()
+
+
+@pytest.mark.parametrize("marker", [0, 1, 2])
+def test_a_changed_tokens_marker_installs_the_packed_words(marker: int) -> None:
+    # pr30137 installs the packed words and the appendix checkpoints over them; the prompt cut
+    # at a checkpoint keeps one that is the state of no prefix of it.
+    args = (0, marker, 3, 0, 1)
+    assert {"RESTORE-1", "STATE-1"} <= _violated("pr30137", HYBRID_1, "restore_changed_marker", *args)
+    assert _violated("fixed", HYBRID_1, "restore_changed_marker", *args) == set()
