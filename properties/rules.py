@@ -492,6 +492,31 @@ class Fuzz:
         else:
             self.new_prompt(other, n, busy[0], True, -1)
 
+    @rule(other=CONV, m=Int(8, 40), k=CONV, fewer=Int(0, 8), n_steps=Int(1, 2), chat=Bool())
+    def back_to_a_busy_slot(self, other: int, m: int, k: int, fewer: int, n_steps: int, chat: bool) -> None:
+        """A client that pins by conversation: conversation ``other`` (``m`` tokens) runs on a
+        slot; conversation ``k`` (``fewer`` tokens fewer) is pinned to that slot, which saves
+        ``other``'s prompt into the cache; after ``n_steps`` steps, while the slot may still be
+        processing ``k``'s prompt, ``other`` is resent, pinned there. get_available_slot
+        updates the cache before it defers the task (server-context.cpp:1534-1631 of 0c1e570):
+        an entry longer than the prompt still processing, loaded into the busy slot, is the
+        livelock of F1 (docs/FINDINGS.md). ``pin_busy`` meets it only where its resent
+        conversation happens to be cached, longer than what runs, and the prompt spans batches."""
+        if k == other:
+            return
+        self.new_prompt(other, m, -1, chat, -1)
+        self.run()
+        assert self.srv is not None
+        mine = self.convs[other].tokens
+        held = [s.id for s in self.srv.slots if mine and s.prompt.tokens[: len(mine)] == mine]
+        if not held:
+            return
+        self.new_prompt(k, max(1, m - fewer), held[0], chat, -1)
+        for _ in range(n_steps):
+            self.do({"op": "step"})
+        self.resend(other, held[0], -1)
+        self.run()
+
     @rule(
         src=Int(0, 2),
         dst=Int(0, 2),

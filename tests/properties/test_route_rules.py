@@ -1,6 +1,7 @@
-"""The two route rules: ``checkpoint_fails_beside`` (a checkpoint allocation failing beside a
-busy slot, the one way its empty checkpoint outlives the failure) and ``restore_changed_marker``
-(a slot file whose tokens marker was changed, restored, then a prompt on what it installed).
+"""The route rules: ``checkpoint_fails_beside`` (a checkpoint allocation failing beside a busy
+slot, the one way its empty checkpoint outlives the failure), ``restore_changed_marker`` (a slot
+file whose tokens marker was changed, restored, then a prompt on what it installed) and
+``back_to_a_busy_slot`` (a conversation resent, pinned, to the slot now busy with another).
 Each takes, in one rule, a route that the other rules take only by a rare meeting of several
 draws; each shows its violations on the designs whose routes they are and none on ``fixed``."""
 
@@ -13,7 +14,7 @@ from pcspec.model.variants import get_variant
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.rules import RULES, Fuzz
 
-WATCHED = ("FILE-1", "CKPT-1", "CKPT-2", "RESTORE-1", "STATE-1", "NOABORT-1")
+WATCHED = ("FILE-1", "CKPT-1", "CKPT-2", "RESTORE-1", "STATE-1", "NOABORT-1", "PROGRESS-1")
 
 # Two slots of a recurrent memory, no draft, a cache of a few entries.
 RECURRENT_2 = Config(
@@ -39,8 +40,9 @@ def _violated(variant: str, cfg: Config, body: str, *args: object) -> set[str]:
     return set(f.first)
 
 
-def test_both_rules_are_drawn_by_both_engines() -> None:
-    assert {"checkpoint_fails_beside", "restore_changed_marker"} <= {r.name for r in RULES}
+def test_the_rules_are_drawn_by_both_engines() -> None:
+    names = {"checkpoint_fails_beside", "restore_changed_marker", "back_to_a_busy_slot"}
+    assert names <= {r.name for r in RULES}
 
 
 @pytest.mark.parametrize("variant", ["master", "pr27451"])
@@ -66,3 +68,21 @@ def test_a_changed_tokens_marker_installs_the_packed_words(marker: int) -> None:
     args = (0, marker, 3, 0, 1)
     assert {"RESTORE-1", "STATE-1"} <= _violated("pr30137", HYBRID_1, "restore_changed_marker", *args)
     assert _violated("fixed", HYBRID_1, "restore_changed_marker", *args) == set()
+
+
+# Two slots of a plain KV memory, a cache of a few entries, batches of 8 tokens, the similarity
+# pass on (without it the C++ never consults the cache for a pinned task).
+KV_2 = Config(
+    n_slots=2, n_ctx_slot=64, n_batch=8, n_ubatch=4, memory=MemoryKind.KV, n_swa=4, swa_cells=8, cell_bytes=8,
+    rs_bytes=64, n_ctx_checkpoints=2, checkpoint_min_step=2, cache_ram=1200, cache_idle_slots=False,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", ["master", "pr30137", "pr27451", "b11549"])
+def test_a_conversation_resent_to_its_busy_slot_loads_its_longer_entry_there(variant: str) -> None:
+    # conversation 0 (20 tokens) runs; conversation 1 (17 tokens) is pinned to its slot, which
+    # caches conversation 0; one step later (17 tokens are three batches of 8) conversation 0
+    # is resent, pinned there: its entry of 23 tokens is loaded into the busy slot (F1).
+    args = (0, 20, 1, 3, 1, False)
+    assert "PROGRESS-1" in _violated(variant, KV_2, "back_to_a_busy_slot", *args)
+    assert _violated("fixed", KV_2, "back_to_a_busy_slot", *args) == set()
