@@ -35,11 +35,11 @@ _ROWS = {
     # The upstream build b11549 (model/variants.py: B11549, the rule set of its tree; no design's
     # patch): master's verdicts. It keeps master's code wherever a cell's route runs; what it
     # changed (the merged checkpoint appendix, non-aborting file-checkpoint loads, chat-only
-    # message spans) moves no verdict (REASONS below, docs/RULESETS.md). FILE-1 is violated too
-    # (master's route, tests/data/model/b11549-file1-empty-checkpoint.jsonl), but `?`: message
-    # spans of raw requests count for nothing there, checkpoints are rarer, and the walk first
-    # finds it at example 10,719 of seed 0 (master: 2,399), beyond verify's hunt of 4,000.
-    "b11549": ". x . . x x x . . . . . x x x x x x ? ? x x ? ? x x x . . .",
+    # message spans) moves no verdict (REASONS below, docs/RULESETS.md). FILE-1 too: it was `?`
+    # while the walk first met master's route there at example 10,719 of seed 0, beyond verify's
+    # hunt of 4,000 (message spans of raw requests count for nothing there, checkpoints are
+    # rarer); with the rule checkpoint_fails_beside the hunt finds it in 20 of 20 seeds.
+    "b11549": ". x . . x x x . . . . . x x x x x x x ? x x ? ? x x x . . .",
 }
 
 ORACLE: dict[str, dict[str, Expect]] = {

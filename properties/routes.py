@@ -283,7 +283,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
     # b11549 keeps master's code on every route (properties/oracle.py); its traces differ only
     # where its rules do: a request's message spans count only from a chat session there, so
     # the SWA off-by-one's trace sends its prompts as chat requests.
-    b11549 = {k: v for k, v in master.items() if k != "FILE-1"}  # (`?` there: properties/oracle.py)
+    b11549 = dict(master)
     b11549["RESTORE-1"] = (
         *master["RESTORE-1"],
         Route(

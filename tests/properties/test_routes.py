@@ -118,11 +118,11 @@ def test_replay_names_the_route(capsys: pytest.CaptureFixture[str]) -> None:
     assert '"routes": {"STATE-1": "swa-off-by-one"}' in capsys.readouterr().out.splitlines()[-1]
 
 
-def test_b11549_violates_file_1_where_verify_does_not_hunt_it() -> None:
-    """b11549's FILE-1 is `?` in the oracle only because verify's hunt budget does not reach it
-    (properties/oracle.py); master's route, the empty checkpoint a bad_alloc leaves beside a
-    generating slot, saved to a slot file whose appendix reader then discards it, shows it."""
+def test_b11549_violates_file_1_by_masters_route() -> None:
+    """b11549's FILE-1 (`x`, properties/oracle.py): master's route, the empty checkpoint a
+    bad_alloc leaves beside a generating slot, saved to a slot file whose appendix reader then
+    discards it, listed for b11549 too."""
     trace = load(DATA.parent / "model" / "b11549-file1-empty-checkpoint.jsonl")
-    assert trace.variant.name == "b11549" and ORACLE["b11549"]["FILE-1"] == "?"
+    assert trace.variant.name == "b11549" and ORACLE["b11549"]["FILE-1"] == "x"
     assert replay(trace, [get_property("FILE-1")]).matches(trace.expect)
-    assert route_of("master", "FILE-1", trace.ops) is not None
+    assert route_of("b11549", "FILE-1", trace.ops) is not None
