@@ -253,6 +253,13 @@ class Fuzz:
                 self.hit = (v, list(self.trace), self.cfg0)
         return found
 
+    def _slot_of(self, k: int) -> int | None:
+        """The slot whose tokens begin with conversation ``k``'s, if one does."""
+        assert self.srv is not None
+        mine = self.convs[k].tokens
+        held = [s.id for s in self.srv.slots if mine and s.prompt.tokens[: len(mine)] == mine]
+        return held[0] if held else None
+
     def _user_msg(self, k: int, turn: int, n: int) -> tuple[int, ...]:
         return tuple(100 + (k * 37 + turn * 11 + i * 3) % 800 for i in range(n))
 
@@ -506,15 +513,13 @@ class Fuzz:
             return
         self.new_prompt(other, m, -1, chat, -1)
         self.run()
-        assert self.srv is not None
-        mine = self.convs[other].tokens
-        held = [s.id for s in self.srv.slots if mine and s.prompt.tokens[: len(mine)] == mine]
-        if not held:
+        slot = self._slot_of(other)
+        if slot is None:
             return
-        self.new_prompt(k, max(1, m - fewer), held[0], chat, -1)
+        self.new_prompt(k, max(1, m - fewer), slot, chat, -1)
         for _ in range(n_steps):
             self.do({"op": "step"})
-        self.resend(other, held[0], -1)
+        self.resend(other, slot, -1)
         self.run()
 
     @rule(
@@ -571,17 +576,15 @@ class Fuzz:
         self.do({"op": "inject", "site": "ckpt.alloc"})
         self.new_prompt(k, n, -1, n > 8, -1)
         self.run()
-        assert self.srv is not None
         conv = k if mine else other
-        tokens = self.convs[conv].tokens
-        held = [s.id for s in self.srv.slots if tokens and s.prompt.tokens[: len(tokens)] == tokens]
-        if not held or not then:
+        slot = self._slot_of(conv)
+        if slot is None or not then:
             return
         if then == "file":
-            self.slot_save(held[0], "c.bin")
-            self.slot_restore(held[0], "c.bin")
+            self.slot_save(slot, "c.bin")
+            self.slot_restore(slot, "c.bin")
         else:
-            self.extend(conv, 2, held[0], -1)
+            self.extend(conv, 2, slot, -1)
             self.run()
 
     @rule(src=Int(0, 2), marker=Int(0, 2), pick=Int(0, 63), plus=Choice([0, 1, 1, -1]), new=Int(0, 2))

@@ -122,7 +122,7 @@ def test_b11549_violates_file_1_by_masters_route() -> None:
     """b11549's FILE-1 (`x`, properties/oracle.py): master's route, the empty checkpoint a
     bad_alloc leaves beside a generating slot, saved to a slot file whose appendix reader then
     discards it, listed for b11549 too."""
-    trace = load(DATA.parent / "model" / "b11549-file1-empty-checkpoint.jsonl")
+    trace = load(DATA / "b11549__FILE-1__empty-checkpoint__ckpt.alloc+slot-restore.jsonl")
     assert trace.variant.name == "b11549" and ORACLE["b11549"]["FILE-1"] == "x"
     assert replay(trace, [get_property("FILE-1")]).matches(trace.expect)
     assert route_of("b11549", "FILE-1", trace.ops) is not None
