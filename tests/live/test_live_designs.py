@@ -119,9 +119,10 @@ FIXED_SEAMS: dict[str, tuple[set[str], str]] = {
     "0004": ({"save_protocol", "alloc_scope"}, "SaveProtocol.TRANSACTIONAL"),  # (it builds the entry in the try)
     "0005": ({"record_payload_pos_min"}, "Variant.record_payload_pos_min"),
     "0006": ({"consult_cache_for_empty_pinned"}, "Variant.consult_cache_for_empty_pinned"),
-    # the cache-load part of contain_failures: not_ported, as the rest of that seam is not done
+    # contain_failures in two patches: the cache load, then the checkpoints and the truncation
     "0007": (set(), "the cache-load part of Variant.contain_failures"),
     "0008": ({"shrink_limit_on_bad_alloc"}, "Variant.shrink_limit_on_bad_alloc = False"),
+    "0009": ({"contain_failures"}, "the checkpoint and truncation part of Variant.contain_failures"),
 }
 
 
