@@ -744,6 +744,22 @@ class Fuzz:
         self.cfg = self.srv.cfg
         self.slot_restore(slot, name)
 
+    @precondition(_holds_checkpoints)
+    @rule(fewer=Int(1, 2), n_slots=Int(1, 3), name=Choice(FILES))
+    def restore_into_fewer(self, fewer: int, n_slots: int, name: str) -> None:
+        """A file saved from the slot that holds the most checkpoints, restored after a restart
+        that allows ``fewer`` fewer: where slot files carry checkpoints (#26004's appendix), the
+        reader keeps the newest ones up to the restoring server's --ctx-checkpoints (``pop_front``,
+        server-context.cpp:2695-2698 of b11549). ``restart_and_restore`` meets this only where
+        its drawn cap is below what a file it saved happens to hold."""
+        assert self.srv is not None
+        held = max(self.srv.slots, key=lambda s: len(s.prompt.checkpoints))
+        n = len(held.prompt.checkpoints)
+        self.slot_save(held.id, name)
+        self.do({"op": "restart", "config": {"n_ctx_checkpoints": max(0, n - fewer), "n_slots": n_slots}})
+        self.cfg = self.srv.cfg
+        self.slot_restore(0, name)
+
 
 # The example's start: a configuration and the fault sites of its swarm.
 SETUP: tuple[tuple[str, Domain], ...] = (

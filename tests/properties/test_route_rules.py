@@ -2,7 +2,8 @@
 slot, the one way its empty checkpoint outlives the failure), ``restore_changed_marker`` (a slot
 file whose tokens marker was changed, restored, then a prompt on what it installed) and
 ``back_to_a_busy_slot`` (a conversation resent, pinned, to the slot now busy with another),
-``share_a_system_prompt`` (chats sharing the system prompt's checkpoint filling the cache).
+``share_a_system_prompt`` (chats sharing the system prompt's checkpoint filling the cache) and
+``restore_into_fewer`` (a slot file restored after a restart that allows fewer checkpoints).
 Each takes, in one rule, a route that the other rules take only by a rare meeting of several
 draws; each shows its violations on the designs whose routes they are and none on ``fixed``."""
 
@@ -42,7 +43,13 @@ def _violated(variant: str, cfg: Config, body: str, *args: object) -> set[str]:
 
 
 def test_the_rules_are_drawn_by_both_engines() -> None:
-    names = {"checkpoint_fails_beside", "restore_changed_marker", "back_to_a_busy_slot", "share_a_system_prompt"}
+    names = {
+        "checkpoint_fails_beside",
+        "restore_changed_marker",
+        "back_to_a_busy_slot",
+        "share_a_system_prompt",
+        "restore_into_fewer",
+    }
     assert names <= {r.name for r in RULES}
 
 
@@ -115,3 +122,27 @@ def test_chats_sharing_a_system_prompt_fill_the_cache_per_holder(variant: str) -
     # master copies every checkpoint: nothing is shared, so nothing is counted twice (it pays
     # the copies instead, PERF-1)
     assert _found("master", SWA_1, "share_a_system_prompt", *args) == {"PERF-1"}
+
+
+def _restored_into_fewer(variant: str) -> tuple[set[str], int]:
+    """A chat leaves two checkpoints on the one slot; the file saved from it is restored after a
+    restart that allows one: what is violated, and how many checkpoints the slot then holds."""
+    cfg = Config(
+        n_slots=1, n_ctx_slot=96, n_batch=8, n_ubatch=2, memory=MemoryKind.SWA, n_swa=4, swa_cells=8, cell_bytes=8,
+        rs_bytes=64, n_ctx_checkpoints=3, checkpoint_min_step=2, cache_ram=-1, slot_prompt_similarity=0.0,
+    )  # fmt: skip
+    f = Fuzz(get_variant(variant))
+    f.setup(cfg, ["ckpt.alloc"])
+    f.new_prompt(0, 30, -1, True, -1)
+    f.run()
+    assert f.srv is not None and len(f.srv.slots[0].prompt.checkpoints) == 2
+    f.restore_into_fewer(1, 1, "a.bin")
+    return set(f.first), len(f.srv.slots[0].prompt.checkpoints)
+
+
+def test_a_file_restored_into_a_smaller_cap_keeps_the_cap() -> None:
+    # fixed's reader keeps the newest checkpoint up to the new cap of 1; the mutant that reads
+    # the whole appendix installs both, over the cap (CKPT-1)
+    assert _restored_into_fewer("fixed") == (set(), 1)
+    found, held = _restored_into_fewer("mutant:restore-uncapped")
+    assert "CKPT-1" in found and held == 2
