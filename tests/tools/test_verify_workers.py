@@ -20,7 +20,7 @@ from pcspec.tools.workers import Job, Result, Unit, run_unit, verify_in_workers
 
 # Small budgets: the surveys see few violations, so the designs' hunts run too (every kind of
 # unit is exercised), in seconds rather than minutes. The verdicts need not match the oracle.
-SMALL = Budget(seed=1, survey_examples=40, hunt_examples=300)
+SMALL = Budget(seed=1, survey_examples=20, hunt_examples=300)
 SUBSET = ["pr30137", "mutant:no-cap", "mutant:sweep-always", "mutant:keep-invalidated"]
 TIMINGS = {"seconds"}  # the only fields that may differ: cells', proof rows' and the run's own
 
