@@ -614,35 +614,6 @@ class Fuzz:
         self._send(k, tokens[:cut] + self._user_msg(k + 5, self.convs[k].turn, new), (), src % n)
         self.run()
 
-    @rule(ks=Lists(tuple(range(N_CONVS)), 2, 4), n=Int(2, 30), slot=Int(0, 2), last=Int(1, 8))
-    def share_a_system_prompt(self, ks: list[int], n: int, slot: int, last: int) -> None:
-        """Conversations that share the system prompt, one after another on one slot, then a
-        prompt that shares nothing: each request saves the slot's prompt into the cache, and the
-        next restores and keeps the checkpoint of the system prompt, so that the entries hold the
-        same checkpoint (the #30137 thread's many chats with one system prompt). A cache that holds
-        their unique bytes but not one count per holder evicts for bytes it holds already:
-        ACC-3's per-holder route (server-task.cpp:1691-1699, 1750-1758 of 0c1e570), which the
-        walk meets only where its draws send several chats to one slot in a cache just so full."""
-        # Pinned where the similarity pass runs: without it a pinned task never updates the
-        # cache (server-context.cpp:1528-1540), and the least recently used slot is taken.
-        pin = slot % self.cfg.n_slots if self.cfg.slot_prompt_similarity != 0 else -1
-        for i, k in enumerate(ks):
-            # a chat of two user messages (the second starts past the system prompt, so the
-            # checkpoint at the system prompt's end is restored and kept, not made again)
-            turn = self.convs[k].turn
-            first = SYSTEM + self._user_msg(k, turn, 2 + (n + 7 * i) % 29)
-            prev = first + reply(first, self.n_predict)
-            tokens = prev + self._user_msg(k, turn + 1, 2 + (n + 3 * i) % 13)
-            if len(tokens) + 8 > self.cfg.n_ctx_slot:
-                continue
-            self._send(k, tokens, (len(SYSTEM), len(prev)), pin)
-            self.run()
-        op: dict[str, Any] = {"op": "request", "tokens": [900 + i for i in range(last)], "n_predict": self.n_predict}
-        if pin >= 0:
-            op["id_slot"] = pin
-        self.do(op)
-        self.run()
-
     # -- the server's own progress -------------------------------------------------------------
 
     @rule(n=Int(1, 4))

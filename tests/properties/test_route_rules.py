@@ -1,8 +1,7 @@
 """The route rules: ``checkpoint_fails_beside`` (a checkpoint allocation failing beside a busy
 slot, the one way its empty checkpoint outlives the failure), ``restore_changed_marker`` (a slot
 file whose tokens marker was changed, restored, then a prompt on what it installed) and
-``back_to_a_busy_slot`` (a conversation resent, pinned, to the slot now busy with another),
-``share_a_system_prompt`` (chats sharing the system prompt's checkpoint filling the cache) and
+``back_to_a_busy_slot`` (a conversation resent, pinned, to the slot now busy with another) and
 ``restore_into_fewer`` (a slot file restored after a restart that allows fewer checkpoints).
 Each takes, in one rule, a route that the other rules take only by a rare meeting of several
 draws; each shows its violations on the designs whose routes they are and none on ``fixed``."""
@@ -47,7 +46,6 @@ def test_the_rules_are_drawn_by_both_engines() -> None:
         "checkpoint_fails_beside",
         "restore_changed_marker",
         "back_to_a_busy_slot",
-        "share_a_system_prompt",
         "restore_into_fewer",
     }
     assert names <= {r.name for r in RULES}
@@ -94,34 +92,6 @@ def test_a_conversation_resent_to_its_busy_slot_loads_its_longer_entry_there(var
     args = (0, 20, 1, 3, 1, False)
     assert "PROGRESS-1" in _violated(variant, KV_2, "back_to_a_busy_slot", *args)
     assert _violated("fixed", KV_2, "back_to_a_busy_slot", *args) == set()
-
-
-# One slot of an SWA memory, a cache of 1,200 bytes: two or three entries of these chats.
-SWA_1 = Config(
-    n_slots=1, n_ctx_slot=96, n_batch=8, n_ubatch=2, memory=MemoryKind.SWA, n_swa=4, swa_cells=8, cell_bytes=8,
-    rs_bytes=64, n_ctx_checkpoints=3, checkpoint_min_step=8, cache_ram=1200, slot_prompt_similarity=0.0,
-)  # fmt: skip
-
-
-def _found(variant: str, cfg: Config, body: str, *args: object) -> set[str]:
-    """Every property ``body`` violates on ``variant`` (the whole catalogue judged)."""
-    f = Fuzz(get_variant(variant))
-    f.setup(cfg, ["ckpt.alloc"])
-    getattr(f, body)(*args)
-    return set(f.first)
-
-
-@pytest.mark.parametrize("variant", ["pr30137", "pr27451"])
-def test_chats_sharing_a_system_prompt_fill_the_cache_per_holder(variant: str) -> None:
-    # three chats of two user messages on the one slot, then a prompt sharing nothing: the three
-    # entries hold the checkpoint at the system prompt's end; counted once per entry, the third
-    # save evicts the first although the unique bytes fit (ACC-3), and the size is over (ACC-1).
-    args = ([0, 1, 2], 2, 0, 3)
-    assert _found(variant, SWA_1, "share_a_system_prompt", *args) == {"ACC-1", "ACC-3"}
-    assert _found("fixed", SWA_1, "share_a_system_prompt", *args) == set()
-    # master copies every checkpoint: nothing is shared, so nothing is counted twice (it pays
-    # the copies instead, PERF-1)
-    assert _found("master", SWA_1, "share_a_system_prompt", *args) == {"PERF-1"}
 
 
 def _restored_into_fewer(variant: str) -> tuple[set[str], int]:
