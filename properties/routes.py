@@ -205,8 +205,14 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         "RESTORE-1": (_main("empty-checkpoint", _each("ckpt.alloc")),),
         "FILE-1": (_main("empty-checkpoint", _ways(["ckpt.alloc", FILE])),),
     }
+    restore1_marker = _marker(
+        "a prompt sharing an appendix checkpoint's n_tokens with those tokens keeps it at prompt"
+        " start (pos_max and n_tokens within the shared prefix), though it is the state of no"
+        " prefix of the prompt"
+    )
     master = {
         **common,
+        "RESTORE-1": (*common["RESTORE-1"], restore1_marker),
         "RB-1": (_main("short-save", SHORT_SAVE),),
         "RB-2": (_main("failed-save", FAILED_SAVE_ALLOC),),
         "LIVE-1": (_main("save-bad-alloc", FAILED_SAVE_ALLOC),),
@@ -241,13 +247,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         **PER_HOLDER,
         "RB-2": (_main("pop-after-room", SHORT_SAVE + FAILED_SAVE_ALLOC),),
         "CKPT-1": (_main("emptied-entry", _each("load.write.dft")), _marker(ckpt1_then)),
-        "RESTORE-1": (
-            _marker(
-                "a prompt sharing an appendix checkpoint's n_tokens with those tokens keeps it at prompt"
-                " start (pos_max and n_tokens within the shared prefix), though it is the state of no"
-                " prefix of the prompt"
-            ),
-        ),
+        "RESTORE-1": (restore1_marker,),
         "CKPT-2": (
             # (only the target payload's length: a changed draft or speculative length was not
             # seen to parse into a wrong checkpoint, by the hunts or by trying each value)
@@ -272,6 +272,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         "RB-1": master["RB-1"],
         "RB-2": (_main("failed-save", FAILED_SAVE_ALLOC + _each("save.alloc.entry")),),
         "LIVE-1": (_main("save-bad-alloc", FAILED_SAVE_ALLOC + _each("save.alloc.entry")),),
+        "RESTORE-1": master["RESTORE-1"],
         "CKPT-1": master["CKPT-1"],
         "CKPT-2": master["CKPT-2"],
         "STATE-1": (
