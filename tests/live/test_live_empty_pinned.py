@@ -55,7 +55,8 @@ def _binary(design: str) -> Path:
 
 
 def _rules(design: str) -> str:
-    return "october" if design == "master" else f"{design}@0c1e570"
+    """The rule set of ``design``'s build on 0c1e570 (designs.py: ``not_ported``)."""
+    return calibrate.design_rules(design, "0c1e570")
 
 
 def _model(design: str) -> tuple[int, list[str]]:

@@ -78,8 +78,8 @@ def _run(binary: Path, workdir: Path, env: dict[str, str], prompts: tuple[list[i
 
 
 def _rules(design: str) -> str:
-    """The model of ``design``'s build on 0c1e570 (designs.py: ``not_ported``)."""
-    return "october" if design == "master" else f"{design}@0c1e570"
+    """The rule set of ``design``'s build on 0c1e570 (designs.py: ``not_ported``)."""
+    return calibrate.design_rules(design, "0c1e570")
 
 
 def _model_with_alloc_fault(design: str, kind: str, flags: Flags, facts: ServerFacts,
