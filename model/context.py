@@ -87,6 +87,18 @@ class Context:
             self.swa.decode(tokens)
             self._sync()
 
+    def refused_start(self, batch: Sequence[tuple[int, Tokens]], starts: Sequence[int]) -> tuple[int, int, int] | None:
+        """``llama_batch_allocr::init``'s position check (src/llama-batch.cpp:322-346 of the
+        October tree; ``llama_context::decode`` then returns -1, src/llama-context.cpp:
+        1768-1771): a sequence whose memory holds a position must go on right after its last
+        one, ``llama_memory_seq_pos_max`` (``SeqMemory.pos_range``). An empty sequence takes
+        any start. The first refused ``(seq, pos_max, start)``, else None."""
+        for (seq, new), start in zip(batch, starts, strict=True):
+            pos_max = self.seqs[seq].pos_range()[1]
+            if new and pos_max >= 0 and start != pos_max + 1:
+                return seq, pos_max, start
+        return None
+
     def seq_rm(self, seq: int, p0: int) -> bool:
         """``llama_memory_seq_rm(mem, seq, p0, -1)`` (``p0 <= 0``: the whole sequence); iSWA
         removes from both caches (llama-kv-cache-iswa.cpp:113-120). False when the memory

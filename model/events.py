@@ -406,6 +406,19 @@ class IgnoredAfterCrash(Event, kind="ignored_after_crash"):
 
 
 @dataclass(frozen=True, slots=True)
+class DecodeRefused(Event, kind="decode_refused"):
+    """``the tokens of sequence %d in the input batch have inconsistent sequence positions``
+    (llama_batch_allocr::init, src/llama-batch.cpp:322-346 of the October tree): the batch puts
+    sequence ``seq`` at ``start`` while its memory in context ``context`` ("tgt" or "dft") ends
+    at ``pos_max`` (not -1, and not ``start - 1``). The decode of that context returns -1."""
+
+    context: str
+    seq: int
+    pos_max: int
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
 class Crash(Event, kind="crash"):
     """The process died at ``where``: a ``GGML_ABORT`` (``pos_min == -1`` at prompt start,
     server-context.cpp:3284; a refused ``seq_rm``, common/common.cpp:1536-1562; ...) or an

@@ -196,7 +196,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     slot.prompt.tokens = slot.prompt.tokens[:n_past]  # keep_first
     slot.restored = restored
     dft = srv.ctx_dft
-    if restored is not None and restored.dft is None and dft is not None and v.resync_on_file_restore:
+    if restored is not None and restored.dft is None and dft is not None and v.resync_draft_on_file_restore:
         # fixed: a checkpoint without draft data (restored from a file whose draft part did
         # not fit) rolls back only the target; bring the draft to the same prefix.
         dft.seq_rm(slot.id, -1)
@@ -250,7 +250,7 @@ def _serves_live(srv: Server, slot: Slot, n: int) -> bool:
 
 def _serves_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, n: int) -> bool:
     """``policy.checkpoint_serves`` for the target payload and, when the checkpoint has one,
-    the draft payload (without one, ``fixed`` re-decodes the draft: ``resync_on_file_restore``).
+    the draft payload (without one, ``fixed`` re-decodes the draft: ``resync_draft_on_file_restore``).
     A payload's start is the recorded ``pos_min`` (``record_payload_pos_min``): the latest
     start of the target's and an SWA draft's payloads, so it serves both windows."""
     for ctx in srv.contexts():

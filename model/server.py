@@ -369,6 +369,31 @@ class Server:
         self.heap.emit(ev.Requeued(task=task.id, released=id_slot))
         self.requeued.append(task)
 
+    def _decode_refused(self, ctx: Context, seq: int, pos_max: int, start: int) -> None:
+        """A decode whose batch the context refused (``Context.refused_start``): memory and
+        bookkeeping disagree about where a sequence ends (a restored slot file whose token list
+        is not the one its state was saved with, or a draft context left behind by a restore).
+
+        * the target's (``llama_process`` returns -1, server-context.cpp:3669-3703 at 0c1e570):
+          every processing slot is answered ``Invalid input batch.``, released and cleared
+          ("it's complicated to keep track of how much of the current batch has been
+          processed"), then the thrown error ends the pass (``abort_all_slots``, 2868-2874,
+          finds no slot left processing);
+        * the draft's (``common_speculative_process`` returns false, 3725-3735): the target has
+          decoded the batch; the thrown ``failed to process speculative batch`` reaches
+          ``abort_all_slots`` (2735-2742, 2868-2874), which answers and releases every
+          processing slot without clearing it."""
+        self.heap.emit(ev.DecodeRefused(context=ctx.name, seq=seq, pos_max=pos_max, start=start))
+        processing = [s for s in self.slots if s.is_processing]
+        if ctx is self.ctx_tgt:
+            for slot in processing:
+                slot.release(self, error="Invalid input batch.")
+                slot.prompt_clear(self)
+        else:
+            for slot in processing:
+                slot.release(self, error="decode() failed: failed to process speculative batch")
+        self._process_requeued()
+
     def _process_requeued(self) -> None:
         while self.requeued:
             task = self.requeued.popleft()
@@ -570,6 +595,10 @@ class Server:
         starts = [s.prompt.n_tokens for s in generating]
         starts += [self.slots[seq].prompt.n_tokens - len(new) for seq, new in batch[len(generating) :]]
         for ctx in self.contexts():
+            refused = ctx.refused_start(batch, starts)
+            if refused is not None:
+                self._decode_refused(ctx, *refused)
+                return
             ctx.decode(batch, starts)
         # The end of ``decode`` (server-context.cpp:4243-4265 of b11549): a parent whose prompt is
         # in the batch copies its state to its n_cmpl children still waiting; a parent of

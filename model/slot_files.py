@@ -295,7 +295,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
     slot.prompt.tokens = tokens  # slot.prompt.clear(), then the tokens are installed
     drop_all(heap, slot.prompt)
     slot.restored = None
-    if srv.ctx_dft is not None and v.resync_on_file_restore:
+    if srv.ctx_dft is not None and v.resync_draft_on_file_restore:
         srv.ctx_dft.seq_rm(slot.id, -1)
         srv.ctx_dft.decode([(slot.id, tokens)])  # fixed: re-process the restored tokens into the draft
     _restore_checkpoints(srv, slot, parsed, filename)
@@ -379,7 +379,7 @@ def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: st
         # Test-load one draft checkpoint, then remove the draft sequence (#30137's merged diff).
         ok = dft.set_data(heap, slot.id, restored[-1].dft, "ckpt.write.dft") == restored[-1].dft.size
         dft.seq_rm(slot.id, -1)
-        if v.resync_on_file_restore:
+        if v.resync_draft_on_file_restore:
             dft.decode([(slot.id, slot.prompt.tokens)])
         if not ok:
             heap.emit(ev.FileDraftDropped(filename=filename))

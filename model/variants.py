@@ -55,10 +55,14 @@ class Variant:
     # bad_alloc in alloc sets limit_size = 0.4 * size() for good.
     shrink_limit_on_bad_alloc: bool
     # Seams of `fixed` found by the model (where it showed `fixed` breaking a property, the
-    # design got a new seam and the property stayed as it was):
-    # restoring a slot file clears the sequence first and resynchronises the draft context;
-    # an empty pinned slot consults the cache.
+    # design got a new seam and the property stayed as it was).
+    # Restoring a slot file clears the sequence first, and refuses a file whose state holds
+    # other positions than its token list, or whose checkpoints no state of this memory can have.
     resync_on_file_restore: bool = False
+    # A file restore resynchronises the draft context with the tokens it installs (re-decodes
+    # them), as does a restored checkpoint that has no draft data.
+    resync_draft_on_file_restore: bool = False
+    # An empty pinned slot consults the cache (its f_keep is 0, not NaN).
     consult_cache_for_empty_pinned: bool = False
     # A task pinned to a busy slot runs the cache save/load on that slot before it is
     # deferred (server-context.cpp:1528-1641; docs/FINDINGS.md, F1): the slot is saved
@@ -201,6 +205,7 @@ FIXED = Variant(
     contain_failures=True,
     shrink_limit_on_bad_alloc=False,
     resync_on_file_restore=True,
+    resync_draft_on_file_restore=True,
     consult_cache_for_empty_pinned=True,
     cache_update_busy_slot=False,
     record_payload_pos_min=True,

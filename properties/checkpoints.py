@@ -17,13 +17,32 @@ from pcspec.model.memory import StateImage, Tokens
 from pcspec.model.ownership import Holder, entry_holder, slot_holder, slot_task_tokens
 from pcspec.model.server import Server
 from pcspec.model.slot import Slot
-from pcspec.properties.base import Carry, carry_of, events_of, history_of, holders_of, needs, on_events, on_storage
+from pcspec.properties.base import (
+    Carry,
+    also_reads,
+    carry_of,
+    events_of,
+    history_of,
+    holders_of,
+    needs,
+    on_events,
+    on_storage,
+)
 
 
 @on_storage
+@also_reads(ev.CkptCreate)
 def ckpt1_slot_list_shape(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     cap = srv.cfg.n_ctx_checkpoints
+    # A checkpoint created and dropped within one operation was still in the slot's list: the
+    # one taken just before a batch the decode refuses (server-context.cpp:3612-3616 at
+    # 0c1e570), which the refusal's prompt_clear drops (Server._decode_refused).
+    held = {c.id for s in srv.slots for c in s.prompt.checkpoints}
+    for e in events_of(events, ev.CkptCreate):
+        if e.ckpt not in held and not e.pos_min <= e.pos_max == e.n_tokens - 1:
+            out.append(f"slot {e.slot}: ckpt#{e.ckpt}(n_tokens={e.n_tokens}, pos=[{e.pos_min},{e.pos_max}])"
+                       " was created breaking pos_min <= pos_max = n_tokens - 1")
     for s in srv.slots:
         cks = s.prompt.checkpoints
         if len(cks) > cap:

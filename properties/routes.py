@@ -176,6 +176,10 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         "the next checkpoint takes n_tokens from the tokens and pos_min/pos_max from that memory"
         " (update_pos, server-context.cpp:2337-2340)"
     )
+    ckpt1_marker_then = (
+        ckpt1_then + ", just before the decoder refuses the batch, whose positions do not go on from"
+        " the memory's (src/llama-batch.cpp:322-346; seen on the binaries: docs/FINDINGS.md, F8)"
+    )
     ckpt2_then = "the checkpoints taken or restored then are the state of no prefix of the slot's tokens"
     state1_then = "the memory is the state of other tokens than the slot bookkeeps"
     marker_abort = _marker(
@@ -219,7 +223,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         "CKPT-1": (
             _main("emptied-entry", _each("load.write.dft")),
             _empty_ckpt(ckpt1_then),
-            _marker(ckpt1_then),
+            _marker(ckpt1_marker_then),
         ),
         "CKPT-2": (
             _main("empty-checkpoint", _each("ckpt.alloc")),
@@ -246,7 +250,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         "IMM-2": (_main("emptied-entry", _each("load.write.dft")),),  # (a short fill is popped)
         **PER_HOLDER,
         "RB-2": (_main("pop-after-room", SHORT_SAVE + FAILED_SAVE_ALLOC),),
-        "CKPT-1": (_main("emptied-entry", _each("load.write.dft")), _marker(ckpt1_then)),
+        "CKPT-1": (_main("emptied-entry", _each("load.write.dft")), _marker(ckpt1_marker_then)),
         "RESTORE-1": (restore1_marker,),
         "CKPT-2": (
             # (only the target payload's length: a changed draft or speculative length was not

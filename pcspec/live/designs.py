@@ -65,7 +65,8 @@ DESIGNS: dict[str, Design] = {
             "fixed/0007-server-drop-cache-entry-on-failed-load.patch",  # contain_failures (the cache load)
             "fixed/0008-server-keep-cache-limit-on-bad-alloc.patch",  # shrink_limit_on_bad_alloc
             "fixed/0009-server-contain-context-checkpoint-failures.patch",  # contain_failures (the rest)
-        ), "", not_ported=("keep_restored", "resync_on_file_restore", "restore_only_prefixes", "resume_best")),
+        ), "", not_ported=("keep_restored", "resync_on_file_restore", "resync_draft_on_file_restore",
+                        "restore_only_prefixes", "resume_best")),
     )
 }
 

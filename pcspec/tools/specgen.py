@@ -65,6 +65,7 @@ SEAM_OPS = {
     "invalidate_by_pos_min": "prompt_start",
     "cap_checkpoints": "checkpoint",
     "resync_on_file_restore": "environment (slot restore)",
+    "resync_draft_on_file_restore": "environment (slot restore)",
     "consult_cache_for_empty_pinned": "environment (slot selection)",
     "cache_update_busy_slot": "environment (slot selection)",
     "count_appendix_bytes": "environment (slot files)",
