@@ -65,8 +65,9 @@ DESIGNS: dict[str, Design] = {
             "fixed/0007-server-drop-cache-entry-on-failed-load.patch",  # contain_failures (the cache load)
             "fixed/0008-server-keep-cache-limit-on-bad-alloc.patch",  # shrink_limit_on_bad_alloc
             "fixed/0009-server-contain-context-checkpoint-failures.patch",  # contain_failures (the rest)
-        ), "", not_ported=("keep_restored", "resync_on_file_restore", "resync_draft_on_file_restore",
-                        "restore_only_prefixes", "resume_best")),
+            "fixed/0010-server-check-restored-slot-file-against-its-state.patch",  # resync_on_file_restore
+            "fixed/0011-server-sync-draft-context-on-slot-restore.patch",  # resync_draft_on_file_restore
+        ), "", not_ported=("keep_restored", "restore_only_prefixes", "resume_best")),
     )
 }
 

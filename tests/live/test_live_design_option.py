@@ -67,6 +67,7 @@ def test_the_rules_of_each_design() -> None:
     v = calibrate.variant("fixed@0c1e570")
     assert v.cache_update_busy_slot is False and v.record_payload_pos_min is True
     assert v.resume_best is False and v.keep_restored is False and v.contain_failures is True
+    assert v.resync_on_file_restore is True and v.resync_draft_on_file_restore is True
     # master with the October seams is the October rule set
     from dataclasses import replace
 

@@ -123,6 +123,8 @@ FIXED_SEAMS: dict[str, tuple[set[str], str]] = {
     "0007": (set(), "the cache-load part of Variant.contain_failures"),
     "0008": ({"shrink_limit_on_bad_alloc"}, "Variant.shrink_limit_on_bad_alloc = False"),
     "0009": ({"contain_failures"}, "the checkpoint and truncation part of Variant.contain_failures"),
+    "0010": ({"resync_on_file_restore"}, "Variant.resync_on_file_restore"),
+    "0011": ({"resync_draft_on_file_restore"}, "Variant.resync_draft_on_file_restore"),
 }
 
 
