@@ -148,9 +148,12 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
         # (a design that records an SWA checkpoint's data start, fixed's patch 0005, logs that)
         # and one that counts each checkpoint once (fixed's patch 0003), its sizes
         rules = predictor.srv.variant if predictor is not None else None
+        # (and one whose patch brings the November invalidation to an October build, fixed's 0012)
+        ported = rules is not None and name not in RULE_SETS and rules.invalidate_n_prefix
         _logcheck(a, run, log, name if name in RULE_SETS else "auto",
                   "payload" if rules is not None and rules.record_payload_pos_min else "memory",
-                  "unique" if rules is not None and rules.accounting == Accounting.UNIQUE else "per-holder")
+                  "unique" if rules is not None and rules.accounting == Accounting.UNIQUE else "per-holder",
+                  "n-prefix" if ported else "auto")
     a.findings.sort(key=lambda f: (f.at, f.rule))
     return a
 
@@ -205,8 +208,9 @@ def _sources(run: Run, predictor: Predictor, before: int) -> list[Source]:
 
 
 def _logcheck(a: Analysis, run: Run, log: bytes, rules: str = "auto", pos_min: str = "memory",
-              accounting: str = "per-holder") -> None:
-    result = check_events(parse_bytes(log).events, Options(rules=rules, pos_min=pos_min, accounting=accounting))
+              accounting: str = "per-holder", invalidation: str = "auto") -> None:
+    result = check_events(parse_bytes(log).events, Options(rules=rules, pos_min=pos_min, accounting=accounting,
+                                                           invalidation=invalidation))
     if not result.deviations:
         return
     # line -> op: the op whose log range holds the line's first byte

@@ -148,5 +148,8 @@ def variant(name: str = DEFAULT_VARIANT) -> Variant:
     if tree not in TREE_SEAMS:
         raise PcspecError(f"unknown tree {tree!r} in rule set {name!r}; known: {', '.join(TREE_SEAMS)}")
     # the seams the design's patches leave alone keep master's rule (designs.py: not_ported)
-    kept = {seam: getattr(MASTER, seam) for seam in (DESIGNS[base].not_ported if base in DESIGNS else ())}
-    return replace(get_variant(base), name=name, **kept, **TREE_SEAMS[tree])  # type: ignore[arg-type]
+    design = DESIGNS.get(base)
+    kept = {seam: getattr(MASTER, seam) for seam in (design.not_ported if design else ())}
+    # the tree's seams, but those a patch of the design ports (designs.py: tree_seams_ported)
+    tree_seams = {k: v for k, v in TREE_SEAMS[tree].items() if not design or k not in design.tree_seams_ported}
+    return replace(get_variant(base), name=name, **kept, **tree_seams)  # type: ignore[arg-type]

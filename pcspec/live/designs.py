@@ -41,6 +41,9 @@ class Design:
     # and ``pcspec live --design`` compares it with the model's design with those seams reset
     # (pcspec.live.calibrate.variant).
     not_ported: tuple[str, ...] = ()
+    # Seams where the tree's rule set departs from master's design and a patch brings master's
+    # (the November rule) back: the build keeps them at the design's value, not the tree's.
+    tree_seams_ported: tuple[str, ...] = ()
 
     def patch_paths(self) -> tuple[Path, ...]:
         return tuple(PATCH_DIR / p for p in self.patches)
@@ -67,7 +70,9 @@ DESIGNS: dict[str, Design] = {
             "fixed/0009-server-contain-context-checkpoint-failures.patch",  # contain_failures (the rest)
             "fixed/0010-server-check-restored-slot-file-against-its-state.patch",  # resync_on_file_restore
             "fixed/0011-server-sync-draft-context-on-slot-restore.patch",  # resync_draft_on_file_restore
-        ), "", not_ported=("keep_restored", "restore_only_prefixes", "resume_best")),
+            "fixed/0012-server-erase-checkpoints-past-the-shared-prefix.patch",  # invalidate_n_prefix (a tree seam)
+        ), "", not_ported=("keep_restored", "restore_only_prefixes", "resume_best"),
+           tree_seams_ported=("invalidate_n_prefix",)),
     )
 }
 

@@ -68,6 +68,8 @@ def test_the_rules_of_each_design() -> None:
     assert v.cache_update_busy_slot is False and v.record_payload_pos_min is True
     assert v.resume_best is False and v.keep_restored is False and v.contain_failures is True
     assert v.resync_on_file_restore is True and v.resync_draft_on_file_restore is True
+    # the November invalidation, which the October tree lacks: patch 0012 (designs.py: tree_seams_ported)
+    assert v.invalidate_n_prefix is True and v.slot_file_appendix == OCTOBER.slot_file_appendix
     # master with the October seams is the October rule set
     from dataclasses import replace
 

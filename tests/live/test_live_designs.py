@@ -125,6 +125,7 @@ FIXED_SEAMS: dict[str, tuple[set[str], str]] = {
     "0009": ({"contain_failures"}, "the checkpoint and truncation part of Variant.contain_failures"),
     "0010": ({"resync_on_file_restore"}, "Variant.resync_on_file_restore"),
     "0011": ({"resync_draft_on_file_restore"}, "Variant.resync_draft_on_file_restore"),
+    "0012": ({"invalidate_n_prefix"}, "Variant.invalidate_n_prefix"),  # (a seam of the tree: designs.py)
 }
 
 

@@ -69,11 +69,12 @@ def test_a_task_pinned_to_a_busy_slot_waits_and_is_answered(tmp_path: Path) -> N
 def test_an_swa_restore_brings_back_the_whole_window(tmp_path: Path) -> None:
     """FINDINGS F2 on the fixed build: the checkpoint at n_tokens = 105 records the start of its
     data (73, not the SWA cache's 0), so the 104-token prompt does not restore it (73 is not below
-    the threshold 71) and takes an older one whose window serves; no finding at all."""
+    the threshold 71) and takes an older one whose window serves; no finding at all. (Its place in
+    the list depends on patch 0012, which erases the one at 48 when the second prompt shares 47.)"""
     models = tmp_path / "models"
     models.mkdir()
     out = _replay("f2-swa-off-by-one.jsonl", models, tmp_path / "run", timeout=15)
     found = [(f.rule, f.message) for f in out.analysis.findings]
     assert out.analysis.n_checked > 0 and found == [], found
-    assert b"created context checkpoint 3 of 8 (pos_min = 73, pos_max = 104, n_tokens = 105" in out.log
+    assert b" of 8 (pos_min = 73, pos_max = 104, n_tokens = 105" in out.log
     assert b"restored context checkpoint (pos_min = 73" not in out.log

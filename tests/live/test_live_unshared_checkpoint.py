@@ -1,0 +1,101 @@
+"""RESTORE-1 and STATE-1 on the binaries: a checkpoint whose last position is the first one a new
+prompt does not share survives the prompt start, and a later prompt restores it: a wrong answer
+with no error logged (docs/FINDINGS.md, F11; route ``unshared-last-position``).
+
+At a prompt start the October tree and b11549 erase the checkpoints with ``pos_max > pos_next``
+only (server-context.cpp:3367-3378 at 0c1e570, 3776-3786 of b11549). A 5-token prompt leaves a
+checkpoint at ``n_tokens`` 1 (``pos_max`` 0: the state of its first token) on the recurrent
+model; a prompt sharing nothing is processed from 0, so ``pos_next`` is 0 and the checkpoint is
+kept; a prompt sharing the second prompt's first token restores it and decodes on the state of
+another token. ``fixed``'s patch 0012 also erases ``n_tokens > n_prefix`` (the November rule):
+the third prompt is processed from 0 and answers as it does uncached. The model of each build
+says the same: the same restore, and the same verdicts.
+
+Each test skips when its build is not cached (``python -m pcspec.live.build --design D``, or
+``--tree b11549``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pcspec.live.build import find_server
+from pcspec.live.designs import design_of
+from pcspec.live.schedule import ServerFacts, read_facts
+
+pytestmark = pytest.mark.live
+pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+
+from pcspec.live import calibrate  # noqa: E402
+from pcspec.live.client import Client, top_logprobs  # noqa: E402
+from pcspec.live.models import ensure_model  # noqa: E402
+from pcspec.live.process import Flags, ServerProcess  # noqa: E402
+from pcspec.model import events as ev  # noqa: E402
+from pcspec.model.server import Server  # noqa: E402
+from pcspec.properties.catalogue import get_property  # noqa: E402
+from pcspec.properties.judge import Judge  # noqa: E402
+
+FLAGS = Flags(n_slots=1, n_ctx=512, n_batch=64, n_ubatch=64, cache_ram_mib=0, ctx_checkpoints=4,
+              checkpoint_min_step=0)
+FACTS = ServerFacts(1, 512, None)
+PROMPTS = ([1, 2, 3, 4, 5], [207], [207, 210])
+RESTORED = "restored context checkpoint (pos_min = 0, pos_max = 0, n_tokens = 1, n_past = 1"
+BUILDS = {"master": "october", "pr30137": None, "pr27451": None, "b11549": "b11549", "fixed": None}
+
+
+def _binary(build: str) -> Path:
+    if build == "b11549":
+        found = find_server("b11549")
+        how = "--tree b11549"
+    else:
+        d = design_of(build)
+        found = find_server(d.tree, d.patch_paths())
+        how = f"--design {build}"
+    if found is None:
+        pytest.skip(f"not built: python -m pcspec.live.build {how}")
+    return found
+
+
+def _model(build: str) -> tuple[list[int], list[str]]:
+    """The model of the build: the tokens each prompt takes from the slot, and RESTORE-1's and
+    STATE-1's messages."""
+    variant = calibrate.variant(BUILDS[build] or calibrate.design_rules(build, "0c1e570"))
+    cfg = calibrate.model_config("recurrent", FLAGS, FACTS, state_seq_version=variant.state_seq_version)
+    srv = Server(cfg, variant)
+    judge = Judge(srv, [get_property("RESTORE-1"), get_property("STATE-1")])
+    found = []
+    for tokens in PROMPTS:
+        srv.request(tuple(tokens), n_predict=3)
+        srv.run()
+        found += judge()
+    cached = [e.n_past for e in srv.heap.events if isinstance(e, ev.PromptStart)]
+    return cached, [f"{v.rule}: {v.message}" for v in found]
+
+
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_a_checkpoint_of_an_unshared_token_is_restored_except_on_fixed(build: str, tmp_path: Path) -> None:
+    cached, violated = _model(build)
+    server = ServerProcess(_binary(build), ensure_model("recurrent", tmp_path / "models"), FLAGS, tmp_path, name="s")
+    with server:
+        client = Client(server.url, timeout=30)
+        replies = [client.completion(p, n_predict=3) for p in PROMPTS]
+        uncached = client.completion(PROMPTS[-1], n_predict=3, cache_prompt=False)
+    log = server.log_bytes().decode("utf-8", "replace")
+    assert read_facts(log) == FACTS
+    assert all(r.ok for r in (*replies, uncached)), [r.error for r in (*replies, uncached)]
+    assert "created context checkpoint 1 of 4 (pos_min = 0, pos_max = 0, n_tokens = 1," in log
+    assert [r.data["timings"]["cache_n"] for r in replies] == cached
+    if build == "fixed":  # patch 0012: erased at the second prompt's start
+        assert "erased invalidated context checkpoint (pos_min = 0, pos_max = 0, n_tokens = 1," in log
+        assert RESTORED not in log and cached == [0, 0, 0]
+        assert replies[-1].data["tokens"] == uncached.data["tokens"]
+        assert top_logprobs(replies[-1]) == top_logprobs(uncached)
+        assert violated == []
+        return
+    # kept, then restored under the token 207: another answer than the uncached one
+    assert RESTORED in log and cached == [0, 0, 1]
+    assert replies[-1].data["tokens"] != uncached.data["tokens"]
+    assert any(v.startswith("RESTORE-1: ") for v in violated), violated
+    assert any(v.startswith("STATE-1: ") for v in violated), violated
