@@ -24,8 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from pcspec.live.build import find_server
-from pcspec.live.designs import design_of, with_faults
 from pcspec.live.schedule import ServerFacts, read_facts
 
 pytestmark = pytest.mark.live
@@ -40,6 +38,7 @@ from pcspec.model.config import MemoryKind  # noqa: E402
 from pcspec.model.server import Server  # noqa: E402
 from pcspec.properties.catalogue import get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
+from tests.support.live import build_or_skip  # noqa: E402
 
 BASE = Flags(n_slots=1, n_ctx=512, n_batch=64, n_ubatch=64, cache_ram_mib=8, ctx_checkpoints=4,
              checkpoint_min_step=8)
@@ -52,12 +51,6 @@ FAULTED = 2  # the prompt whose cache load meets the fault
 ENV = {"LLAMA_FAULTS": "state.read.full@2"}
 
 
-def _binary(design: str) -> Path:
-    patches, flags = with_faults(design_of(design))
-    found = find_server(design_of(design).tree, patches, flags)
-    if found is None:
-        pytest.skip(f"not built: python -m pcspec.live.build --design {design} --faults")
-    return found
 
 
 def _model(design: str) -> tuple[int, list[str]]:
@@ -83,7 +76,8 @@ def test_a_failed_draft_load_leaves_an_emptied_entry_that_answers_wrongly(design
     models = tmp_path / "models"
     flags = replace(BASE, extra=("-md", str(ensure_model("kv", models)), "--spec-type", "draft-simple",
                                  "--spec-draft-n-max", "4"))
-    server = ServerProcess(_binary(design), ensure_model("kv", models), flags, tmp_path, name="s", env=ENV)
+    binary = build_or_skip(design, faults=True)
+    server = ServerProcess(binary, ensure_model("kv", models), flags, tmp_path, name="s", env=ENV)
     with server:
         client = Client(server.url, timeout=30)
         replies = [client.completion(p, n_predict=3) for p in PROMPTS]

@@ -25,8 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from pcspec.live.build import find_server
-from pcspec.live.designs import design_of
 from pcspec.live.schedule import ServerFacts, read_facts
 
 pytestmark = pytest.mark.live
@@ -41,6 +39,7 @@ from pcspec.model.config import MemoryKind  # noqa: E402
 from pcspec.model.server import Server  # noqa: E402
 from pcspec.properties.catalogue import get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
+from tests.support.live import build_or_skip  # noqa: E402
 
 BASE = Flags(n_slots=1, n_ctx=512, n_batch=64, n_ubatch=64, cache_ram_mib=0, ctx_checkpoints=4,
              checkpoint_min_step=8)
@@ -52,12 +51,6 @@ FAILED = "decode() failed: failed to process speculative batch"
 REFUSED = "inconsistent sequence positions"
 
 
-def _binary(design: str) -> Path:
-    d = design_of(design)
-    found = find_server(d.tree, d.patch_paths())
-    if found is None:
-        pytest.skip(f"not built: python -m pcspec.live.build --design {design}")
-    return found
 
 
 def _model(design: str) -> tuple[list[str | None], list[str]]:
@@ -91,7 +84,8 @@ def test_a_file_restore_leaves_the_draft_behind_and_later_requests_fail(design: 
     models = tmp_path / "models"
     flags = replace(BASE, extra=("-md", str(ensure_model("kv", models)), "--spec-type", "draft-simple",
                                  "--spec-draft-n-max", "4"))
-    server = ServerProcess(_binary(design), ensure_model("kv", models), flags, tmp_path, name="s")
+    binary = build_or_skip(design)
+    server = ServerProcess(binary, ensure_model("kv", models), flags, tmp_path, name="s")
     with server:
         client = Client(server.url, timeout=30)
         first = client.completion(L30, n_predict=3)

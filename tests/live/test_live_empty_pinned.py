@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from pcspec.live.build import find_server
-from pcspec.live.designs import design_of
 from pcspec.live.schedule import ServerFacts, read_facts
 
 pytestmark = pytest.mark.live
@@ -35,6 +33,7 @@ from pcspec.model import events as ev  # noqa: E402
 from pcspec.model.server import Server  # noqa: E402
 from pcspec.properties.catalogue import get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
+from tests.support.live import build_or_skip  # noqa: E402
 
 FLAGS = Flags(n_slots=2, n_ctx=1024, n_batch=64, n_ubatch=64, cache_ram_mib=8, ctx_checkpoints=0)
 FACTS = ServerFacts(2, 512, None)
@@ -46,12 +45,6 @@ LOOKED = " - looking for better prompt"
 LOADED = " - found better prompt with f_keep"
 
 
-def _binary(design: str) -> Path:
-    d = design_of(design)
-    found = find_server(d.tree, d.patch_paths())
-    if found is None:
-        pytest.skip(f"not built: python -m pcspec.live.build --design {design}")
-    return found
 
 
 def _rules(design: str) -> str:
@@ -81,7 +74,8 @@ def _model(design: str) -> tuple[int, list[str]]:
 @pytest.mark.parametrize("design", ["master", "pr30137", "pr27451", "fixed"])
 def test_a_task_pinned_to_an_empty_slot_consults_the_cache_only_on_fixed(design: str, tmp_path: Path) -> None:
     n_past, violated = _model(design)
-    server = ServerProcess(_binary(design), ensure_model("kv", tmp_path / "models"), FLAGS, tmp_path, name="s")
+    binary = build_or_skip(design)
+    server = ServerProcess(binary, ensure_model("kv", tmp_path / "models"), FLAGS, tmp_path, name="s")
     with server:
         client = Client(server.url, timeout=30)
         first = [client.completion(A30, n_predict=2), client.completion(OTHER, n_predict=2)]

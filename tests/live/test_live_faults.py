@@ -32,8 +32,6 @@ from pathlib import Path
 
 import pytest
 
-from pcspec.live.build import find_server
-from pcspec.live.designs import design_of, with_faults
 from pcspec.live.schedule import ServerFacts, read_facts
 
 pytestmark = pytest.mark.live
@@ -51,6 +49,7 @@ from pcspec.model.server import Server  # noqa: E402
 from pcspec.model.variants import DESIGNS  # noqa: E402
 from pcspec.properties.catalogue import CATALOGUE, get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
+from tests.support.live import build_or_skip  # noqa: E402
 
 FLAGS = Flags(n_slots=1, n_ctx=1024, n_batch=64, n_ubatch=64, cache_ram_mib=8, ctx_checkpoints=0)
 A = [128 + (7 * i) % 120 for i in range(200)]
@@ -60,12 +59,6 @@ B = [129 + (11 * i) % 110 for i in range(200)]
 FAULTS = {"LLAMA_FAULTS": "state.write.short@1"}
 
 
-def _binary(design: str) -> Path:
-    patches, flags = with_faults(design_of(design))
-    found = find_server(design_of(design).tree, patches, flags)
-    if found is None:
-        pytest.skip(f"not built: python -m pcspec.live.build --design {design} --faults")
-    return found
 
 
 def _run(binary: Path, workdir: Path, env: dict[str, str], prompts: tuple[list[int], ...] = (A, B, A)
@@ -136,7 +129,7 @@ def _model_rb1(design: str) -> bool:
 
 @pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
 def test_a_short_state_write_at_a_cache_save(design: str, tmp_path: Path) -> None:
-    binary = _binary(design)
+    binary = build_or_skip(design, faults=True)
     replies, log = _run(binary, tmp_path / "faulted", FAULTS)
     assert all(r.ok for r in replies), [r.error for r in replies]
     _before, fired, after = log.partition("fault point 'state.write.short' fired at call 1")
@@ -176,7 +169,7 @@ def test_a_checkpoint_restore_that_fails_aborts_every_build_but_fixed(design: st
     from pcspec.live.smoke import FLAGS as SMOKE_FLAGS
     from pcspec.live.smoke import PROMPT_A, PROMPT_B
 
-    binary = _binary(design)
+    binary = build_or_skip(design, faults=True)
 
     def run(workdir: Path, env: dict[str, str]) -> tuple[list[Reply], bool, str]:
         server = ServerProcess(binary, ensure_model("swa", tmp_path / "models"), SMOKE_FLAGS, workdir, name="s",
@@ -224,7 +217,7 @@ def test_a_failed_state_allocation_at_a_cache_save(design: str, tmp_path: Path) 
     model, env, violated = _model_with_alloc_fault(design, "kv", FLAGS, ServerFacts(1, 1024, None), prompts,
                                                    "save.alloc.main", 0)
     (item,) = env["LLAMA_FAULTS"].split(",")
-    replies, log = _run(_binary(design), tmp_path, env, prompts)
+    replies, log = _run(build_or_skip(design, faults=True), tmp_path, env, prompts)
     assert read_facts(log) == ServerFacts(1, 1024, None)  # the facts the model was given
     assert all(r.ok for r in replies), [r.error for r in replies]
     size, n = item.removeprefix("alloc.").split("@")
@@ -262,7 +255,8 @@ def test_a_failed_checkpoint_allocation_aborts_every_build_but_fixed(design: str
     contained = calibrate.variant(_rules(design)).contain_failures
     assert contained == (design == "fixed")
     assert (model.crash is None) == contained and ("NOABORT-1" in violated) != contained
-    server = ServerProcess(_binary(design), ensure_model("swa", tmp_path / "models"), SMOKE_FLAGS, tmp_path,
+    binary = build_or_skip(design, faults=True)
+    server = ServerProcess(binary, ensure_model("swa", tmp_path / "models"), SMOKE_FLAGS, tmp_path,
                            name="s", env=env)
     with server:
         client = Client(server.url, timeout=20)
@@ -338,7 +332,9 @@ def test_an_empty_checkpoint_after_a_failed_allocation_beside_a_generating_slot(
     env = calls.env()
     assert env == {"LLAMA_FAULTS": "alloc.16844@2"}
 
-    server = ServerProcess(_binary(design), ensure_model("swa", tmp_path / "models"), flags, tmp_path,
+    binary = build_or_skip(design, faults=True)
+
+    server = ServerProcess(binary, ensure_model("swa", tmp_path / "models"), flags, tmp_path,
                            name="s", env=env)
     with server:
         client = Client(server.url, timeout=60)
@@ -386,7 +382,9 @@ def test_the_checkpoint_payloads_each_design_copies(design: str, tmp_path: Path)
         srv.run()
     copies = [e for e in srv.heap.events if isinstance(e, ev.CopyPayload) and e.bytes == 16840]
 
-    server = ServerProcess(_binary(design), ensure_model("swa", tmp_path / "models"), SMOKE_FLAGS, tmp_path,
+    binary = build_or_skip(design, faults=True)
+
+    server = ServerProcess(binary, ensure_model("swa", tmp_path / "models"), SMOKE_FLAGS, tmp_path,
                            name="s", env={"LLAMA_FAULTS": "alloc.16840@0"})
     with server:
         client = Client(server.url, timeout=30)

@@ -25,8 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from pcspec.live.build import find_server
-from pcspec.live.designs import design_of
 from pcspec.live.schedule import ServerFacts, read_facts
 
 pytestmark = pytest.mark.live
@@ -40,6 +38,7 @@ from pcspec.model import events as ev  # noqa: E402
 from pcspec.model.server import Server  # noqa: E402
 from pcspec.properties.catalogue import get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
+from tests.support.live import build_or_skip  # noqa: E402
 
 FLAGS = Flags(n_slots=1, n_ctx=512, n_batch=64, n_ubatch=64, cache_ram_mib=0, ctx_checkpoints=4,
               checkpoint_min_step=8)
@@ -51,12 +50,6 @@ CREATED = re.compile(r"created context checkpoint \d+ of \d+ \(pos_min = (-?\d+)
 REFUSED = "inconsistent sequence positions"
 
 
-def _binary(design: str) -> Path:
-    d = design_of(design)
-    found = find_server(d.tree, d.patch_paths())
-    if found is None:
-        pytest.skip(f"not built: python -m pcspec.live.build --design {design}")
-    return found
 
 
 def _marker_changed(path: Path) -> list[int]:
@@ -90,7 +83,8 @@ def _model(design: str) -> tuple[Server, list[str]]:
 def test_a_changed_tokens_marker_is_installed_except_on_fixed(design: str, tmp_path: Path) -> None:
     srv, violated = _model(design)
     events = srv.heap.events
-    server = ServerProcess(_binary(design), ensure_model("recurrent", tmp_path / "models"), FLAGS, tmp_path, name="s")
+    binary = build_or_skip(design)
+    server = ServerProcess(binary, ensure_model("recurrent", tmp_path / "models"), FLAGS, tmp_path, name="s")
     with server:
         client = Client(server.url, timeout=30)
         first = client.completion(A40, n_predict=3)

@@ -21,8 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from pcspec.live.build import find_server
-from pcspec.live.designs import design_of
 from pcspec.live.schedule import ServerFacts, read_facts
 
 pytestmark = pytest.mark.live
@@ -36,6 +34,7 @@ from pcspec.model import events as ev  # noqa: E402
 from pcspec.model.server import Server  # noqa: E402
 from pcspec.properties.catalogue import get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
+from tests.support.live import build_or_skip  # noqa: E402
 
 FLAGS = Flags(n_slots=1, n_ctx=512, n_batch=64, n_ubatch=64, cache_ram_mib=0, ctx_checkpoints=4,
               checkpoint_min_step=0)
@@ -45,17 +44,6 @@ RESTORED = "restored context checkpoint (pos_min = 0, pos_max = 0, n_tokens = 1,
 BUILDS = {"master": "october", "pr30137": None, "pr27451": None, "b11549": "b11549", "fixed": None}
 
 
-def _binary(build: str) -> Path:
-    if build == "b11549":
-        found = find_server("b11549")
-        how = "--tree b11549"
-    else:
-        d = design_of(build)
-        found = find_server(d.tree, d.patch_paths())
-        how = f"--design {build}"
-    if found is None:
-        pytest.skip(f"not built: python -m pcspec.live.build {how}")
-    return found
 
 
 def _model(build: str) -> tuple[list[int], list[str]]:
@@ -77,7 +65,8 @@ def _model(build: str) -> tuple[list[int], list[str]]:
 @pytest.mark.parametrize("build", list(BUILDS))
 def test_a_checkpoint_of_an_unshared_token_is_restored_except_on_fixed(build: str, tmp_path: Path) -> None:
     cached, violated = _model(build)
-    server = ServerProcess(_binary(build), ensure_model("recurrent", tmp_path / "models"), FLAGS, tmp_path, name="s")
+    binary = build_or_skip(build)
+    server = ServerProcess(binary, ensure_model("recurrent", tmp_path / "models"), FLAGS, tmp_path, name="s")
     with server:
         client = Client(server.url, timeout=30)
         replies = [client.completion(p, n_predict=3) for p in PROMPTS]
