@@ -38,11 +38,11 @@ def ckpt1_slot_list_shape(srv: Server, events: Sequence[Event]) -> list[str]:
     # A checkpoint created and dropped within one operation was still in the slot's list: the
     # one taken just before a batch the decode refuses (server-context.cpp:3612-3616 at
     # 0c1e570), which the refusal's prompt_clear drops (Server._decode_refused).
-    held = {c.id for s in srv.slots for c in s.prompt.checkpoints}
-    for e in events_of(events, ev.CkptCreate):
-        if e.ckpt not in held and not e.pos_min <= e.pos_max == e.n_tokens - 1:
-            out.append(f"slot {e.slot}: ckpt#{e.ckpt}(n_tokens={e.n_tokens}, pos=[{e.pos_min},{e.pos_max}])"
-                       " was created breaking pos_min <= pos_max = n_tokens - 1")
+    bad = [e for e in events_of(events, ev.CkptCreate) if not _shaped(e.pos_min, e.pos_max, e.n_tokens)]
+    if bad:
+        held = {c.id for s in srv.slots for c in s.prompt.checkpoints}
+        out += [f"slot {e.slot}: ckpt#{e.ckpt}(n_tokens={e.n_tokens}, pos=[{e.pos_min},{e.pos_max}])"
+                " was created breaking pos_min <= pos_max = n_tokens - 1" for e in bad if e.ckpt not in held]
     for s in srv.slots:
         cks = s.prompt.checkpoints
         if len(cks) > cap:
@@ -52,9 +52,14 @@ def ckpt1_slot_list_shape(srv: Server, events: Sequence[Event]) -> list[str]:
             dup = sorted({x for x in n if n.count(x) > 1})
             out.append(f"slot {s.id} holds several checkpoints at n_tokens {dup}")
         for c in cks:
-            if not c.pos_min <= c.pos_max == c.n_tokens - 1:
+            if not _shaped(c.pos_min, c.pos_max, c.n_tokens):
                 out.append(f"slot {s.id}: {c.describe()} breaks pos_min <= pos_max = n_tokens - 1")
     return out
+
+
+def _shaped(pos_min: int, pos_max: int, n_tokens: int) -> bool:
+    """CKPT-1's shape of one checkpoint (create_checkpoint, server-context.cpp:2337-2341)."""
+    return pos_min <= pos_max == n_tokens - 1
 
 
 def describes_prefix(ck: Checkpoint, tokens: Tokens) -> bool:
