@@ -41,7 +41,7 @@ from pcspec.logcheck import Options, check_events, parse_bytes
 from pcspec.logcheck.logged import logged
 from pcspec.model.logged import Logged, Served, SlotFile
 from pcspec.model.processing import VOCAB_GEN
-from pcspec.model.variants import RULE_SETS, Accounting
+from pcspec.model.variants import RULE_SETS, Accounting, Variant
 
 SERVER_BUGS = ("crash", "no-answer", "transparency")
 
@@ -142,18 +142,7 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
                         a.findings.append(divergence("transparency", o.index, v.detail,
                                                      max_diff=round(v.max_diff, 4), step=v.step))
     if logcheck and log:
-        # the log checker holds the server to the rule set the model follows (a design's
-        # variant is no rule set: the checker then reads the build from the log itself)
-        name = predictor.srv.variant.name if predictor is not None else ""
-        # (a design that records an SWA checkpoint's data start, fixed's patch 0005, logs that)
-        # and one that counts each checkpoint once (fixed's patch 0003), its sizes
-        rules = predictor.srv.variant if predictor is not None else None
-        # (and one whose patch brings the November invalidation to an October build, fixed's 0012)
-        ported = rules is not None and name not in RULE_SETS and rules.invalidate_n_prefix
-        _logcheck(a, run, log, name if name in RULE_SETS else "auto",
-                  "payload" if rules is not None and rules.record_payload_pos_min else "memory",
-                  "unique" if rules is not None and rules.accounting == Accounting.UNIQUE else "per-holder",
-                  "n-prefix" if ported else "auto")
+        _logcheck(a, run, log, logcheck_options(predictor.srv.variant if predictor is not None else None))
     a.findings.sort(key=lambda f: (f.at, f.rule))
     return a
 
@@ -207,10 +196,24 @@ def _sources(run: Run, predictor: Predictor, before: int) -> list[Source]:
     return out
 
 
-def _logcheck(a: Analysis, run: Run, log: bytes, rules: str = "auto", pos_min: str = "memory",
-              accounting: str = "per-holder", invalidation: str = "auto") -> None:
-    result = check_events(parse_bytes(log).events, Options(rules=rules, pos_min=pos_min, accounting=accounting,
-                                                           invalidation=invalidation))
+def logcheck_options(variant: Variant | None) -> Options:
+    """The log checker's options for a server the model predicts under ``variant``: the rule set
+    the model follows (a design's variant is no rule set: the checker then reads the build from
+    the log itself), and the rules a design's patches change (``fixed``'s: 0005 records an SWA
+    checkpoint's data start, 0003 counts each checkpoint once, 0012 brings the November
+    invalidation to an October build, 0013 keeps the checkpoint a task restored)."""
+    if variant is None:
+        return Options()
+    name = variant.name
+    return Options(rules=name if name in RULE_SETS else "auto",
+                   pos_min="payload" if variant.record_payload_pos_min else "memory",
+                   accounting="unique" if variant.accounting == Accounting.UNIQUE else "per-holder",
+                   invalidation="n-prefix" if name not in RULE_SETS and variant.invalidate_n_prefix else "auto",
+                   restored_owner="restorer" if variant.keep_restored else "creator")
+
+
+def _logcheck(a: Analysis, run: Run, log: bytes, options: Options) -> None:
+    result = check_events(parse_bytes(log).events, options)
     if not result.deviations:
         return
     # line -> op: the op whose log range holds the line's first byte

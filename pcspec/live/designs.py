@@ -71,8 +71,9 @@ DESIGNS: dict[str, Design] = {
             "fixed/0010-server-check-restored-slot-file-against-its-state.patch",  # resync_on_file_restore
             "fixed/0011-server-sync-draft-context-on-slot-restore.patch",  # resync_draft_on_file_restore
             "fixed/0012-server-erase-checkpoints-past-the-shared-prefix.patch",  # invalidate_n_prefix (a tree seam)
-        ), "", not_ported=("keep_restored", "restore_only_prefixes", "resume_best"),
-           tree_seams_ported=("invalidate_n_prefix",)),
+            "fixed/0013-server-keep-restored-checkpoint.patch",  # keep_restored
+            "fixed/0014-server-resume-from-best-state.patch",  # resume_best, restore_only_prefixes
+        ), "", tree_seams_ported=("invalidate_n_prefix",)),
     )
 }
 

@@ -19,7 +19,9 @@ Option (``--option KEY=VALUE``)   values (default first)      what changed
     ``mtmd``: media chunks may take fewer positions than tokens, only ``n_tokens >= pos_max + 1``.
 ``restored-owner``                creator, restorer
     ``creator``: a restored checkpoint keeps its creator's ``id_task`` and can be swept by the
-    task that restored it (the snapshot; #30683 proposes ``restorer``).
+    task that restored it (the snapshot; #30683 proposes ``restorer``). ``restorer``: the task
+    that restored it owns it: the too-close sweep and the cap's erasures leave it (pcspec's
+    ``fixed`` build, patches/fixed/0013; the model's ``keep_restored``).
 ``pos-min``                       memory, payload
     ``memory``: a created checkpoint records the memory's ``pos_min`` (server-context.cpp:2342 at
     0c1e570); ``payload``: an SWA checkpoint records where its data starts, ``max(pos_min,

@@ -342,12 +342,16 @@ class SlotChecker:
             return do.pos_min <= e.pos_min <= e.pos_max
         return e.pos_min == max(do.pos_min, do.pos_max - n_swa + 1)
 
+    def _kept(self, s: SlotState, c: Ckpt, task: int) -> bool:
+        """``restored-owner=restorer``: ``c`` is the checkpoint ``task`` restored, which stays
+        with it."""
+        if self.ctx.rules.restored_owner != "restorer":
+            return False
+        restored = s.restored_by.get(c.uid)
+        return restored is not None and restored[0] == task
+
     def _owner(self, s: SlotState, c: Ckpt, task: int) -> int:
-        if self.ctx.rules.restored_owner == "restorer":
-            restored = s.restored_by.get(c.uid)
-            if restored is not None and restored[0] == task:
-                return task
-        return c.id_task
+        return task if self._kept(s, c, task) else c.id_task
 
     def _match_all(self, s: SlotState,
                    items: list[tuple[int, int, int | None]]) -> list[int] | None:
@@ -398,8 +402,11 @@ class SlotChecker:
     def _check_cap_evict(self, s: SlotState, e: ev.CheckpointCreated,
                          old: list[ev.CheckpointErasedOld], cap: int | None) -> None:
         ctx = self.ctx
+        # oldest first; under ``restored-owner=restorer`` the checkpoint this task restored stays
+        # (patches/fixed/0013: the cap, like the sweep, leaves it)
+        order = [i for i, c in enumerate(s.ckpts) if not self._kept(s, c, e.task)]
         for i, x in enumerate(old):
-            if i >= len(s.ckpts) or not s.ckpts[i].matches(x.pos_min, x.pos_max, x.n_tokens):
+            if i >= len(order) or not s.ckpts[order[i]].matches(x.pos_min, x.pos_max, x.n_tokens):
                 ctx.deviate(x.line, "ckpt-cap-evict",
                             f"capacity erasure of [{x.pos_min}, {x.pos_max}] which is not "
                             f"the oldest checkpoint of slot {e.slot} (holds "
@@ -408,13 +415,13 @@ class SlotChecker:
                     self._erase_logged(s, y, e.task)
                 return
         if cap is not None:
-            expected = policy.cap_evictions(len(s.ckpts), cap)
+            expected = min(policy.cap_evictions(len(s.ckpts), cap), len(order))
             if expected != len(old):
                 line = old[0].line if old else e.line
                 ctx.deviate(line, "ckpt-cap-evict",
                             f"{len(old)} capacity erasure(s) but the list held {len(s.ckpts)} "
                             f"with a cap of {cap}: cap_evictions gives {expected}")
-        self._remove(s, list(range(len(old))), e.task, [x.line for x in old], "old")
+        self._remove(s, order[:len(old)], e.task, [x.line for x in old], "old")
 
     def _check_supersede(self, s: SlotState, e: ev.CheckpointCreated,
                          sup: list[ev.CheckpointSuperseded]) -> None:

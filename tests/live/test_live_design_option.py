@@ -63,10 +63,11 @@ def test_the_rules_of_each_design() -> None:
         assert v.sharing == base.sharing and v.save_protocol == base.save_protocol
         assert v.invalidate_n_prefix == OCTOBER.invalidate_n_prefix
         assert v.slot_file_appendix == OCTOBER.slot_file_appendix
-    # fixed: its patches' seams; master's rule where no patch goes (designs.py, not_ported)
+    # fixed: its patches' seams, every seam of the design (designs.py: not_ported is empty)
     v = calibrate.variant("fixed@0c1e570")
     assert v.cache_update_busy_slot is False and v.record_payload_pos_min is True
-    assert v.resume_best is False and v.keep_restored is False and v.contain_failures is True
+    assert v.resume_best is True and v.keep_restored is True and v.contain_failures is True
+    assert v.restore_only_prefixes is True
     assert v.resync_on_file_restore is True and v.resync_draft_on_file_restore is True
     # the November invalidation, which the October tree lacks: patch 0012 (designs.py: tree_seams_ported)
     assert v.invalidate_n_prefix is True and v.slot_file_appendix == OCTOBER.slot_file_appendix
@@ -95,9 +96,10 @@ def test_a_tiny_campaign_on_the_pr30137_build(capsys: pytest.CaptureFixture[str]
 def test_a_short_campaign_on_the_fixed_build_finds_nothing(capsys: pytest.CaptureFixture[str],
                                                           tmp_path: Path) -> None:
     """CI's live run of `fixed` (.ci/run builds it): every memory kind, its build against its own
-    rules, nothing unexplained. The build keeps October's rule where no patch is (designs.py
-    `not_ported`), so F3, F4 and F5 may show; F1 and F2, which its patches 0002 and 0005 remove,
-    and any finding without an explanation, may not."""
+    rules, nothing unexplained. F3 (a slot file carries no checkpoint: the October format), F4 (a
+    recurrent checkpoint at the prompt's very end serves no resume, and no earlier one exists) and
+    F5 (not located) may show; F1 and F2, which its patches 0002 and 0005 remove, and any finding
+    without an explanation, may not."""
     d = design_of("fixed")
     server = build.find_server(d.tree, d.patch_paths())
     if server is None:

@@ -369,7 +369,8 @@ def test_the_checkpoint_payloads_each_design_copies(design: str, tmp_path: Path)
     smoke sequence. master deep-copies A's two checkpoints into the cache entry when B comes
     (``states.push_back({..., prompt.checkpoints})``, server-task.cpp:1779-1788 at 0c1e570) and
     back into the slot when A returns: 4 copies, 67,360 bytes, 33,680 of them in the save. The
-    shared designs copy none: every such allocation is a checkpoint being made. The model counts
+    shared designs copy none: every such allocation is a checkpoint being made (one fewer on
+    ``fixed``, whose 0013 does not re-create the checkpoint A's return restores). The model counts
     the same allocations of that size (``pcspec.live.allocfaults``)."""
     from pcspec.live.smoke import FLAGS as SMOKE_FLAGS
     from pcspec.live.smoke import PROMPT_A, PROMPT_B
@@ -400,5 +401,7 @@ def test_the_checkpoint_payloads_each_design_copies(design: str, tmp_path: Path)
     in_save = save.count("fault point 'alloc.16840' counted call")
     if design == "master":
         assert (len(counted), len(copies), in_save) == (9, 4, 2)
+    elif design == "fixed":  # 0013: the third prompt keeps the checkpoint it restored, no re-creation
+        assert (len(counted), len(copies), in_save) == (4, 0, 0)
     else:
         assert (len(counted), len(copies), in_save) == (5, 0, 0)

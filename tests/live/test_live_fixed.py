@@ -68,8 +68,9 @@ def test_a_task_pinned_to_a_busy_slot_waits_and_is_answered(tmp_path: Path) -> N
 
 def test_an_swa_restore_brings_back_the_whole_window(tmp_path: Path) -> None:
     """FINDINGS F2 on the fixed build: the checkpoint at n_tokens = 105 records the start of its
-    data (73, not the SWA cache's 0), so the 104-token prompt does not restore it (73 is not below
-    the threshold 71) and takes an older one whose window serves; no finding at all. (Its place in
+    data (73, not the SWA cache's 0), so the 104-token prompt does not restore it (its window
+    does not hold the cells the next token attends to) and resumes from a state whose window
+    serves; no finding at all. (Its place in
     the list depends on patch 0012, which erases the one at 48 when the second prompt shares 47.)"""
     models = tmp_path / "models"
     models.mkdir()
@@ -78,3 +79,18 @@ def test_an_swa_restore_brings_back_the_whole_window(tmp_path: Path) -> None:
     assert out.analysis.n_checked > 0 and found == [], found
     assert b" of 8 (pos_min = 73, pos_max = 104, n_tokens = 105" in out.log
     assert b"restored context checkpoint (pos_min = 73" not in out.log
+
+
+def test_the_checkpoint_a_task_restored_stays_with_it(tmp_path: Path) -> None:
+    """Patch 0013 on the fixed build (tests/data/real/README-logs.md, fixed-keep-restored.log):
+    with a cap of 2, the task that restored the checkpoint at n_tokens = 51 erases the newer one
+    to make room, not the one it restored; no finding, the log checker holding the build to
+    ``restored-owner=restorer``."""
+    models = tmp_path / "models"
+    models.mkdir()
+    out = _replay("fixed-keep-restored.jsonl", models, tmp_path / "run", timeout=15)
+    found = [(f.rule, f.message) for f in out.analysis.findings]
+    assert out.analysis.n_checked > 0 and found == [], found
+    assert b"restored context checkpoint (pos_min = 50, pos_max = 50, n_tokens = 51" in out.log
+    assert b"erasing old context checkpoint (pos_min = 79, pos_max = 79, n_tokens = 80" in out.log
+    assert b"erasing old context checkpoint (pos_min = 50" not in out.log
