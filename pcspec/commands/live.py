@@ -20,7 +20,7 @@ from pcspec.core.errors import PcspecError
 from pcspec.live import build as live_build
 from pcspec.live import calibrate
 from pcspec.live.buildinfo import rules_for_server
-from pcspec.live.designs import DesignUnavailable, design_of
+from pcspec.live.designs import DESIGNS, DesignUnavailable, design_of, with_faults
 from pcspec.live.models import KINDS, ensure_model
 from pcspec.model.variants import RULE_SETS, get_rule_set
 
@@ -68,6 +68,12 @@ def register(sub: Any) -> None:
     p.add_argument("--rules", metavar="NAME", default=None,
                    help=f"the rule set of the server's build ({', '.join(RULE_SETS)}; default: the one its "
                         "build names, docs/RULESETS.md)")
+    p.add_argument("--faults", action="store_true",
+                   help="with --design: its fault-point build (python -m pcspec.live.build --design NAME --faults; "
+                        "docs/DESIGNS.md): the design's code with the LLAMA_FAULTS hooks, none armed by pcspec")
+    p.add_argument("--matrix", action="store_true",
+                   help="the verdict matrix on the designs' binaries: each cell a workload reaches, run on every "
+                        "cached design build (or --design's) and its model; exit 1 if a binary diverged from its model")
     p.add_argument("--replay", type=Path, metavar="WORKLOAD", help="run a saved workload.jsonl once")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
@@ -83,14 +89,15 @@ def _design_server(args: argparse.Namespace) -> Path:
         raise PcspecError(str(exc)) from None
     if args.variant is None:
         args.variant = calibrate.design_rules(design.name, design.tree)
-    patches = design.patch_paths()
-    found = live_build.find_server(design.tree, patches)
+    patches, flags = with_faults(design) if args.faults else (design.patch_paths(), ())
+    found = live_build.find_server(design.tree, patches, flags)
     if found is not None:
         return found
     if args.build:
-        return live_build.build(tree=design.tree, patches=patches).path
-    raise PcspecError(f"design {design.name!r} is not built: run `pcspec live --design {design.name} --build` "
-                      f"(or python -m pcspec.live.build --design {design.name})")
+        return live_build.build(tree=design.tree, patches=patches, flags=flags).path
+    how = f"--design {design.name}" + (" --faults" if args.faults else "")
+    raise PcspecError(f"design {design.name!r} is not built: run `pcspec live {how} --build` "
+                      f"(or python -m pcspec.live.build {how})")
 
 
 def _choose_rules(args: argparse.Namespace, binary: Path) -> None:
@@ -151,8 +158,33 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _matrix(args: argparse.Namespace) -> int:
+    from pcspec.live.binaries import matrix, render
+
+    if args.server or args.llama or args.replay or args.faults or args.variant or args.rules:
+        raise PcspecError("--matrix runs the designs' own builds with their own rules: "
+                          "give only --design and --timeout")
+    if args.design is not None:
+        try:
+            design_of(args.design)
+        except DesignUnavailable as exc:
+            raise PcspecError(str(exc)) from None
+    designs = [args.design] if args.design else list(DESIGNS)
+    cells = matrix(designs, say=lambda m: print(m, file=sys.stderr, flush=True), timeout=args.timeout)
+    if args.json:
+        json.dump({"schema": 1, "cells": [vars(c) for c in cells]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(render(cells, designs))
+    return 1 if any(c.verdict == "diverged" for c in cells) else 0
+
+
 def run(args: argparse.Namespace) -> int:
     _stop_on_sigterm()
+    if args.matrix:
+        return _matrix(args)
+    if args.faults and args.design is None:
+        raise PcspecError("--faults takes the fault-point build of a design: give --design NAME")
     binary = _server(args)
     if args.build and not args.kind and not args.replay:
         print(binary)

@@ -11,8 +11,11 @@ import re
 from collections.abc import Callable
 
 from pcspec.core.results import Finding
+from pcspec.core.trace import Trace
 from pcspec.live.analyze import is_observation, segments
 from pcspec.live.session import Outcome
+from pcspec.properties.catalogue import get_property
+from pcspec.properties.judge import replay
 
 Explainer = Callable[[Finding, Outcome], str | None]
 
@@ -103,8 +106,30 @@ def silent_restore(f: Finding, out: Outcome) -> str | None:
     return None
 
 
+def model_predicts(f: Finding, out: Outcome) -> str | None:
+    """A wrong answer the model of the build predicts: the model, run on the same operations
+    under the build's rules, violates STATE-1 (the memory holds another state than the tokens
+    bookkept) at the request whose answer differs. Then the binary's answer is the bug the model
+    knows (F11 is one: a checkpoint of the first unshared position restored under another token),
+    not a divergence from it."""
+    p = out.analysis.predictor
+    if f.rule != "transparency" or p is None:
+        return None
+    # the model ops of the request (a request op, then its steps up to the next request)
+    nth = sum(1 for o in out.run.observations if o.op.op == "request" and o.index <= f.op)
+    starts = [i for i, op in enumerate(p.model_ops) if op.get("op") == "request"]
+    if not 0 < nth <= len(starts):
+        return None
+    lo, hi = starts[nth - 1], starts[nth] if nth < len(starts) else len(p.model_ops)
+    trace = Trace(p.srv.variant, p.srv.cfg, [dict(op) for op in p.model_ops[:hi]])
+    for v in replay(trace, [get_property("STATE-1")]).violations:
+        if lo <= v.at < hi:
+            return f"predicted by the model of the build ({p.srv.variant.name}): STATE-1: {v.message}"
+    return None
+
+
 EXPLAINERS: tuple[Explainer, ...] = (
-    observation, pinned_busy, swa_off_by_one, hybrid_unified_resume, silent_restore,
+    observation, pinned_busy, swa_off_by_one, hybrid_unified_resume, silent_restore, model_predicts,
 )
 
 

@@ -112,3 +112,21 @@ def test_a_short_campaign_on_the_fixed_build_finds_nothing(capsys: pytest.Captur
     kept = [f for k in rep["kinds"] for f in k["findings"] if f["explanation"][:3] not in ("F3 ", "F4 ", "F5 ")]
     assert kept == []
     assert (code, rep["unexplained"]) == (0, 0)
+
+
+@pytest.mark.live
+def test_a_tiny_campaign_on_the_fixed_fault_point_build(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--faults``: the design's fault-point build (its code with the LLAMA_FAULTS hooks, none
+    armed) runs and is compared with the design's own rules, as the build without them is."""
+    from pcspec.live.designs import with_faults
+
+    d = design_of("fixed")
+    patches, flags = with_faults(d)
+    server = build.find_server(d.tree, patches, flags)
+    if server is None:
+        pytest.skip("fixed's fault build is not cached: python -m pcspec.live.build --design fixed --faults")
+    code = main(["live", "--design", "fixed", "--faults", "--kind", "swa", "--requests", "8", "--run-requests", "8",
+                 "--no-shrink", "--out", str(tmp_path), "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["server"] == str(server) and rep["rules"] == "fixed@0c1e570"
+    assert (code, rep["unexplained"]) == (0, 0)
