@@ -27,48 +27,26 @@ from pcspec.live.schedule import ServerFacts, read_facts
 pytestmark = pytest.mark.live
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 
-from pcspec.live import calibrate  # noqa: E402
 from pcspec.live.client import Client, top_logprobs  # noqa: E402
 from pcspec.live.models import ensure_model  # noqa: E402
 from pcspec.live.process import Flags, ServerProcess  # noqa: E402
 from pcspec.model import events as ev  # noqa: E402
-from pcspec.model.server import Server  # noqa: E402
-from pcspec.properties.catalogue import get_property  # noqa: E402
-from pcspec.properties.judge import Judge  # noqa: E402
-from tests.support.live import build_or_skip  # noqa: E402
+from tests.support.live import BUILD_RULES, build_or_skip, close_logprobs, model_of  # noqa: E402
 
 FLAGS = Flags(n_slots=1, n_ctx=512, n_batch=64, n_ubatch=64, cache_ram_mib=0, ctx_checkpoints=8,
               checkpoint_min_step=0)
 FACTS = ServerFacts(1, 512, 256)
 PROMPTS = (list(range(1, 41)), [*range(1, 21), 200, 201, 202])
 FORCED = "forcing full prompt re-processing"
-BUILDS = {"master": "october", "pr30137": None, "pr27451": None, "b11549": "b11549", "fixed": None}
 
 
 def _model(build: str) -> tuple[list[int], list[str]]:
     """The model of the build: the tokens each prompt takes from the slot, and REUSE-1's messages."""
-    variant = calibrate.variant(BUILDS[build] or calibrate.design_rules(build, "0c1e570"))
-    cfg = calibrate.model_config("swa", FLAGS, FACTS, state_seq_version=variant.state_seq_version)
-    srv = Server(cfg, variant)
-    judge = Judge(srv, [get_property("REUSE-1")])
-    found = []
-    for tokens in PROMPTS:
-        srv.request(tuple(tokens), n_predict=3)
-        srv.run()
-        found += judge()
-    cached = [e.n_past for e in srv.heap.events if isinstance(e, ev.PromptStart)]
-    return cached, [f"{v.rule}: {v.message}" for v in found]
+    srv, found = model_of(build, "swa", FLAGS, FACTS, PROMPTS, ["REUSE-1"])
+    return [e.n_past for e in srv.heap.events if isinstance(e, ev.PromptStart)], found
 
 
-def _close(a: list[list[tuple[int, float]]], b: list[list[tuple[int, float]]]) -> bool:
-    """The same top tokens, their log-probabilities within 1e-3 (a batch of another shape sums
-    in another order: differences of about 1e-5 were seen)."""
-    return len(a) == len(b) and all(
-        [t for t, _ in x] == [t for t, _ in y] and all(abs(p - q) < 1e-3 for (_, p), (_, q) in zip(x, y, strict=True))
-        for x, y in zip(a, b, strict=True))
-
-
-@pytest.mark.parametrize("build", list(BUILDS))
+@pytest.mark.parametrize("build", list(BUILD_RULES))
 def test_a_short_shared_prefix_is_re_processed_except_on_fixed(build: str, tmp_path: Path) -> None:
     cached, violated = _model(build)
     binary = build_or_skip(build)
@@ -82,7 +60,7 @@ def test_a_short_shared_prefix_is_re_processed_except_on_fixed(build: str, tmp_p
     assert all(r.ok for r in (*replies, uncached)), [r.error for r in (*replies, uncached)]
     assert [r.data["timings"]["cache_n"] for r in replies] == cached
     assert replies[-1].data["tokens"] == uncached.data["tokens"]
-    assert _close(top_logprobs(replies[-1]), top_logprobs(uncached))
+    assert close_logprobs(top_logprobs(replies[-1]), top_logprobs(uncached))
     if build == "fixed":  # patch 0014: resumed from the slot's memory
         assert "resuming from the memory of the slot (n_past = 20)" in log and FORCED not in log
         assert cached == [0, 20] and violated == []

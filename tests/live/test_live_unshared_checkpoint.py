@@ -26,22 +26,17 @@ from pcspec.live.schedule import ServerFacts, read_facts
 pytestmark = pytest.mark.live
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 
-from pcspec.live import calibrate  # noqa: E402
 from pcspec.live.client import Client, top_logprobs  # noqa: E402
 from pcspec.live.models import ensure_model  # noqa: E402
 from pcspec.live.process import Flags, ServerProcess  # noqa: E402
 from pcspec.model import events as ev  # noqa: E402
-from pcspec.model.server import Server  # noqa: E402
-from pcspec.properties.catalogue import get_property  # noqa: E402
-from pcspec.properties.judge import Judge  # noqa: E402
-from tests.support.live import build_or_skip  # noqa: E402
+from tests.support.live import BUILD_RULES, build_or_skip, model_of  # noqa: E402
 
 FLAGS = Flags(n_slots=1, n_ctx=512, n_batch=64, n_ubatch=64, cache_ram_mib=0, ctx_checkpoints=4,
               checkpoint_min_step=0)
 FACTS = ServerFacts(1, 512, None)
 PROMPTS = ([1, 2, 3, 4, 5], [207], [207, 210])
 RESTORED = "restored context checkpoint (pos_min = 0, pos_max = 0, n_tokens = 1, n_past = 1"
-BUILDS = {"master": "october", "pr30137": None, "pr27451": None, "b11549": "b11549", "fixed": None}
 
 
 
@@ -49,20 +44,11 @@ BUILDS = {"master": "october", "pr30137": None, "pr27451": None, "b11549": "b115
 def _model(build: str) -> tuple[list[int], list[str]]:
     """The model of the build: the tokens each prompt takes from the slot, and RESTORE-1's and
     STATE-1's messages."""
-    variant = calibrate.variant(BUILDS[build] or calibrate.design_rules(build, "0c1e570"))
-    cfg = calibrate.model_config("recurrent", FLAGS, FACTS, state_seq_version=variant.state_seq_version)
-    srv = Server(cfg, variant)
-    judge = Judge(srv, [get_property("RESTORE-1"), get_property("STATE-1")])
-    found = []
-    for tokens in PROMPTS:
-        srv.request(tuple(tokens), n_predict=3)
-        srv.run()
-        found += judge()
-    cached = [e.n_past for e in srv.heap.events if isinstance(e, ev.PromptStart)]
-    return cached, [f"{v.rule}: {v.message}" for v in found]
+    srv, found = model_of(build, "recurrent", FLAGS, FACTS, PROMPTS, ["RESTORE-1", "STATE-1"])
+    return [e.n_past for e in srv.heap.events if isinstance(e, ev.PromptStart)], found
 
 
-@pytest.mark.parametrize("build", list(BUILDS))
+@pytest.mark.parametrize("build", list(BUILD_RULES))
 def test_a_checkpoint_of_an_unshared_token_is_restored_except_on_fixed(build: str, tmp_path: Path) -> None:
     cached, violated = _model(build)
     binary = build_or_skip(build)
