@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pcspec.core.errors import PcspecError
-from pcspec.core.trace import Trace
 from pcspec.live import calibrate
 from pcspec.live.analyze import is_observation
 from pcspec.live.build import find_server
@@ -106,12 +105,11 @@ def _unexplained(out: Outcome) -> str | None:
     return None
 
 
-def _violated(out: Outcome, rules: str, pid: str) -> str | None:
+def _violated(out: Outcome, pid: str) -> str | None:
     p = out.analysis.predictor
     if p is None:
         raise PcspecError("the run was not compared with the model")
-    trace = Trace(calibrate.variant(rules), p.srv.cfg, [dict(op) for op in p.model_ops])
-    v = first_violation(trace, pid)
+    v = first_violation(p.trace(), pid)
     return None if v is None else str(v["message"])
 
 
@@ -136,7 +134,7 @@ def observe(repro: Repro, design: str, models: Path, workdir: Path, timeout: flo
         if odd is not None:
             last = Cell(repro.cell, repro.route, design, "diverged", odd)
             continue
-        why = _violated(out, rules, repro.cell)
+        why = _violated(out, repro.cell)
         if why is not None:
             return Cell(repro.cell, repro.route, design, "seen", why)
         last = Cell(repro.cell, repro.route, design, "clean" if mark == "x" else "holds",

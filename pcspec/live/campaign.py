@@ -19,7 +19,6 @@ from pathlib import Path
 
 from pcspec.core.campaign import cover, run_blocks
 from pcspec.core.results import Finding
-from pcspec.core.trace import Trace
 from pcspec.live import calibrate
 from pcspec.live.analyze import is_observation, to_json
 from pcspec.live.client import Client
@@ -119,12 +118,9 @@ class References:
         self.servers.clear()
 
 
-def model_trace(out: Outcome, variant: str) -> str | None:
+def model_trace(out: Outcome) -> str | None:
     p = out.analysis.predictor
-    if p is None:
-        return None
-    tr = Trace(calibrate.variant(variant), p.srv.cfg, [dict(op) for op in p.model_ops])
-    return tr.dumps()
+    return None if p is None else p.trace().dumps()
 
 
 def campaign(binary: Path, kind: str, models_dir: Path, out_dir: Path, *, seed: int = 0, requests: int = 200,
@@ -211,7 +207,7 @@ def _report(fd: Finding, out: Outcome, target: Target, seed: int, out_dir: Path,
             finding = same_class(fd.rule)(got) or fd
             ops = small
     write_finding(directory, finding, best, seed=seed, original_ops=len(out.ops), attempts=attempts,
-                  model_trace=model_trace(best, variant))
+                  model_trace=model_trace(best))
     why = explain(finding, best)
     say(f"[{target.kind}] {finding.rule}: {len(out.ops)} -> {len(best.ops)} ops; "
         f"{'explained: ' + why if why else 'UNEXPLAINED'}; {directory}")

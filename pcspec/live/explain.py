@@ -11,7 +11,6 @@ import re
 from collections.abc import Callable
 
 from pcspec.core.results import Finding
-from pcspec.core.trace import Trace
 from pcspec.live.analyze import is_observation, segments
 from pcspec.live.session import Outcome
 from pcspec.properties.catalogue import get_property
@@ -121,8 +120,7 @@ def model_predicts(f: Finding, out: Outcome) -> str | None:
     if not 0 < nth <= len(starts):
         return None
     lo, hi = starts[nth - 1], starts[nth] if nth < len(starts) else len(p.model_ops)
-    trace = Trace(p.srv.variant, p.srv.cfg, [dict(op) for op in p.model_ops[:hi]])
-    for v in replay(trace, [get_property("STATE-1")]).violations:
+    for v in replay(p.trace(hi), [get_property("STATE-1")]).violations:
         if lo <= v.at < hi:
             return f"predicted by the model of the build ({p.srv.variant.name}): STATE-1: {v.message}"
     return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
+from pcspec.core.trace import Trace
 from pcspec.live.ops import LiveOp, resolve
 from pcspec.live.schedule import Schedule
 from pcspec.live.slotfiles import FileView, read_view
@@ -71,6 +72,11 @@ class Predictor:
         self.generated: dict[int, list[int]] = {}  # model task id -> tokens it generated
         self.files: dict[int, FileView | str] = {}  # op index -> the file a save wrote
         self._scanned = 0  # events before this index have been scanned
+
+    def trace(self, n_ops: int | None = None) -> Trace:
+        """The pcspec trace of what the model ran (its first ``n_ops`` operations), under the
+        variant it ran: ``pcspec replay`` judges it."""
+        return Trace(self.srv.variant, self.srv.cfg, [dict(op) for op in self.model_ops[:n_ops]])
 
     # -- stepping -------------------------------------------------------------------------------
 

@@ -46,6 +46,17 @@ def _replay(name: str, models: Path, tmp_path: Path, timeout: float) -> Outcome:
     return replay(BINARY, name, models, tmp_path, timeout=timeout, variant=RULES)
 
 
+def _replay_clean(name: str, tmp_path: Path) -> Outcome:
+    """One replay of ``name`` on the fixed build, which must show no finding at all (and be
+    compared with the uncached reference)."""
+    models = tmp_path / "models"
+    models.mkdir()
+    out = _replay(name, models, tmp_path / "run", timeout=15)
+    found = [(f.rule, f.message) for f in out.analysis.findings]
+    assert out.analysis.n_checked > 0 and found == [], found
+    return out
+
+
 def test_a_task_pinned_to_a_busy_slot_waits_and_is_answered(tmp_path: Path) -> None:
     """FINDINGS F1 on the fixed build: the workload whose second pinned request livelocks the
     October server. Up to three runs, until one shows the race (the pinned task deferred while
@@ -72,11 +83,7 @@ def test_an_swa_restore_brings_back_the_whole_window(tmp_path: Path) -> None:
     does not hold the cells the next token attends to) and resumes from a state whose window
     serves; no finding at all. (Its place in
     the list depends on patch 0012, which erases the one at 48 when the second prompt shares 47.)"""
-    models = tmp_path / "models"
-    models.mkdir()
-    out = _replay("f2-swa-off-by-one.jsonl", models, tmp_path / "run", timeout=15)
-    found = [(f.rule, f.message) for f in out.analysis.findings]
-    assert out.analysis.n_checked > 0 and found == [], found
+    out = _replay_clean("f2-swa-off-by-one.jsonl", tmp_path)
     assert b" of 8 (pos_min = 73, pos_max = 104, n_tokens = 105" in out.log
     assert b"restored context checkpoint (pos_min = 73" not in out.log
 
@@ -86,11 +93,7 @@ def test_the_checkpoint_a_task_restored_stays_with_it(tmp_path: Path) -> None:
     with a cap of 2, the task that restored the checkpoint at n_tokens = 51 erases the newer one
     to make room, not the one it restored; no finding, the log checker holding the build to
     ``restored-owner=restorer``."""
-    models = tmp_path / "models"
-    models.mkdir()
-    out = _replay("fixed-keep-restored.jsonl", models, tmp_path / "run", timeout=15)
-    found = [(f.rule, f.message) for f in out.analysis.findings]
-    assert out.analysis.n_checked > 0 and found == [], found
+    out = _replay_clean("fixed-keep-restored.jsonl", tmp_path)
     assert b"restored context checkpoint (pos_min = 50, pos_max = 50, n_tokens = 51" in out.log
     assert b"erasing old context checkpoint (pos_min = 79, pos_max = 79, n_tokens = 80" in out.log
     assert b"erasing old context checkpoint (pos_min = 50" not in out.log
