@@ -27,9 +27,10 @@ tree with other patches recompiles only the files the patches touch.
     python -m pcspec.live.build --where            # print the cached path, exit 1 when not built
     python -m pcspec.live.build --design pr30137   # a design: its tree and its patches (designs.py)
 
-The build is CPU-only, Release, the ``llama-server`` target alone, statically linked (one file
-to cache), ``-j2``: measured on this project's 2-core machine, 17 to 40 minutes from cold
-(40 with other jobs sharing the cores), a few minutes when ccache holds the tree's objects.
+The build is CPU-only, Release at ``-O1`` (``CMAKE_FLAGS``), the ``llama-server`` target alone,
+statically linked (one file to cache), ``-j2``: measured on this project's 2-core machine, about
+5 to 6 minutes a tree from cold on a quiet machine, seconds to a few minutes when ccache holds
+the tree's objects.
 """
 
 from __future__ import annotations
@@ -88,6 +89,12 @@ SDIST_VERSION = TREES[DEFAULT_TREE].version
 LLAMA_COMMIT = DEFAULT_TREE
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
+    # -O1, not Release's -O3: these builds run pcspec's tiny models (n_embd 64, a few hundred
+    # KB), and the October tree compiled in 331 s at -O1 against 444 s at -O3 (-O0: 314 s, but
+    # its unoptimised ggml kernels) from cold on this project's 2-core machine
+    # (docs/PERFORMANCE.md, "Builds"). A server of one's own is taken as built (--server).
+    "-DCMAKE_C_FLAGS_RELEASE=-O1 -DNDEBUG",
+    "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG",
     "-DGGML_NATIVE=OFF",  # the cached binary runs on any x86-64 of this kind of machine
     "-DBUILD_SHARED_LIBS=OFF",  # one self-contained file
     "-DLLAMA_OPENSSL=OFF",
