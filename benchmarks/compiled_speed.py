@@ -41,14 +41,14 @@ INTERPRETED_ONLY = {"events.py", "logged.py"}
 CHILD = r"""
 import json, sys, time
 import pcspec.model.server as server
-from pcspec.model.variants import ALL
+from pcspec.model.designs import named
 from pcspec.properties.catalogue import get_property
 from pcspec.engines.walker import Walker
 what, examples = sys.argv[1], int(sys.argv[2])
 if what == "hunt":
-    w = Walker(ALL["pr30137"], [get_property("CKPT-1")], ["CKPT-1"])
+    w = Walker(named()["pr30137"], [get_property("CKPT-1")], ["CKPT-1"])
 else:
-    w = Walker(ALL["fixed"]) if what == "judged" else Walker(ALL["fixed"], [])
+    w = Walker(named()["fixed"]) if what == "judged" else Walker(named()["fixed"], [])
 w.walk(1, 10)  # warm up (imports, first allocations)
 t0 = time.perf_counter()
 r = w.walk(0, examples)

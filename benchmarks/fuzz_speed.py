@@ -40,7 +40,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from pcspec.engines import walker
 from pcspec.engines.hypothesis import PROFILES, CacheMachine, machine_for, strategy
 from pcspec.engines.search import HUNT_EXAMPLES, hunt
-from pcspec.model.variants import ALL
+from pcspec.model.designs import named
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
 from pcspec.properties.rules import RULES, SETUP
@@ -68,7 +68,7 @@ def _bare(counter: list[int]) -> type[stateful.RuleBasedStateMachine]:
 
 def _counted(counter: list[int]) -> type[CacheMachine]:
     """The judged machine, counting the rules it ran (one ``after`` per rule)."""
-    base = machine_for(ALL["fixed"])
+    base = machine_for(named()["fixed"])
 
     def after(self: CacheMachine) -> None:
         counter[0] += 1
@@ -100,7 +100,7 @@ def walker_rate(examples: int, bare: bool, seed: int, judged: bool = True) -> tu
         )
     try:
         # (made after the swap: a walker takes its rules from the table when it is made)
-        w = walker.Walker(ALL["fixed"]) if judged else walker.Walker(ALL["fixed"], [])
+        w = walker.Walker(named()["fixed"]) if judged else walker.Walker(named()["fixed"], [])
         t0 = time.perf_counter()
         r = w.walk(seed, examples)
         dt = time.perf_counter() - t0
@@ -161,7 +161,7 @@ def first_violations(seeds: int, examples: int, cap: float, only: str | None) ->
     print(f"{head} {'examples':>8s} {'shrunk':>6s}")
     medians = []
     for variant, pid in cells(only):
-        w = walker.Walker(ALL[variant], [get_property(pid)], [pid])
+        w = walker.Walker(named()[variant], [get_property(pid)], [pid])
         ts: list[float] = []
         exs: list[int] = []
         for seed in range(seeds):
@@ -170,7 +170,7 @@ def first_violations(seeds: int, examples: int, cap: float, only: str | None) ->
                 ts.append(r.hit.seconds)
                 exs.append(r.examples)
         # verify's own procedure for seed 0: the shortest of the first finds, shrunk
-        _run, hit = hunt(ALL[variant], pid, 0, examples, cap)
+        _run, hit = hunt(named()[variant], pid, 0, examples, cap)
         length = len(hit.trace.ops) if hit else "-"
         if len(ts) == seeds:
             medians.append(statistics.median(ts))

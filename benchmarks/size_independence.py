@@ -28,9 +28,9 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from pcspec.model.config import MIB, Config, MemoryKind
+from pcspec.model.designs import DESIGNS
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.model.variants import DESIGNS
 
 HEADER = 16  # pcspec.model.config.STATE_HEADER: bytes of a state blob that do not scale
 SMALL = 1  # 16 + 1008 = 1024 bytes per checkpoint

@@ -4,25 +4,35 @@
 1711-1791, 1793-1868 and 1870-1901; docs/SPEC.md, section 4, says each step in words);
 ``save_transactional`` is the ``fixed`` design's save (build and fill off the list, validate,
 then remove obsolete entries, make room and insert: nothing changes on failure). Which sizes
-the cache accounts is the accounting seam; every decision itself is a rule of
-``pcspec.model.policy`` applied to those sizes.
+the cache accounts, which entries make room, which entry a load takes: the design's points
+(``pcspec.model.design``), called with the cache's numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from itertools import chain
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from pcspec.model import events as ev
 from pcspec.model import policy
-from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, drop_all, hold
+from pcspec.model.checkpoint import Prompt, drop_all, hold
 from pcspec.model.config import Config
 from pcspec.model.context import Context
 from pcspec.model.heap import Abort, BadAlloc, Buffer, Heap
 from pcspec.model.memory import FULL, Tokens
-from pcspec.model.variants import Accounting, AllocScope, Sharing, Variant
+
+if TYPE_CHECKING:
+    from pcspec.model.design import Design
+
+
+class AllocScope(StrEnum):
+    """What ``server_prompt_cache::alloc``'s ``try`` covers: a design's ``alloc_scope``."""
+
+    RESIZE = "resize"  # the two resize() calls only; the push_back of the entry unguarded
+    ENTRY = "entry"  # the whole entry construction (#27451)
 
 
 def lcp(a: Tokens, b: Tokens) -> int:
@@ -103,7 +113,7 @@ def unique_sizes(entries: Sequence[Held[N]], new: Iterable[Hashable] = ()) -> li
     return sizes
 
 
-def _held(e: CacheEntry) -> Iterator[tuple[int, int]]:
+def held(e: CacheEntry) -> Iterator[tuple[int, int]]:
     """``e.buffers()`` as pairs, without its lists (the judge counts this after every operation)."""
     for b in (e.main, e.drft):
         if b is not None:
@@ -116,38 +126,26 @@ def _held(e: CacheEntry) -> Iterator[tuple[int, int]]:
 
 def unique_bytes(entries: Iterable[CacheEntry], extra: Iterable[Buffer] = ()) -> int:
     """Distinct buffers reachable from ``entries`` (plus ``extra``), each counted once."""
-    return distinct_total(chain(((b.id, b.size) for b in extra), *map(_held, entries)))
+    return distinct_total(chain(((b.id, b.size) for b in extra), *map(held, entries)))
 
 
 class PromptCache:
     """server-task.cpp: server_prompt_cache."""
 
-    def __init__(self, cfg: Config, variant: Variant, heap: Heap) -> None:
+    def __init__(self, cfg: Config, design: Design, heap: Heap) -> None:
         self.cfg = cfg
-        self.variant = variant
+        self.design = design
         self.heap = heap
         self.entries: list[CacheEntry] = []
         self.limit_size = cfg.limit_size
         self.limit_tokens = cfg.n_ctx
 
-    # -- accounting (the seam) -------------------------------------------------------------
+    # -- accounting (the design's) ---------------------------------------------------------
 
     def accounted_sizes(self, new_bufs: Iterable[Buffer] = ()) -> list[int]:
-        """Each entry's size as this variant's cache counts it, front first.
-
-        For unique accounting an entry counts the buffers no later entry (and not the
-        candidate) holds: evicting front-first then frees exactly that, so the sizes add up
-        to the unique total and the FIFO rules of ``policy`` apply unchanged.
-        """
-        acc = self.variant.accounting
-        if acc == Accounting.PER_HOLDER:
-            return [e.per_holder_size() for e in self.entries]
-        if acc == Accounting.UNDERCOUNT:
-            return [
-                sum(b.size for b in e.data_buffers()) + sum(ck.size() for ck in e.prompt.checkpoints if ck.refs <= 1)
-                for e in self.entries
-            ]
-        return unique_sizes([_held(e) for e in self.entries], (b.id for b in new_bufs))
+        """Each entry's size as this design's cache counts it, front first
+        (``Design.entry_sizes``)."""
+        return self.design.entry_sizes(self, tuple(new_bufs))
 
     def size(self) -> int:
         """server_prompt_cache::size."""
@@ -155,17 +153,6 @@ class PromptCache:
 
     def n_tokens(self) -> int:
         return sum(e.prompt.n_tokens for e in self.entries)
-
-    def candidate_size(self, data: int, ckpts: list[Checkpoint]) -> tuple[int, list[Buffer]]:
-        """The new entry's own size as counted, and the checkpoint buffers it would share."""
-        shared = [] if self.variant.sharing == Sharing.DEEP_COPY else [b for ck in ckpts for b in ck.buffers()]
-        acc = self.variant.accounting
-        if acc == Accounting.PER_HOLDER:
-            return data + sum(ck.size() for ck in ckpts), shared
-        if acc == Accounting.UNDERCOUNT:
-            # The slot already holds every one of them: "shared", so counted zero times.
-            return data + sum(ck.size() for ck in ckpts if ck.refs == 0), shared
-        return data + sum({b.id: b.size for b in shared}.values()), shared
 
     # -- eviction ----------------------------------------------------------------------------
 
@@ -182,27 +169,21 @@ class PromptCache:
         self.entries.remove(e)
         self.heap.emit(ev.EntryEvict(entry=e.id, reason=reason, n_tokens=e.prompt.n_tokens,
                                      loaded_tokens=loaded_tokens, unique_total=unique_total, limit=limit))
-        if self.variant.free_on_evict:
-            # Mutant free-shared: frees what the entry points at, whoever else holds it.
-            for ck in e.prompt.checkpoints:
-                for b in ck.buffers():
-                    self.heap.free(b)
-        self._discard(e)
+        self.design.release_evicted(self, e)
         e.main = e.drft = None
 
-    def _discard(self, e: CacheEntry) -> None:
+    def discard(self, e: CacheEntry) -> None:
         """What an entry holds goes: its checkpoints, then its data."""
         drop_all(self.heap, e.prompt)
         for b in e.data_buffers():
             self.heap.release(b)
 
-    def _evict_front(self, n: int, reason: str, new_bufs: list[Buffer], new_size: int) -> None:
-        for _ in range(n):
-            front = self.entries[0]
+    def _evict_all(self, victims: Sequence[CacheEntry], reason: str, new_bufs: list[Buffer], new_size: int) -> None:
+        for victim in victims:
             # What unique accounting says at this moment: needed iff the cache plus the
             # candidate does not fit (the numbers an eviction is judged on).
             self.evict(
-                front,
+                victim,
                 reason,
                 unique_total=unique_bytes(self.entries, new_bufs) + (new_size if reason == "make_room" else 0),
                 limit=self.limit_size,
@@ -215,10 +196,20 @@ class PromptCache:
                 self.evict(e, "obsolete")
 
     def _make_room(self, new_size: int, new_bufs: list[Buffer]) -> None:
-        """alloc step 5 (FIFO; only with a byte limit)."""
-        n = policy.make_room(self.accounted_sizes(new_bufs), new_size, self.limit_size)
+        """alloc step 5 (only with a byte limit): the design's ``make_room``."""
+        if self.limit_size <= 0:
+            return
+        picked = self.design.make_room(self.accounted_sizes(new_bufs), new_size, self.limit_size)
         data_new = new_size - sum({b.id: b.size for b in new_bufs}.values())
-        self._evict_front(n, "make_room", new_bufs, max(0, data_new))
+        self._evict_all(self._entries_at(picked), "make_room", new_bufs, max(0, data_new))
+
+    def _entries_at(self, picked: Sequence[int]) -> list[CacheEntry]:
+        """The entries a decision point named by index, in its order; an index out of range or
+        named twice is the design's error, reported as such."""
+        if len(set(picked)) != len(picked) or any(not 0 <= i < len(self.entries) for i in picked):
+            raise ValueError(f"{self.design.name}: indices {list(picked)} do not name distinct entries of a cache "
+                             f"of {len(self.entries)}")
+        return [self.entries[i] for i in picked]
 
     def _contained(self, tokens: Tokens) -> bool:
         """alloc step 1: the prompt is a prefix of (or equal to) an entry."""
@@ -229,20 +220,19 @@ class PromptCache:
         return False
 
     def _rejects(self, new_size: int, own_unique: int, new_bufs: list[Buffer]) -> bool:
-        """alloc step 3 (and the no-make-room mutant)."""
-        oversize = policy.is_oversize(new_size, self.limit_size)
-        if not oversize and not self.variant.make_room and self.limit_size > 0:
-            oversize = sum(self.accounted_sizes(new_bufs)) + new_size > self.limit_size
+        """alloc step 3: the design's ``is_oversize``."""
+        oversize = self.design.is_oversize(new_size, _LazySizes(self, new_bufs), self.limit_size)
         if oversize:
             self.heap.emit(ev.SaveRejectOversize(size=new_size, own_unique=own_unique, limit=self.limit_size))
         return oversize
 
     def _on_bad_alloc(self, site: str) -> None:
-        """alloc's ``catch (std::bad_alloc)``: shrink the limit for good, then update()."""
+        """alloc's ``catch (std::bad_alloc)``: the design's ``limit_after_bad_alloc``, then update()."""
         self.heap.emit(ev.SaveBadAlloc(site=site))
-        if self.variant.shrink_limit_on_bad_alloc:
+        new = self.design.limit_after_bad_alloc(self.size(), self.limit_size)
+        if new is not None:
             old = self.limit_size
-            self.limit_size = policy.limit_after_bad_alloc(self.size())
+            self.limit_size = new
             self.heap.emit(ev.LimitChange(old=old, new=self.limit_size))
             self.update()
 
@@ -251,7 +241,7 @@ class PromptCache:
         if self.heap.faults.hit("save.alloc.entry"):
             self.heap.emit(ev.AllocFailed(size=prompt.n_tokens * 4, role="entry", site="save.alloc.entry"))
             raise BadAlloc("save.alloc.entry")
-        copies = copy_checkpoints(self.heap, prompt.checkpoints, self.variant.sharing, self.variant.zero_init, None)
+        copies = self.design.copy_checkpoints(self.heap, prompt.checkpoints, None)
         entry = CacheEntry(self.heap.new_id(), Prompt(prompt.tokens), main, drft)
         for ck in copies:
             hold(self.heap, entry.prompt, ck)
@@ -261,7 +251,7 @@ class PromptCache:
                   with_entry: bool) -> tuple[Buffer | None, Buffer | None, CacheEntry | None] | None:
         """alloc's ``try``: the two ``resize`` calls (none for size 0) and, ``with_entry``, the
         entry built inside it; None after a ``bad_alloc`` it caught (nothing left allocated)."""
-        z = self.variant.zero_init
+        z = self.design.zero_init
         main = drft = None
         try:
             main = self.heap.allocate(size_tgt, "main", z, "save.alloc.main") if size_tgt > 0 else None
@@ -278,7 +268,7 @@ class PromptCache:
         entry is over the limit; else its size as counted and the checkpoint buffers it shares."""
         if self._contained(prompt.tokens):
             return None
-        new_size, new_bufs = self.candidate_size(size_tgt + size_dft, prompt.checkpoints)
+        new_size, new_bufs = self.design.candidate_size(self, size_tgt + size_dft, prompt.checkpoints)
         own_unique = size_tgt + size_dft + sum(ck.size() for ck in prompt.checkpoints)
         if self._rejects(new_size, own_unique, new_bufs):
             return None
@@ -293,7 +283,7 @@ class PromptCache:
             return None
         self._remove_obsolete(prompt.tokens)
         self._make_room(*admitted)
-        got = self._allocate(prompt, size_tgt, size_dft, self.variant.alloc_scope == AllocScope.ENTRY)
+        got = self._allocate(prompt, size_tgt, size_dft, self.design.alloc_scope == AllocScope.ENTRY)
         if got is None:
             return None
         main, drft, entry = got
@@ -346,7 +336,7 @@ class PromptCache:
         entry = got[2]
         if not self.fill(entry, ctx_tgt, ctx_dft, seq, size_tgt, size_dft):
             self.heap.emit(ev.SaveFillShort(entry=entry.id))
-            self._discard(entry)
+            self.discard(entry)
             return False
         self._remove_obsolete(prompt.tokens)
         self._make_room(*admitted)
@@ -359,49 +349,25 @@ class PromptCache:
         """server-task.cpp: server_prompt_cache::load. On success the slot's prompt becomes the
         chosen entry's (tokens and checkpoints) and the entry leaves the cache."""
         n_new = len(tokens_new)
-        base = policy.load_baseline(
-            lcp(prompt.tokens, tokens_new), prompt.n_tokens, n_new, self.variant.empty_slot_baseline
-        )
-        cands = [
-            policy.entry_fractions(lcp(e.prompt.tokens, tokens_new), e.prompt.n_tokens, n_new) for e in self.entries
-        ]
-        i = policy.load_select(base[0], base[1], cands)
-        self.heap.emit(ev.LoadScan(base=base, candidates=cands, chosen=None if i is None else self.entries[i].id))
-        if i is None:
+        base = self.design.load_baseline(lcp(prompt.tokens, tokens_new), prompt.n_tokens, n_new)
+        cands = [policy.entry_fractions(lcp(e.prompt.tokens, tokens_new), e.prompt.n_tokens, n_new)
+                 for e in self.entries]
+        i = self.design.load_select(base, cands)
+        chosen = self._entries_at([i])[0] if i is not None else None
+        self.heap.emit(ev.LoadScan(base=base, candidates=cands, chosen=None if chosen is None else chosen.id))
+        if chosen is None:
             return True
-        e = self.entries[i]
-        if self.variant.contain_failures:
-            ok = self._restore(ctx_tgt, seq, e.main, "load.write.tgt")
-            if ok and e.drft is not None:
-                ok = ctx_dft is not None and self._restore(ctx_dft, seq, e.drft, "load.write.dft")
-            if not ok:
-                self.heap.emit(ev.LoadFailed(entry=e.id, ctx="tgt or dft"))
-                self.evict(e, "load_failed")
-                return False
-        else:
-            if not self._restore(ctx_tgt, seq, e.main, "load.write.tgt"):
-                self.heap.emit(ev.LoadFailed(entry=e.id, ctx="tgt"))
-                return False  # the entry stays in the cache (server-task.cpp)
-            # main.clear(); main.shrink_to_fit(): the entry changes while still in the cache
-            self.heap.release(e.main)
-            e.main = None
-            if e.drft is not None:
-                if ctx_dft is None:
-                    raise Abort("server_prompt_cache::load", "GGML_ASSERT(ctx_dft) failed")
-                if not self._restore(ctx_dft, seq, e.drft, "load.write.dft"):
-                    self.heap.emit(ev.LoadFailed(entry=e.id, ctx="dft"))
-                    return False
-                self.heap.release(e.drft)
-                e.drft = None
+        if not self.design.load_entry(self, chosen, ctx_tgt, ctx_dft, seq):
+            return False
         # prompt = std::move(state.prompt); states.erase(it)
         drop_all(self.heap, prompt)
-        prompt.tokens, prompt.checkpoints = e.prompt.tokens, e.prompt.checkpoints
-        n_tokens = e.prompt.n_tokens
-        e.prompt = Prompt()
-        self.evict(e, "loaded", loaded_tokens=n_tokens)
+        prompt.tokens, prompt.checkpoints = chosen.prompt.tokens, chosen.prompt.checkpoints
+        n_tokens = chosen.prompt.n_tokens
+        chosen.prompt = Prompt()
+        self.evict(chosen, "loaded", loaded_tokens=n_tokens)
         return True
 
-    def _restore(self, ctx: Context, seq: int, buf: Buffer | None, site: str) -> bool:
+    def restore(self, ctx: Context, seq: int, buf: Buffer | None, site: str) -> bool:
         """``set_data_ext(buf) == buf.size()`` -- note 0 == 0 for an emptied buffer."""
         want = buf.size if buf is not None else 0
         return ctx.set_data(self.heap, seq, buf, site) == want
@@ -409,13 +375,45 @@ class PromptCache:
     # -- update ------------------------------------------------------------------------------
 
     def update(self) -> None:
-        """server-task.cpp: server_prompt_cache::update (byte FIFO, then token FIFO)."""
+        """server-task.cpp: server_prompt_cache::update: the design's ``update_evictions``."""
         sizes = self.accounted_sizes()
         toks = [e.prompt.n_tokens for e in self.entries]
-        n_bytes, n_tok = policy.update_evictions(sizes, toks, self.limit_size, self.limit_tokens)
-        self._evict_front(n_bytes, "limit_bytes", [], 0)
-        for _ in range(n_tok):
-            self.evict(self.entries[0], "limit_tokens")
+        picked = self.design.update_evictions(sizes, toks, self.limit_size, self.limit_tokens)
+        victims = self._entries_at([i for i, _ in picked])
+        for victim, (_, reason) in zip(victims, picked, strict=True):
+            if reason == "limit_bytes":
+                self._evict_all([victim], reason, [], 0)
+            else:
+                self.evict(victim, reason)
         self.heap.emit(
             ev.CacheState(n=len(self.entries), size=self.size(), limit=self.limit_size, n_tokens=self.n_tokens())
         )
+
+
+class _LazySizes(Sequence[int]):
+    """The entries' sizes as counted, computed at the first look (``is_oversize`` of the C++
+    never looks: the hot path pays nothing for a design that does not)."""
+
+    def __init__(self, cache: PromptCache, new_bufs: list[Buffer]) -> None:
+        self._cache, self._new = cache, new_bufs
+        self._sizes: list[int] | None = None
+
+    def _get(self) -> list[int]:
+        if self._sizes is None:
+            self._sizes = self._cache.accounted_sizes(self._new)
+        return self._sizes
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | Sequence[int]:
+        return self._get()[i]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._get())

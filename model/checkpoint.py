@@ -1,7 +1,7 @@
 """Context checkpoints and prompts: ``common_prompt_checkpoint`` and ``server_prompt``.
 
 A ``Checkpoint`` holds metadata and up to three payload buffers. Holders (a slot's prompt, a
-cache entry's prompt) keep checkpoints in lists; how a list is copied is the sharing seam:
+cache entry's prompt) keep checkpoints in lists; how a list is copied is a design's ``sharing``:
 
 * ``deep_copy`` (master): a copy is a new checkpoint with new buffers (payload bytes copied);
 * ``shared_object`` (#30137, fixed): a copy is the same object (``shared_ptr<const ...>``);
@@ -15,11 +15,20 @@ and cache entries); the last release frees.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from pcspec.model import events as ev
 from pcspec.model.heap import Buffer, Heap
 from pcspec.model.memory import Tokens
-from pcspec.model.variants import Sharing
+
+
+class Sharing(StrEnum):
+    """How a checkpoint list is copied (``std::list`` copy of the element type): a design's
+    ``sharing`` (``pcspec.model.design``)."""
+
+    DEEP_COPY = "deep_copy"  # std::list<common_prompt_checkpoint>: a copy allocates every payload
+    SHARED_OBJECT = "shared_object"  # std::shared_ptr<const common_prompt_checkpoint> (#30137)
+    SHARED_PAYLOAD = "shared_payload"  # metadata by value, payload buffers shared (#27451)
 
 
 @dataclass(eq=False)

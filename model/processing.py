@@ -16,7 +16,7 @@ from pcspec.model import policy
 from pcspec.model.cache import lcp
 from pcspec.model.checkpoint import Checkpoint, drop, hold
 from pcspec.model.config import MemoryKind
-from pcspec.model.heap import Abort, BadAlloc, Buffer
+from pcspec.model.heap import BadAlloc, Buffer
 from pcspec.model.memory import PARTIAL_ONLY, Tokens
 from pcspec.model.slot import Slot, SlotState, TaskType
 
@@ -36,7 +36,7 @@ def sample_token(tokens: Tokens) -> int:
     return VOCAB_GEN + h % GEN_SPAN
 
 
-def _erase(
+def erase_checkpoint(
     srv: Server,
     slot: Slot,
     ck: Checkpoint,
@@ -48,6 +48,7 @@ def _erase(
     cause: str | None = None,
     full: bool | None = None,
 ) -> None:
+    """``erase`` of ``ck`` from the slot's list, with why (the numbers its condition is judged on)."""
     srv.heap.emit(ev.CkptErase(
         slot=slot.id,
         ckpt=ck.id,
@@ -73,22 +74,16 @@ def _load_ckpt_part(srv: Server, ctx: Context | None, slot: Slot, buf: Buffer | 
     return ctx.set_data(srv.heap, slot.id, buf, site) == buf.size
 
 
-def _restore_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, pos_next: int) -> tuple[int, int] | None:
+def restore_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, pos_next: int) -> tuple[int, int] | None:
     """Load ``ck``'s target, then draft part (update_slots, 3345-3364); on success the
-    ``(pos_next, n_past)`` it resumes at (``ckpt_restore`` emitted), else None. A build whose
-    loads return nothing (``checkpoint_load_checked`` off: 0c1e570, b11434) aborts inside the
-    load instead (common/common.cpp:2336-2338, 2354-2356 at 0c1e570)."""
-    v = srv.variant
-    ok = True
+    ``(pos_next, n_past)`` it resumes at (``ckpt_restore`` emitted), else None. A part that
+    does not load whole goes to the design (``Design.checkpoint_load_failed``: a build whose
+    loads return nothing aborts inside the load)."""
     for ctx, buf, site, part in ((srv.ctx_tgt, ck.tgt, "ckpt.write.tgt", "load_tgt"),
                                  (srv.ctx_dft, ck.dft, "ckpt.write.dft", "load_dft")):
-        ok = _load_ckpt_part(srv, ctx, slot, buf, site)
-        if not ok and not v.checkpoint_load_checked and not v.contain_failures:
-            raise Abort(f"common_prompt_checkpoint::{part}", "checkpoint size mismatch")
-        if not ok:
-            break
-    if not ok:
-        return None
+        if not _load_ckpt_part(srv, ctx, slot, buf, site):
+            srv.design.checkpoint_load_failed(srv, slot, ck, part)
+            return None
     pos_next, n_past = policy.restored_positions(pos_next, ck.pos_min, ck.pos_max, ck.n_tokens)
     srv.heap.emit(ev.CkptRestore(slot=slot.id, ckpt=ck.id, task=slot.task_id, n_tokens=ck.n_tokens, n_past=n_past))
     return pos_next, n_past
@@ -98,8 +93,11 @@ def _restore_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, pos_next: int) 
 
 
 def prompt_start(srv: Server, slot: Slot) -> None:
-    """server-context.cpp:3121-3407: update_slots, the new-prompt branch (``SLOT_STATE_STARTED``)."""
-    cfg, v, heap = srv.cfg, srv.variant, srv.heap
+    """server-context.cpp:3121-3407: update_slots, the new-prompt branch (``SLOT_STATE_STARTED``):
+    the design's threshold, resume (``Design.resume``: live memory, a restored checkpoint, or
+    from 0) and invalidation, then the prompt-logits rule, ``keep_first`` and the first fill's
+    ``seq_rm``."""
+    cfg, design, heap = srv.cfg, srv.design, srv.heap
     task = slot.task
     assert task is not None
     if task.n_tokens == 0:  # "empty prompt - releasing slot"
@@ -109,7 +107,6 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     if task.n_tokens >= cfg.n_ctx_slot:  # server-context.cpp:3178-3184
         slot.release(srv, error="request exceeds the available context size")
         return
-    ckpts = slot.prompt.checkpoints
     n_slot_tokens = slot.prompt.n_tokens
     n_prefix = lcp(slot.prompt.tokens, task.tokens)
     if task.n_tokens_shared > 0:
@@ -123,71 +120,22 @@ def prompt_start(srv: Server, slot: Slot) -> None:
         n_prefix = min(n_prefix, task.n_tokens_shared)
     n_past = n_prefix if task.cache_prompt else 0
     pos_next = n_past
-    has_new = n_past < task.n_tokens
-    # (mutants needless-restore and thold-minus-one-always: the threshold as before #24110, one
-    # lower whatever the prompt; thold-minus-one-never: never one lower)
-    minus_one = v.threshold_minus_one and not (has_new and v.threshold_uses_new_tokens)
-    thold = policy.pos_min_threshold(pos_next, cfg.swa_window, not minus_one)
+    thold = design.pos_min_threshold(pos_next, cfg.swa_window, n_past < task.n_tokens)
     restored: Checkpoint | None = None
     reprocess: str | None = None
     heap.emit(ev.PromptBegin(slot=slot.id, task=task.id))  # nothing of the slot has changed yet
-    if v.resume_best and 0 < n_past <= slot.prompt.n_tokens:
-        restored, reprocess, pos_next, n_past = _resume_best(srv, slot, n_prefix, n_past)
-    elif 0 < n_past <= slot.prompt.n_tokens:
-        pos_min, _ = srv.ctx_tgt.seqs[slot.id].pos_range()
-        if pos_min == -1:
-            raise Abort(
-                "update_slots",
-                f"pos_min == -1, but n_past = {n_past} > 0 - should not happen (slot {slot.id})",
-            )
-        if pos_min >= thold:
-            # fixed: only checkpoints of the shared prefix (n_tokens <= n_prefix) are candidates;
-            # the C++ may restore the one at n_prefix + 1 (pos_max == pos_next) and then erase
-            # it at once as invalidated (n_tokens > n_prefix): a wasted restore.
-            eligible = [c.n_tokens <= n_prefix for c in ckpts] if v.restore_only_prefixes else None
-            if v.record_payload_pos_min and cfg.swa_window > 0:
-                trip = [(c.pos_min, c.pos_max, c.n_tokens) for c in ckpts]
-                if eligible is not None:
-                    trip = [t if ok else (t[0], pos_next + 1, t[2]) for t, ok in zip(trip, eligible, strict=True)]
-                i = policy.restore_choice_exact(trip, pos_next, thold, task.n_tokens, cfg.swa_window)
-            else:
-                i = policy.restore_choice(
-                    [(c.pos_min, c.pos_max) for c in ckpts],
-                    pos_next,
-                    thold,
-                    eligible,
-                    v.restore_accepts_pos_min_zero,
-                    v.restore_rejects_beyond_pos_next,
-                )
-            reprocess = "no usable checkpoint" if ckpts else "no checkpoints"
-            if i is not None:
-                ck = ckpts[i]
-                resumed = _restore_checkpoint(srv, slot, ck, pos_next)
-                if resumed is not None:
-                    (pos_next, n_past), restored, reprocess = resumed, ck, None
-                elif ck.id_task != -1 and not v.contain_failures:
-                    raise Abort("update_slots", "failed to restore context checkpoint")
-                else:
-                    # Restored from a slot file (#30137's merged diff), or contained (fixed): re-process.
-                    reprocess = "checkpoint failed to load"
-                    if v.contain_failures:
-                        _erase(srv, slot, ck, "invalidated", cause="failed to load")
-            if reprocess is not None:
-                pos_next = n_past = 0
+    if 0 < n_past <= slot.prompt.n_tokens:
+        resumed = design.resume(srv, slot, n_prefix, n_past, thold)
+        restored, reprocess, pos_next, n_past = resumed.restored, resumed.reprocess, resumed.pos_next, resumed.n_past
     # The task owns what it restored from here on: an invalidation right after the restore
     # (the checkpoint at n_prefix + 1, by the ``n_tokens > n_prefix`` of #30137's merged diff)
     # is an erasure of the checkpoint this task restored, and is recorded as such.
     slot.restored = restored
-    if v.invalidate:
-        ckpts = slot.prompt.checkpoints
-        if v.invalidate_by_pos_min:  # mutant: the earlier rule, by pos_min against the threshold
-            doomed = policy.invalidated_by_pos_min([c.pos_min for c in ckpts], thold)
-        else:
-            pairs = [(c.pos_max, c.n_tokens) for c in ckpts]
-            doomed = policy.invalidated(pairs, pos_next, n_prefix, v.invalidate_n_prefix)
-        for ck in [ckpts[i] for i in doomed]:
-            # The erasure carries the numbers its condition is judged on, as of the erasure.
-            _erase(srv, slot, ck, "invalidated", pos_max=ck.pos_max, pos_next=pos_next, n_prefix=n_prefix)
+    ckpts = slot.prompt.checkpoints
+    doomed = design.invalidated([(c.pos_min, c.pos_max, c.n_tokens) for c in ckpts], pos_next, n_prefix, thold)
+    for ck in [ckpts[i] for i in doomed]:
+        # The erasure carries the numbers its condition is judged on, as of the erasure.
+        erase_checkpoint(srv, slot, ck, "invalidated", pos_max=ck.pos_max, pos_next=pos_next, n_prefix=n_prefix)
     if restored is not None and restored not in slot.prompt.checkpoints:
         restored = None  # erased right away: nothing restored is kept
     if n_past == task.n_tokens > 0:  # [TAG_PROMPT_LOGITS]
@@ -195,28 +143,17 @@ def prompt_start(srv: Server, slot: Slot) -> None:
     slot.n_prompt_cached = n_past
     slot.prompt.tokens = slot.prompt.tokens[:n_past]  # keep_first
     slot.restored = restored
-    dft = srv.ctx_dft
-    if restored is not None and restored.dft is None and dft is not None and v.resync_draft_on_file_restore:
-        # fixed: a checkpoint without draft data (restored from a file whose draft part did
-        # not fit) rolls back only the target; bring the draft to the same prefix.
-        dft.seq_rm(slot.id, -1)
-        dft.decode([(slot.id, slot.prompt.tokens)])
+    if restored is not None and restored.dft is None and srv.ctx_dft is not None:
+        # A checkpoint without draft data (restored from a file whose draft part did not fit)
+        # rolls back only the target: the design's draft (``Design.sync_draft``).
+        design.sync_draft(srv, slot)
     # The first batch fill's ``slot.mem.seq_rm(id, pos_next, -1)`` on target and draft
     # (server-context.cpp:3422-3426, common.cpp:1536-1562: aborts on failure). Later fills
     # repeat it at the end of the bookkept tokens, where it removes nothing.
     for ctx in srv.contexts():
-        if not ctx.seq_rm(slot.id, n_past):
-            if not v.contain_failures:
-                raise Abort("common_memory::seq_rm", f"failed to remove sequence {slot.id} with p0={n_past}, p1=-1")
-            # fixed: the memory cannot go back to n_past: re-process the prompt from 0.
-            heap.emit(ev.SeqRmRefused(slot=slot.id, ctx=ctx.name, p0=n_past))
-            for c in srv.contexts():
-                c.seq_rm(slot.id, -1)
-            slot.prompt.tokens = ()
-            n_past = slot.n_prompt_cached = 0
+        if not ctx.seq_rm(slot.id, n_past) and design.seq_rm_refused(srv, slot, ctx, n_past):
+            n_past = slot.n_prompt_cached
             reprocess = "seq_rm refused"
-            for ck in list(slot.prompt.checkpoints):
-                _erase(srv, slot, ck, "invalidated", cause="seq_rm refused")
             slot.restored = restored = None
             break
     heap.emit(ev.PromptStart(
@@ -238,7 +175,7 @@ def prompt_start(srv: Server, slot: Slot) -> None:
 _RECURRENT_KINDS = (MemoryKind.RECURRENT, MemoryKind.HYBRID)
 
 
-def _serves_live(srv: Server, slot: Slot, n: int) -> bool:
+def serves_live(srv: Server, slot: Slot, n: int) -> bool:
     """``policy.live_serves`` for every context of the slot (target and draft)."""
     for ctx in srv.contexts():
         mem = ctx.seqs[slot.id]
@@ -248,11 +185,11 @@ def _serves_live(srv: Server, slot: Slot, n: int) -> bool:
     return True
 
 
-def _serves_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, n: int) -> bool:
+def serves_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, n: int) -> bool:
     """``policy.checkpoint_serves`` for the target payload and, when the checkpoint has one,
-    the draft payload (without one, ``fixed`` re-decodes the draft: ``resync_draft_on_file_restore``).
-    A payload's start is the recorded ``pos_min`` (``record_payload_pos_min``): the latest
-    start of the target's and an SWA draft's payloads, so it serves both windows."""
+    the draft payload (without one, ``fixed`` re-decodes the draft: ``Design.sync_draft``).
+    A payload's start is the recorded ``pos_min`` (``fixed``'s ``Design.checkpoint_pos_min``:
+    the latest start of the target's and an SWA draft's payloads, so it serves both windows)."""
     for ctx in srv.contexts():
         buf = ck.tgt if ctx.name == "tgt" else ck.dft
         if buf is None or buf.size == 0:  # (an empty payload's load is a no-op: it restores nothing)
@@ -263,39 +200,6 @@ def _serves_checkpoint(srv: Server, slot: Slot, ck: Checkpoint, n: int) -> bool:
         if not policy.checkpoint_serves(ck.pos_min, ck.n_tokens, n, mem.n_swa, ctx.kind in _RECURRENT_KINDS, mem.n_rs):
             return False
     return True
-
-
-def _resume_best(
-    srv: Server, slot: Slot, n_prefix: int, pos_next: int
-) -> tuple[Checkpoint | None, str | None, int, int]:
-    """``fixed``'s resume (seam ``resume_best``): of live memory and every held
-    checkpoint of the shared prefix, take the one that keeps the most tokens, by what each
-    memory kind can roll back. Ties go to live memory (no restore), then to the newest
-    checkpoint (the C++ scan order). Returns ``(restored, reprocess, pos_next, n_past)``."""
-    task = slot.task
-    assert task is not None
-    ckpts = slot.prompt.checkpoints
-    n_prompt = task.n_tokens
-    best_n, best = 0, None
-    n_live = policy.resume_point(pos_next, n_prompt)
-    if _serves_live(srv, slot, n_live):
-        best_n = n_live
-    for ck in reversed(ckpts):
-        if ck.n_tokens > n_prefix or ck.pos_max > pos_next:
-            continue  # not a state of the shared prefix (restore_only_prefixes)
-        _, n = policy.restored_positions(pos_next, ck.pos_min, ck.pos_max, ck.n_tokens)
-        n = policy.resume_point(n, n_prompt)
-        if n > best_n and _serves_checkpoint(srv, slot, ck, n):
-            best_n, best = n, ck
-    if best is None:
-        if best_n > 0:
-            return None, None, pos_next, pos_next  # live memory
-        return None, "no usable checkpoint" if ckpts else "no checkpoints", 0, 0
-    resumed = _restore_checkpoint(srv, slot, best, pos_next)
-    if resumed is None:
-        _erase(srv, slot, best, "invalidated", cause="failed to load")
-        return None, "checkpoint failed to load", 0, 0
-    return best, None, *resumed
 
 
 # -- one batch ---------------------------------------------------------------------------------
@@ -316,7 +220,7 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
     do_ckpt = cfg.needs_checkpoints and task.type == TaskType.COMPLETION
     spans = set(task.spans)
     last_user = task.last_user_pos
-    tail_a, tail_b = min(cfg.n_batch, 4 + cfg.n_ubatch), min(cfg.n_batch, 4)
+    tails = srv.design.tail_breaks(cfg.n_batch, cfg.n_ubatch)
     n_start = slot.prompt.n_tokens
     wait_shared = False
     if task.n_tokens_shared > 0:
@@ -346,12 +250,12 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
         if not do_ckpt:
             continue
         pos = n_start + n_cur
-        # server-context.cpp:3530-3538: the last user message, or one past the minimum step
-        spaced = pos == last_user or not ckpts or pos > ckpts[-1].n_tokens + cfg.checkpoint_min_step
-        if pos in spans and (spaced or not srv.variant.space_user_breaks):
+        # server-context.cpp:3530-3538: a user-message start, where the design breaks (the last
+        # user message, or one past the minimum step); 3540-3559: the prompt's tail
+        if pos in spans and srv.design.breaks_at_user_message(
+                pos, last_user, ckpts[-1].n_tokens if ckpts else None, cfg.checkpoint_min_step):
             break
-        remaining = task.n_tokens - pos
-        if remaining in (tail_a, tail_b) and srv.variant.tail_checkpoints:
+        if task.n_tokens - pos in tails:
             break
     new = task.tokens[n_start : n_start + n_cur]
     slot.prompt.tokens = slot.prompt.tokens + new
@@ -369,21 +273,9 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
     )
     error: str | None = None
     if do_ckpt:
-        if srv.variant.record_payload_pos_min:
-            # fixed: record where the payload really starts, so that the restore rule's
-            # ``pos_min < thold`` test (written for exactly that) sees the truth; the C++
-            # records the SWA cache's pos_min and restores a window one cell short when a
-            # prompt ends one before the checkpoint (docs/FINDINGS.md, F2). With an SWA
-            # draft, the latest start of the two payloads: each context's SWA cache places
-            # its cells by its own history (a draft re-decoded after a slot restore, where the
-            # target read its cells from the file, loses other cells to the other slots), so
-            # the draft's window can start after the target's, and a restore the target's
-            # start allows would leave the draft short (found by the campaign after M3).
-            pos_min = max(
-                ctx.seqs[slot.id].payload_pos_min()
-                for ctx in srv.contexts()
-                if ctx.name == "tgt" or ctx.kind == MemoryKind.SWA
-            )
+        # The pos_min the checkpoint records: the memory's in the C++ (docs/FINDINGS.md, F2, for
+        # what fixed records instead: Design.checkpoint_pos_min)
+        pos_min = srv.design.checkpoint_pos_min(srv, slot, pos_min)
         error = create_checkpoint(srv, slot, n_cur, pos_min, pos_max)
     if new:
         batch.append((slot.id, new))
@@ -431,39 +323,40 @@ def prompt_batch(srv: Server, slot: Slot, room: int, batch: list[tuple[int, Toke
 def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, pos_max: int) -> str | None:
     """server-context.cpp:2290-2345 (server_context::create_checkpoint; in the order of
     #30137's merged diff: sweep while the list is full, cap, supersede at equal ``n_tokens``,
-    create). Returns the error a ``std::bad_alloc`` escaping it sends (the caller releases the
-    slot), or None."""
-    cfg, v, heap = srv.cfg, srv.variant, srv.heap
+    create), at the design's points (``Design.kept_checkpoint``, ``sweep_too_close``,
+    ``cap_evictions``, ``reuse_payload``, ``checkpoint_create_failed``). Returns the error a
+    ``std::bad_alloc`` escaping it sends (the caller releases the slot), or None."""
+    cfg, design, heap = srv.cfg, srv.design, srv.heap
     task = slot.task
     assert task is not None
     ckpts = slot.prompt.checkpoints
     cap = cfg.n_ctx_checkpoints
-    kept = slot.restored if v.keep_restored and slot.restored in ckpts else None
+    kept = design.kept_checkpoint(slot)
 
-    # The restored checkpoint counts as the current task's (#30683): the sweep exempts it.
+    # A kept checkpoint counts as the current task's (#30683): the sweep exempts it.
     pairs = [(c.n_tokens, task.id if c is kept else c.id_task) for c in ckpts]
     full = len(ckpts) + 1 >= cap  # the sweep's condition when it starts
-    doomed = policy.sweep_too_close(
-        pairs, task.id, cfg.checkpoint_min_step, cap, v.sweep_only_when_full, v.sweep_rechecks_full
-    )
+    doomed = design.sweep_too_close(pairs, task.id, cfg.checkpoint_min_step, cap)
     for ck in [ckpts[i] for i in doomed]:  # front to back, as the C++ walk erases
-        _erase(srv, slot, ck, "too_close", full=full)
+        erase_checkpoint(srv, slot, ck, "too_close", full=full)
 
     recycled: Buffer | None = None
-    if v.cap_checkpoints:
-        for _ in range(policy.cap_evictions(len(ckpts), cap)):
-            victim = next((c for c in ckpts if c is not kept), None)
-            if victim is None:
-                break
-            if v.inplace_update and victim.tgt is not None and recycled is None:
-                recycled = srv.heap.retain(victim.tgt)  # mutant: reuse the payload in place
-            _erase(srv, slot, victim, "cap")
+    wanted = design.cap_evictions(len(ckpts), cap)
+    made = 0
+    while made < wanted:
+        victim = next((c for c in ckpts if c is not kept), None)
+        if victim is None:
+            break
+        if recycled is None and victim.tgt is not None and design.reuse_payload(victim):
+            recycled = srv.heap.retain(victim.tgt)
+        erase_checkpoint(srv, slot, victim, "cap")
+        made += 1
 
     n_tokens_new = slot.prompt.n_tokens - n_tokens_cur
-    if kept is not None and cap > 0 and len(ckpts) >= cap and v.cap_checkpoints:
-        # fixed: the list is full of the checkpoint this task restored (a cap of 1, say, and a
-        # restore beyond the resume point: a recurrent state rolled back from n_tokens). It
-        # stays (it is not re-created); a new one would break the cap. Nothing is made.
+    if kept is not None and cap > 0 and made < wanted:
+        # The list is full of the checkpoint this task keeps (a cap of 1, say, and a restore
+        # beyond the resume point: a recurrent state rolled back from n_tokens). It stays (it is
+        # not re-created); a new one would break the cap. Nothing is made.
         heap.emit(ev.CkptCreateSkipped(slot=slot.id, task=task.id, n_tokens=n_tokens_new, ckpt=kept.id))
         if recycled is not None:
             heap.release(recycled)
@@ -475,7 +368,7 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
             heap.release(recycled)
         return None
     for c in [ckpts[i] for i in policy.superseded([c.n_tokens for c in ckpts], n_tokens_new)]:
-        _erase(srv, slot, c, "supersede")
+        erase_checkpoint(srv, slot, c, "supersede")
 
     ck = Checkpoint(heap.new_id(), n_tokens_new, task.id, pos_min, pos_max)
     try:
@@ -485,28 +378,12 @@ def create_checkpoint(srv: Server, slot: Slot, n_tokens_cur: int, pos_min: int, 
             ck.dft = _snapshot(srv, slot, srv.ctx_dft, "ckpt_dft", "ckpt.read.dft", None)
         if cfg.spec_bytes > 0:
             # common_speculative_get_state: a small host copy, always complete.
-            ck.spec = heap.allocate(cfg.spec_bytes, "ckpt_spec", v.zero_init, "ckpt.alloc")
+            ck.spec = heap.allocate(cfg.spec_bytes, "ckpt_spec", design.zero_init, "ckpt.alloc")
             heap.fill(ck.spec, ("spec", slot.prompt.tokens[:n_tokens_new]), cfg.spec_bytes)
     except (BadAlloc, _ShortSnapshot) as exc:
         if recycled is not None:
             heap.release(recycled)
-        if v.contain_failures:
-            for b in ck.buffers():
-                heap.release(b)
-            heap.emit(ev.CkptCreateFailed(slot=slot.id, task=task.id, reason=str(exc)))
-            return None
-        if isinstance(exc, _ShortSnapshot):  # GGML_ABORT in update_tgt/update_dft (common.cpp:2301-2321)
-            raise Abort("common_prompt_checkpoint::update", str(exc)) from None
-        heap.emit(ev.CkptCreateFailed(slot=slot.id, task=task.id, reason=str(exc)))
-        if v.checkpoint_appended_before_fill:
-            # master: ``emplace_back()`` then ``update_pos`` then the fills (2333-2342): the
-            # checkpoint stays in the list with the parts filled before the throw (a target
-            # payload that failed to resize is empty, and loading it is a no-op).
-            hold(heap, slot.prompt, ck)
-        else:
-            for b in ck.buffers():
-                heap.release(b)
-        return f"got exception: std::bad_alloc ({exc})"
+        return design.checkpoint_create_failed(srv, slot, ck, str(exc), isinstance(exc, _ShortSnapshot))
     hold(heap, slot.prompt, ck)
     heap.emit(ev.CkptCreate(
         slot=slot.id,
@@ -536,7 +413,7 @@ def _snapshot(srv: Server, slot: Slot, ctx: Context, role: str, site: str, recyc
     else:
         if recycled is not None:
             srv.heap.release(recycled)
-        buf = srv.heap.allocate(size, role, srv.variant.zero_init, "ckpt.alloc")
+        buf = srv.heap.allocate(size, role, srv.design.zero_init, "ckpt.alloc")
     n = ctx.get_data(srv.heap, slot.id, buf, PARTIAL_ONLY, site)
     if n != size:
         srv.heap.release(buf)
@@ -625,7 +502,7 @@ def context_shift(srv: Server, slot: Slot) -> None:
     kept = tokens[:n_keep] + tokens[n_keep + n_discard :]
     srv.heap.emit(ev.ContextShift(slot=slot.id, n_keep=n_keep, n_left=n_left, n_discard=n_discard))
     for ck in list(slot.prompt.checkpoints):
-        _erase(srv, slot, ck, "context_shift")
+        erase_checkpoint(srv, slot, ck, "context_shift")
     slot.prompt.tokens = kept
     slot.truncated = True
     for ctx in srv.contexts():

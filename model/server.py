@@ -1,6 +1,6 @@
 """The server: slot selection, task launch, idle-slot caching and the update loop.
 
-``Server(config, variant)`` is the model's public API. Each public method is one server
+``Server(config, design)`` is the model's public API. Each public method is one server
 action (a request arriving, one ``update_slots`` iteration, a ``/slots`` action, a fault, a
 sleep/wake) and counts as one *operation*: the properties are judged after each operation,
 over the state and the events the operation emitted. A ``GGML_ABORT`` or an uncaught C++
@@ -10,14 +10,14 @@ process is gone and later operations do nothing.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pcspec.model import events as ev
 from pcspec.model import policy
-from pcspec.model.cache import PromptCache, lcp, unique_bytes
+from pcspec.model.cache import PromptCache, unique_bytes
 from pcspec.model.config import Config
 from pcspec.model.context import Context
 from pcspec.model.errors import PcspecError
@@ -26,7 +26,9 @@ from pcspec.model.memory import Tokens
 from pcspec.model.processing import context_shift_if_full, finish_prompt, generate_step, prompt_batch, prompt_start
 from pcspec.model.slot import Slot, SlotState, Task, TaskType
 from pcspec.model.slotfile import field_map, read_slot_file
-from pcspec.model.variants import Variant
+
+if TYPE_CHECKING:
+    from pcspec.model.design import Design
 
 
 def _field_place(raw: bytes, field: str) -> tuple[int, int] | None:
@@ -78,14 +80,14 @@ class Crash:
 class Server:
     """server_context: one llama-server process."""
 
-    def __init__(self, cfg: Config, variant: Variant) -> None:
+    def __init__(self, cfg: Config, design: Design) -> None:
         self.cfg = cfg.validate()
-        self.variant = variant
+        self.design = design
         self.heap = Heap(host_ram=cfg.host_ram)
         self.ctx_tgt = Context.target(cfg)
         self.ctx_dft = Context.draft(cfg) if cfg.has_draft else None
         self.slots = [Slot(i) for i in range(cfg.n_slots)]
-        self.cache = PromptCache(cfg, variant, self.heap) if cfg.cache_enabled else None
+        self.cache = PromptCache(cfg, design, self.heap) if cfg.cache_enabled else None
         # server_queue: tasks deferred because no slot (or not the pinned one) was free, and
         # the deferred tasks a slot release moved back to the front of the task queue (and the
         # cancels a failed task of a group posted there: ``Cancel``).
@@ -169,7 +171,7 @@ class Server:
         whose spans the chat template's delimiters give in every build; False is a raw
         ``/completion``, whose spans come from its ``message_delimiters`` field (server-context.cpp:
         4286-4302 at 0c1e570, 4656-4672 of b11434). A build whose spans come from the chat session
-        only (``Variant.spans_from_chat_only``: ``apply_chat_session``, server-task.h:261-270 of
+        only (``RuleSet.spans_from_chat_only``: ``apply_chat_session``, server-task.h:261-270 of
         b11549, the only setter of ``message_spans``, called at server-context.cpp:4825 of b11549
         with an empty session for ``/completion``, 5415-5424) has no such field: a raw
         completion's task gets no spans, whatever the request sent."""
@@ -177,7 +179,7 @@ class Server:
         self.next_task_id += 1
         if not self._begin("request", task=tid, n_tokens=len(tokens), id_slot=id_slot):
             return tid
-        if self.variant.spans_from_chat_only and not chat:
+        if self.design.rules.spans_from_chat_only and not chat:
             spans = ()
         task = Task(tid, tuple(tokens), tuple(spans), n_predict, id_slot, cache_prompt, type)
         try:
@@ -265,7 +267,7 @@ class Server:
         if self.cache is not None:
             for e in list(self.cache.entries):
                 self.cache.evict(e, "wake")
-            self.cache = PromptCache(self.cfg, self.variant, self.heap)
+            self.cache = PromptCache(self.cfg, self.design, self.heap)
 
     def restart(self, **changes: int) -> None:
         """The process exits and ``llama-server`` starts again, possibly with other flags
@@ -283,7 +285,7 @@ class Server:
         self.ctx_tgt = Context.target(self.cfg)
         self.ctx_dft = Context.draft(self.cfg) if self.cfg.has_draft else None
         self.slots = [Slot(i) for i in range(self.cfg.n_slots)]
-        self.cache = PromptCache(self.cfg, self.variant, self.heap) if self.cfg.cache_enabled else None
+        self.cache = PromptCache(self.cfg, self.design, self.heap) if self.cfg.cache_enabled else None
         self.deferred.clear()
         self.requeued.clear()
         self.crash = None
@@ -483,64 +485,20 @@ class Server:
         self.heap.emit(ev.Launch(slot=slot.id, task=task.id))
 
     def get_available_slot(self, task: Task) -> Slot | None:
-        """server-context.cpp: get_available_slot (pinned, LCP similarity, LRU) and the cache
-        update it triggers (server-context.cpp:1528-1641)."""
-        cfg = self.cfg
-        ret: Slot | None = None
-        how = "none"
-        update_cache = False
-        if task.id_slot != -1:
-            # get_slot_by_id wraps the id (server-context.cpp:1501-1512) ...
-            ret = self.slots[task.id_slot % cfg.n_slots]
-            how = "pinned"
-        if cfg.slot_prompt_similarity != 0:
-            best: Slot | None = None
-            f_sim_best = 0.0
-            for s in self.slots:
-                # ... but the similarity scan compares the raw id (server-context.cpp:1546):
-                # for an id beyond the slot count no slot is scanned, f_keep is 0 and the
-                # cache is updated whenever the wrapped slot holds tokens.
-                if task.id_slot != -1 and s.id != task.id_slot:
-                    continue
-                if s.is_processing or not s.prompt.tokens:
-                    continue
-                f_sim = lcp(s.prompt.tokens, task.tokens) / task.n_tokens if task.n_tokens else 0.0
-                if f_sim > f_sim_best and f_sim > cfg.slot_prompt_similarity:
-                    best, f_sim_best = s, f_sim
-            if best is not None:
-                ret, how = best, "lcp"
-            if ret is not None:
-                n_slot = ret.prompt.n_tokens
-                f_keep = f_sim_best * task.n_tokens / n_slot if n_slot else math.nan
-                if math.isnan(f_keep) and self.variant.consult_cache_for_empty_pinned:
-                    f_keep = 0.0  # fixed: an empty pinned slot consults the cache
-                update_cache = policy.update_cache_on_lcp(f_keep)
-        elif ret is not None and self.variant.consult_cache_for_empty_pinned:
-            # fixed: without the similarity pass (-sps 0) the C++ never consults the cache for a
-            # pinned task (update_cache stays false, server-context.cpp:1528-1540); judge the
-            # pinned slot as the pass would, an empty one as sharing nothing.
-            n_slot = ret.prompt.n_tokens
-            f_keep = lcp(ret.prompt.tokens, task.tokens) / n_slot if n_slot else 0.0
-            update_cache = policy.update_cache_on_lcp(f_keep)
-        if ret is None:
-            idle = [s for s in self.slots if not s.is_processing]
-            if idle:
-                ret = idle[0]
-                for s in idle:
-                    if s.t_last_used <= ret.t_last_used:  # `<=`: ties go to the last slot
-                        ret = s
-                how = "lru"
-                update_cache = True
+        """server-context.cpp: get_available_slot: the design's choice (``Design.get_available_slot``:
+        pinned, LCP similarity, LRU) and the cache update it triggers (server-context.cpp:1528-1641)."""
+        choice = self.design.get_available_slot(self, task)
+        ret, update_cache = choice.slot, choice.update_cache
         self.heap.emit(ev.Select(
             task=task.id,
             slot=None if ret is None else ret.id,
-            how=how,
+            how=choice.how,
             update_cache=update_cache,
             prompt=task.tokens,
             task_type=task.type,
         ))
-        if ret is not None and ret.is_processing and not self.variant.cache_update_busy_slot:
-            update_cache = False  # fixed: a busy slot is left alone; the task waits for it
+        if ret is not None and ret.is_processing and not self.design.cache_update_busy_slot:
+            update_cache = False  # a busy slot is left alone; the task waits for it
         # "cache prompts only for completion tasks" (server-context.cpp:1773 of b11549 and b11434,
         # 1621 at 0c1e570): the incoming task's type gates the save and the load together, so a
         # decision (or infill, embedding, rerank) neither saves the slot it takes nor loads into

@@ -12,8 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from pcspec.model import events as ev
-from pcspec.model.cache import CacheEntry
-from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, drop_all, hold
+from pcspec.model.checkpoint import Checkpoint, Prompt, drop_all, hold
 from pcspec.model.memory import FULL, Tokens
 
 if TYPE_CHECKING:
@@ -124,7 +123,7 @@ class Slot:
 
     def prompt_save(self, srv: Server) -> bool:
         """server-context.cpp: server_slot::prompt_save. The slot keeps its tokens, memory and
-        checkpoints; the cache gets a copy (how the checkpoints are copied is the variant's)."""
+        checkpoints; the cache gets a copy, as the design saves (``Design.prompt_save``)."""
         cache = srv.cache
         assert cache is not None
         if not self.prompt.tokens:
@@ -133,24 +132,9 @@ class Slot:
         heap.emit(ev.SaveBegin(slot=self.id, n_tokens=self.prompt.n_tokens))
         size_tgt = srv.ctx_tgt.get_size(self.id, FULL)
         size_dft = srv.ctx_dft.get_size(self.id, FULL) if srv.ctx_dft is not None else 0
-        if srv.variant.save_protocol == "transactional":
-            ok = cache.save_transactional(self.prompt, srv.ctx_tgt, srv.ctx_dft, self.id, size_tgt, size_dft)
-        else:
-            entry = cache.alloc(self.prompt, size_tgt, size_dft)
-            ok = entry is not None and self._fill(srv, entry, size_tgt, size_dft)
+        ok = srv.design.prompt_save(srv, self, size_tgt, size_dft)
         heap.emit(ev.SaveEnd(slot=self.id, ok=ok))  # what the save built is published now
         return ok
-
-    def _fill(self, srv: Server, entry: CacheEntry, size_tgt: int, size_dft: int) -> bool:
-        """The fill after ``alloc``: unchecked (master), or checked with ``pop_back`` (#30137)."""
-        cache = srv.cache
-        assert cache is not None
-        complete = cache.fill(entry, srv.ctx_tgt, srv.ctx_dft, self.id, size_tgt, size_dft)
-        if srv.variant.validates_save and not complete:
-            srv.heap.emit(ev.SaveFillShort(entry=entry.id))  # "failed to save complete prompt state"
-            cache.pop_back(entry)
-            return False
-        return True
 
     # -- server_slot::prompt_load / prompt_clear / release --------------------------------------
 
@@ -183,8 +167,8 @@ class Slot:
         other slot continues from this one's tokens: ``mem.seq_rm(other, -1, -1)`` and
         ``mem.seq_cp(self, other, -1, -1)`` on both contexts (``common_memory``, common/common.cpp:
         1635-1647 of b11549), then ``other.prompt = prompt.clone()`` (server-task.h:626-631 of
-        b11549): the tokens and the checkpoint list copied by value, as the sharing seam copies a
-        list (``copy_checkpoints``: a deep copy allocates every payload, ``shared_payload`` takes a
+        b11549): the tokens and the checkpoint list copied by value, as the design copies a
+        list (``Design.copy_checkpoints``: a deep copy allocates every payload, ``shared_payload`` takes a
         reference on the payloads, ``shared_object`` on each checkpoint). ``clone()`` builds the
         copy before the assignment destroys the other's old list, so a ``std::bad_alloc`` of a
         deep copy (fault site ``ckpt.alloc``) leaves the other slot's old prompt over the memory
@@ -193,8 +177,7 @@ class Slot:
         for ctx in srv.contexts():
             ctx.seq_rm(other.id, -1)
             ctx.seq_cp(self.id, other.id)
-        copies = copy_checkpoints(heap, self.prompt.checkpoints, srv.variant.sharing, srv.variant.zero_init,
-                                  "ckpt.alloc")
+        copies = srv.design.copy_checkpoints(heap, self.prompt.checkpoints, "ckpt.alloc")
         drop_all(heap, other.prompt)
         other.prompt.tokens = self.prompt.tokens
         for ck in copies:

@@ -16,8 +16,9 @@ Semantics as of #30137's merged diff (November 2026: #26004's appendix as #30137
   draft checkpoint is test-loaded and the draft sequence is then removed, and
   the draft data of all restored checkpoints is dropped if it did not fit;
 * a state whose cell count is 0 (a file saved from an empty slot) clears nothing in the C++;
-* ``fixed`` clears the sequence before restoring and re-processes the tokens into the draft
-  context, so target and draft memory agree with the restored tokens.
+* a design may clear the sequence before restoring, refuse a file or a checkpoint record, and
+  bring the draft context to the restored tokens (``Design.file_restore_begin``,
+  ``file_restore_refuses``, ``file_checkpoint_refused``, ``sync_draft``: ``fixed`` does all four).
 """
 
 from __future__ import annotations
@@ -175,17 +176,17 @@ def save(srv: Server, slot: Slot, filename: str) -> None:
     records: list[FileCheckpoint] = []
     unwritten = 0
     # The October build writes no checkpoint appendix (it came with #26004, after that tree).
-    for ck in slot.prompt.checkpoints if srv.variant.slot_file_appendix else []:
+    for ck in slot.prompt.checkpoints if srv.design.rules.slot_file_appendix else []:
         rec, n = _file_checkpoint(ck)
         records.append(rec)
         unwritten += n
     # (the header carries the build's LLAMA_STATE_SEQ_VERSION: 3 at 0c1e570, 4 from b11434)
     data = write_slot_file(slot.prompt.tokens, encode_content(img), records,
-                           state_version=srv.variant.state_seq_version)
+                           state_version=srv.design.rules.state_seq_version)
     srv.files[filename] = data
-    # Mutant appendix-uncounted: the #26004 bug the author acknowledged (July 2026), the
-    # reported count leaves the appendix out.
-    n_written = len(data) if srv.variant.count_appendix_bytes else len(data) - len(encode_appendix(records))
+    # (the count a design reports: Design.bytes_reported; the #26004 bug the author acknowledged,
+    # July 2026, left the appendix out: the mutant appendix-uncounted)
+    n_written = srv.design.bytes_reported(len(data), len(encode_appendix(records)))
     srv.last_result = {"n_saved": slot.prompt.n_tokens, "n_written": n_written}
     srv.heap.emit(ev.FileWrite(
         slot=slot.id,
@@ -205,9 +206,9 @@ def _fail(srv: Server, slot: Slot, filename: str, reason: str) -> None:
     slot.prompt_clear(srv)
 
 
-def _trusting_walk(srv: Server, data: bytes, parsed: SlotFile) -> None:
-    """Mutant trust-size-field: allocate every appendix blob from its length field, unchecked."""
-    at = parsed.appendix_offset
+def trusting_walk(srv: Server, data: bytes, at: int | None) -> None:
+    """A reader that allocates every appendix blob from its length field, unchecked (the
+    mutant trust-size-field, at ``Design.file_read``); ``at``: where the appendix starts."""
     if at is None or at + 12 > len(data):
         return
     (count,) = struct.unpack_from("<I", data, at + 8)
@@ -235,7 +236,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
     the slot (``prompt_clear``: tokens, checkpoints and both sequences). The model parses the
     whole file first and loads the state after: every failure still ends in the same cleared
     slot, so only the order of the events differs, not the state any property judges."""
-    heap, cfg, v = srv.heap, srv.cfg, srv.variant
+    heap, cfg, design = srv.heap, srv.cfg, srv.design
     data = srv.files.get(filename)
     if data is None:
         _fail(srv, slot, filename, "failed to open file")
@@ -244,15 +245,14 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         parsed = read_slot_file(
             data,
             filename,
-            None if v.restore_uncapped else cfg.n_ctx_checkpoints,
+            design.appendix_cap(cfg.n_ctx_checkpoints),
             state_size=_peek_state_size(data),
-            expected_version=v.state_seq_version,  # this build's loader takes its own only
+            expected_version=design.rules.state_seq_version,  # this build's loader takes its own only
         )
     except PcspecError as exc:
         _fail(srv, slot, filename, exc.why)
         return
-    if v.trust_size_field:
-        _trusting_walk(srv, data, parsed)
+    design.file_read(srv, data, parsed.appendix_offset)
     if len(parsed.tokens) > cfg.n_ctx_slot:
         _fail(srv, slot, filename, "Restored prompt does not fit in the slot context")
         return
@@ -268,8 +268,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         # The server cannot see this (the blob is opaque to it); the model can, and keeps
         # the C++ behaviour: the tokens are installed as written.
         heap.emit(ev.FileSemanticMismatch(filename=filename))
-    if v.resync_on_file_restore:
-        tgt.seq_rm(slot.id, -1)
+    design.file_restore_begin(srv, slot)
     if img.describes() or img.attn:
         tgt.state_read(slot.id, img)  # state_read_meta runs seq_rm(dest) first, then loads
     # else: a state with cell_count == 0 clears nothing (llama-kv-cache.cpp: state_read)
@@ -279,27 +278,20 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
         # (2596-2602); the throw lands in the catch that clears the slot (2616-2618)
         _fail(srv, slot, filename, f"Invalid tokens in slot save file: token {tokens[bad]} at index {bad}")
         return
-    if v.resync_on_file_restore and mem.n_tokens != len(tokens):
-        # fixed: the state's positions must cover exactly the restored tokens. The C++ does
-        # not compare them, so a token list that still parses after corruption (a packed
-        # list whose marker became a legacy list, say) is installed over a state of
-        # another length.
+    # (the C++ does not compare the state's positions with the tokens, so a token list that
+    # still parses after corruption, a packed list whose marker became a legacy list, say, is
+    # installed over a state of another length: fixed refuses it, Design.file_restore_refuses)
+    why = design.file_restore_refuses(srv, slot, mem.n_tokens, len(tokens))
+    if why is not None:
         tgt.seq_rm(slot.id, -1)
-        _fail(
-            srv,
-            slot,
-            filename,
-            f"the state holds {len(img.describes())} positions but the file has {len(tokens)} tokens",
-        )
+        _fail(srv, slot, filename, why)
         return
     slot.prompt.tokens = tokens  # slot.prompt.clear(), then the tokens are installed
     drop_all(heap, slot.prompt)
     slot.restored = None
-    if srv.ctx_dft is not None and v.resync_draft_on_file_restore:
-        srv.ctx_dft.seq_rm(slot.id, -1)
-        srv.ctx_dft.decode([(slot.id, tokens)])  # fixed: re-process the restored tokens into the draft
+    design.sync_draft(srv, slot)  # (the C++ leaves the draft as it is)
     _restore_checkpoints(srv, slot, parsed, filename)
-    n_read = parsed.n_read if v.count_appendix_bytes else parsed.n_read - parsed.appendix_bytes
+    n_read = design.bytes_reported(parsed.n_read, parsed.appendix_bytes)
     srv.last_result = {"n_restored": len(tokens), "n_read": n_read}
     heap.emit(ev.FileRestore(
         slot=slot.id,
@@ -324,8 +316,10 @@ def invalid_token(tokens: tuple[int, ...], n_vocab: int | None) -> int | None:
                  if t >= n_vocab and not VOCAB_GEN <= t < VOCAB_GEN + GEN_SPAN), None)
 
 
-def implausible(srv: Server, rec: FileCheckpoint, n_tokens: int) -> str | None:
-    """Why a well-formed record cannot be a checkpoint of this server's memory (``fixed``).
+def implausible(srv: Server, n_tokens: int, n_file_tokens: int, pos_min: int, pos_max: int,
+                data_tgt: bytes) -> str | None:
+    """Why a well-formed record (a checkpoint at ``n_tokens`` of a file of ``n_file_tokens``)
+    cannot be a checkpoint of this server's memory (``fixed``'s ``Design.file_checkpoint_refused``).
 
     The C++ installs whatever parses; a wrong ``pos_min`` or ``n_tokens`` then steers the
     restore arithmetic into a ``seq_rm`` the memory refuses (an abort). A server knows its
@@ -336,30 +330,32 @@ def implausible(srv: Server, rec: FileCheckpoint, n_tokens: int) -> str | None:
     # over the target blob before trusting it; the model's equivalent is decoding the blob.
     # (A bad draft blob is handled as #30137's merged diff does: it test-loads one and drops
     # the draft data.)
-    if not isinstance(decode_content(rec.data_tgt), StateImage):
-        return f"the target payload of the checkpoint at n_tokens {rec.n_tokens} is not a state this server wrote"
-    if not 1 <= rec.n_tokens <= n_tokens or rec.pos_max != rec.n_tokens - 1:
-        return f"checkpoint at n_tokens {rec.n_tokens} with pos_max {rec.pos_max} does not fit {n_tokens} tokens"
+    if not isinstance(decode_content(data_tgt), StateImage):
+        return f"the target payload of the checkpoint at n_tokens {n_tokens} is not a state this server wrote"
+    if not 1 <= n_tokens <= n_file_tokens or pos_max != n_tokens - 1:
+        return f"checkpoint at n_tokens {n_tokens} with pos_max {pos_max} does not fit {n_file_tokens} tokens"
     kind = srv.cfg.memory
-    if kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID) and rec.pos_min != rec.pos_max:
-        return f"a recurrent checkpoint has pos_min == pos_max (got [{rec.pos_min}, {rec.pos_max}])"
-    if kind == MemoryKind.SWA and not max(0, rec.pos_max - srv.cfg.swa_cells + 1) <= rec.pos_min <= rec.pos_max:
-        return f"an SWA checkpoint spans at most {srv.cfg.swa_cells} cells (got [{rec.pos_min}, {rec.pos_max}])"
+    if kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID) and pos_min != pos_max:
+        return f"a recurrent checkpoint has pos_min == pos_max (got [{pos_min}, {pos_max}])"
+    if kind == MemoryKind.SWA and not max(0, pos_max - srv.cfg.swa_cells + 1) <= pos_min <= pos_max:
+        return f"an SWA checkpoint spans at most {srv.cfg.swa_cells} cells (got [{pos_min}, {pos_max}])"
     return None
 
 
 def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: str) -> None:
-    heap, v = srv.heap, srv.variant
-    if not v.slot_file_appendix:
+    heap, design = srv.heap, srv.design
+    if not design.rules.slot_file_appendix:
         return  # October: the tokens come back with no checkpoint (prompt.clear(), 2614-2620)
     if parsed.appendix_status in ("truncated", "invalid"):
         heap.emit(ev.FileAppendixIgnored(filename=filename, reason=parsed.appendix_reason))
     records = parsed.checkpoints or []
-    if v.resync_on_file_restore:
-        why = next((w for r in records if (w := implausible(srv, r, slot.prompt.n_tokens))), None)
-        if why is not None:  # like the reader: a problem anywhere ignores the whole appendix
-            heap.emit(ev.FileAppendixIgnored(filename=filename, reason=why))
-            records = []
+    n_file = slot.prompt.n_tokens
+    why = next((w for r in records
+                if (w := design.file_checkpoint_refused(srv, r.n_tokens, n_file, r.pos_min, r.pos_max, r.data_tgt))),
+               None)
+    if why is not None:  # like the reader: a problem anywhere ignores the whole appendix
+        heap.emit(ev.FileAppendixIgnored(filename=filename, reason=why))
+        records = []
     restored: list[Checkpoint] = []
     for rec in records:
         ck = Checkpoint(heap.new_id(), rec.n_tokens, -1, rec.pos_min, rec.pos_max)
@@ -368,7 +364,7 @@ def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: st
             if not blob:
                 bufs.append(None)
                 continue
-            buf = heap.allocate(len(blob), role, v.zero_init)
+            buf = heap.allocate(len(blob), role, design.zero_init)
             content = decode_content(blob)
             heap.fill(buf, content if content is not None else ("garbage", filename), len(blob))
             bufs.append(buf)
@@ -379,8 +375,7 @@ def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: st
         # Test-load one draft checkpoint, then remove the draft sequence (#30137's merged diff).
         ok = dft.set_data(heap, slot.id, restored[-1].dft, "ckpt.write.dft") == restored[-1].dft.size
         dft.seq_rm(slot.id, -1)
-        if v.resync_draft_on_file_restore:
-            dft.decode([(slot.id, slot.prompt.tokens)])
+        design.sync_draft(srv, slot)
         if not ok:
             heap.emit(ev.FileDraftDropped(filename=filename))
             for ck in restored:  # clear_dft: drops data_dft and data_spec

@@ -14,7 +14,7 @@ judge's to remember (``pcspec.properties.history``); an attribute added for that
 an undeclared variable, and ``type_invariant`` names it.
 
     Server      (server_context)                 one llama-server process
-      cfg, variant                               the flags and the design
+      cfg, design                                the flags and the design (its points, its rule set)
       heap        -> Heap                        every live buffer, the event log, the faults
       ctx_tgt, ctx_dft -> Context                the target and draft contexts
       slots       -> [Slot]                      the slots, by id
@@ -38,17 +38,17 @@ from pcspec.model.cache import CacheEntry, PromptCache
 from pcspec.model.checkpoint import Checkpoint, Prompt
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.context import Context
+from pcspec.model.design import Design
 from pcspec.model.heap import Buffer, Faults, Heap
 from pcspec.model.memory import SeqMemory
 from pcspec.model.server import Cancel, Crash, Server, SlotAction
 from pcspec.model.slot import Slot, SlotState, Task
 from pcspec.model.swa_ring import Stream, SwaCache
-from pcspec.model.variants import Variant
 
 VARIABLES: dict[type, dict[str, str]] = {
     Server: {
         "cfg": "the flags and sizes the process runs with (a restart may change some)",
-        "variant": "the design under test: the seams (constant)",
+        "design": "the design under test: its extension points and its rule set (constant)",
         "heap": "the symbolic heap: every live buffer, the event log, the armed faults",
         "ctx_tgt": "the target context (llama_context)",
         "ctx_dft": "the draft context, or None (speculative decoding off)",
@@ -145,7 +145,7 @@ VARIABLES: dict[type, dict[str, str]] = {
     },
     PromptCache: {
         "cfg": "the flags (the process's)",
-        "variant": "the design (its accounting, sharing and save seams)",
+        "design": "the design (its accounting, eviction and save points)",
         "heap": "the heap it allocates from",
         "entries": "server_prompt_cache::states, oldest first",
         "limit_size": "the byte limit (0: none); a bad_alloc may lower it",
@@ -392,8 +392,8 @@ def type_invariant(srv: Server) -> list[str]:
     """TypeOK: every variable of the state reachable from ``srv`` is declared and of its type
     and range (the messages name each one that is not)."""
     out: list[str] = list(_declared(srv, "server"))
-    if not isinstance(srv.cfg, Config) or not isinstance(srv.variant, Variant):
-        out.append("server: cfg must be a Config and variant a Variant")
+    if not isinstance(srv.cfg, Config) or not isinstance(srv.design, Design):
+        out.append("server: cfg must be a Config and design a Design")
         return out
     out += _heap(srv.heap)
     live = srv.heap.live if isinstance(srv.heap, Heap) else {}

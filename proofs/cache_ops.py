@@ -21,10 +21,11 @@ from dataclasses import dataclass, field, replace
 
 import z3
 
-from pcspec.model.variants import AllocScope, Sharing, Variant
+from pcspec.model.design import AllocScope, Sharing
 from pcspec.proofs import rules
 from pcspec.proofs.build import Build, Term
 from pcspec.proofs.cache_state import Cache, Holdings, accounted, holdings, object_refs, size
+from pcspec.proofs.encoded import Encoded
 
 # Fault sites of a save (pcspec.model.heap.Faults.SITES), by code; 0 is no fault.
 FAULTS = ("none", "save.alloc.main", "save.alloc.drft", "save.alloc.entry", "save.read.tgt", "save.read.dft")
@@ -106,7 +107,7 @@ def _evictions(popped: list[Term], h: Holdings, extra: Term, limit: Term) -> lis
     return [Eviction(p, h.uniq[i] + extra, limit) for i, p in enumerate(popped)]
 
 
-def update(b: Build, name: str, v: Variant, c: Cache, when: Term | None = None) -> tuple[Cache, list[Eviction]]:
+def update(b: Build, name: str, v: Encoded, c: Cache, when: Term | None = None) -> tuple[Cache, list[Eviction]]:
     """server_prompt_cache::update, its byte loop (FIFO while ``size() > limit_size``).
     ``when`` guards the whole call (it runs inside a save only after a bad_alloc)."""
     h = holdings(b, name + ".pre", c)
@@ -142,7 +143,7 @@ def clear_main(b: Build, name: str, c: Cache) -> Cache:
     return post
 
 
-def _bad_alloc(b: Build, name: str, v: Variant, c: Cache, bad: Term) -> tuple[Cache, list[Eviction]]:
+def _bad_alloc(b: Build, name: str, v: Encoded, c: Cache, bad: Term) -> tuple[Cache, list[Eviction]]:
     """alloc's ``catch (std::bad_alloc)``: with the shrink seam, ``limit_size = 0.4 * size()``
     for good, then ``update()``."""
     if not v.shrink_limit_on_bad_alloc:
@@ -152,7 +153,7 @@ def _bad_alloc(b: Build, name: str, v: Variant, c: Cache, bad: Term) -> tuple[Ca
     return update(b, name + ".update", v, c, bad)
 
 
-def _candidate_size(b: Build, name: str, v: Variant, c: Cache, cand: Candidate, h: Holdings) -> Term:
+def _candidate_size(b: Build, name: str, v: Encoded, c: Cache, cand: Candidate, h: Holdings) -> Term:
     """PromptCache.candidate_size: the new entry as this accounting counts it."""
     data = cand.tgt + cand.dft
     if v.accounting == "per_holder":
@@ -164,7 +165,7 @@ def _candidate_size(b: Build, name: str, v: Variant, c: Cache, cand: Candidate, 
     return b.int(name + ".new_size", data + b.sum(parts))
 
 
-def save(b: Build, name: str, v: Variant, c: Cache, cand: Candidate, at: int) -> Saved:
+def save(b: Build, name: str, v: Encoded, c: Cache, cand: Candidate, at: int) -> Saved:
     """server_slot::prompt_save into a cache whose position ``at`` is free and after every
     present entry (the caller asserts it)."""
     deep = v.sharing == Sharing.DEEP_COPY

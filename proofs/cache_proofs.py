@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import z3
 
-from pcspec.model.variants import Variant
 from pcspec.proofs import cache_ops as co
 from pcspec.proofs import cache_props as cp
 from pcspec.proofs.build import Build, Term
 from pcspec.proofs.cache_state import Cache, empty, fresh, well_formed
+from pcspec.proofs.encoded import Encoded
 from pcspec.proofs.query import Query, claim, lemma
 
 
@@ -45,7 +45,7 @@ class Outcome:
     crash: Term
 
 
-Holds = Callable[[Build, Variant, Outcome], Term]
+Holds = Callable[[Build, Encoded, Outcome], Term]
 Hypothesis = Callable[[Build, Cache], Term]
 
 
@@ -57,13 +57,13 @@ def _candidate(b: Build, n: int) -> co.Candidate:
     return cand
 
 
-def operations(v: Variant) -> tuple[str, ...]:
+def operations(v: Encoded) -> tuple[str, ...]:
     """The operations that change the cache: a save, ``update``, any removal, and -- only
     where failed loads are not contained -- the C++ load that clears an entry's main state."""
     return ("save", "update", "remove") if v.contain_failures else ("save", "update", "remove", "clear_main")
 
 
-def _apply(b: Build, v: Variant, op: str, pre: Cache) -> Outcome:
+def _apply(b: Build, v: Encoded, op: str, pre: Cache) -> Outcome:
     if op == "save":
         s = co.save(b, "save", v, pre, _candidate(b, pre.n), pre.n - 1)
         return Outcome(pre, s.post, s, s.evictions, s.crash)
@@ -75,21 +75,21 @@ def _apply(b: Build, v: Variant, op: str, pre: Cache) -> Outcome:
     return Outcome(pre, co.clear_main(b, "clear_main", pre), None, [], b.false)
 
 
-def _pre(b: Build, v: Variant, bounds: Bounds) -> Cache:
+def _pre(b: Build, v: Encoded, bounds: Bounds) -> Cache:
     pre = fresh(b, "pre", bounds.n, bounds.k)
     b.assume(well_formed(b, v, pre), z3.Not(pre.present[bounds.n - 1]))  # room at the back
     return pre
 
 
 @functools.lru_cache(maxsize=64)
-def _operation(v: Variant, op: str, bounds: Bounds) -> tuple[Build, Outcome]:
+def _operation(v: Encoded, op: str, bounds: Bounds) -> tuple[Build, Outcome]:
     """One operation on a free cache, built once for every claim about it."""
     b = Build(f"{v.name} {op} ({bounds.n} entries, {bounds.k} checkpoints)")
     return b, _apply(b, v, op, _pre(b, v, bounds))
 
 
 @functools.lru_cache(maxsize=64)
-def _lemma(v: Variant, op: str, bounds: Bounds) -> Query | None:
+def _lemma(v: Encoded, op: str, bounds: Bounds) -> Query | None:
     def build() -> Build:
         b = Build(f"{v.name} lemma {op} ({bounds.n} entries, {bounds.k} checkpoints)", lemma_mode=True)
         _apply(b, v, op, _pre(b, v, bounds))
@@ -99,7 +99,7 @@ def _lemma(v: Variant, op: str, bounds: Bounds) -> Query | None:
 
 
 def queries(
-    v: Variant,
+    v: Encoded,
     bounds: Bounds,
     holds: Holds,
     ops: tuple[str, ...],
@@ -149,15 +149,15 @@ def queries(
 # -- the obligations' claims ------------------------------------------------------------------
 
 
-def rb1(v: Variant, bounds: Bounds) -> list[Query]:
+def rb1(v: Encoded, bounds: Bounds) -> list[Query]:
     return queries(v, bounds, lambda b, v_, o: cp.no_partial_entry(b, o.post), operations(v), cp.no_partial_entry)
 
 
-def rb2(v: Variant, bounds: Bounds) -> list[Query]:
+def rb2(v: Encoded, bounds: Bounds) -> list[Query]:
     return queries(v, bounds, lambda b, v_, o: cp.failed_save_changes_nothing(b, o.pre, o.saved), ("save",))  # type: ignore[arg-type]
 
 
-def rb3(v: Variant, bounds: Bounds) -> list[Query]:
+def rb3(v: Encoded, bounds: Bounds) -> list[Query]:
     return queries(
         v,
         bounds,
@@ -168,7 +168,7 @@ def rb3(v: Variant, bounds: Bounds) -> list[Query]:
     )
 
 
-def acc1(v: Variant, bounds: Bounds) -> list[Query]:
+def acc1(v: Encoded, bounds: Bounds) -> list[Query]:
     """ACC-1 is a property of a state, not of a step: accounted and unique bytes are both
     functions of the cache. One query over every cache of the design's shape (reachable or
     not) covers every state any operation can leave."""
@@ -182,16 +182,16 @@ def acc1(v: Variant, bounds: Bounds) -> list[Query]:
     return [claim("every-state", state)]
 
 
-def acc2(v: Variant, bounds: Bounds) -> list[Query]:
+def acc2(v: Encoded, bounds: Bounds) -> list[Query]:
     return queries(v, bounds, lambda b, v_, o: cp.reject_iff_oversize(b, o.saved, o.pre.limit), ("save",))  # type: ignore[arg-type]
 
 
-def acc3(v: Variant, bounds: Bounds) -> list[Query]:
+def acc3(v: Encoded, bounds: Bounds) -> list[Query]:
     return queries(v, bounds, lambda b, v_, o: cp.minimal_eviction(b, o.evictions), ("save", "update"))
 
 
-def limit1(v: Variant, bounds: Bounds) -> list[Query]:
-    def holds(b: Build, v_: Variant, o: Outcome) -> Term:
+def limit1(v: Encoded, bounds: Bounds) -> list[Query]:
+    def holds(b: Build, v_: Encoded, o: Outcome) -> Term:
         after = cp.within_limit(b, "post", o.post)
         return after if o.saved is None else z3.And(after, cp.within_limit_at_publish(b, o.saved))
 

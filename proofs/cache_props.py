@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import z3
 
-from pcspec.model.variants import Variant
 from pcspec.proofs.build import Build, Term
 from pcspec.proofs.cache_ops import Eviction, Saved
 from pcspec.proofs.cache_state import Cache, accounted, holdings
+from pcspec.proofs.encoded import Encoded
 
 
 def no_partial_entry(b: Build, c: Cache) -> Term:
@@ -32,7 +32,7 @@ def alloc_failure_contained(b: Build, s: Saved) -> Term:
     return z3.Not(s.crash)
 
 
-def accounted_equals_unique(b: Build, name: str, v: Variant, c: Cache) -> Term:
+def accounted_equals_unique(b: Build, name: str, v: Encoded, c: Cache) -> Term:
     """ACC-1 (accounting.acc1_accounted_equals_unique)."""
     h = holdings(b, name + ".acc1", c)
     return b.sum(accounted(b, name + ".acc1", v, c, h)) == h.uniq[0]

@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 
 import z3
 
-from pcspec.model.variants import Accounting, Sharing, Variant
+from pcspec.model.design import Sharing
 from pcspec.proofs.build import Build, Term
+from pcspec.proofs.encoded import Encoded
 
 
 @dataclass
@@ -68,7 +69,7 @@ def fresh(b: Build, name: str, n: int, k: int) -> Cache:
     return c
 
 
-def well_formed(b: Build, v: Variant, c: Cache) -> Term:
+def well_formed(b: Build, v: Encoded, c: Cache) -> Term:
     """What every cache of this design satisfies by construction: deep copies are private,
     shared checkpoints are never private bytes."""
     if v.sharing == Sharing.DEEP_COPY:
@@ -148,7 +149,7 @@ def unique(b: Build, name: str, c: Cache) -> Term:
 # -- what the cache counts (the accounting seam) --------------------------------------------
 
 
-def object_refs(b: Build, v: Variant, c: Cache, k: int) -> Term:
+def object_refs(b: Build, v: Encoded, c: Cache, k: int) -> Term:
     """``ck.refs`` of checkpoint k's object: its holders under ``shared_object``; otherwise
     every holder has an object of its own."""
     if v.sharing != Sharing.SHARED_OBJECT:
@@ -156,7 +157,7 @@ def object_refs(b: Build, v: Variant, c: Cache, k: int) -> Term:
     return z3.If(c.slot[k], 1, 0) + b.sum([z3.If(z3.And(c.present[i], c.refs[i][k]), 1, 0) for i in range(c.n)])
 
 
-def accounted(b: Build, name: str, v: Variant, c: Cache, h: Holdings) -> list[Term]:
+def accounted(b: Build, name: str, v: Encoded, c: Cache, h: Holdings) -> list[Term]:
     """``PromptCache.accounted_sizes(new_bufs)`` with ``new_bufs`` = ``h.seen``: each present
     entry's size as counted (0 for a gap). Unique accounting counts, for each entry, the
     checkpoints no later entry (and not the candidate) holds; per-holder counts all of them;
@@ -170,20 +171,20 @@ def accounted(b: Build, name: str, v: Variant, c: Cache, h: Holdings) -> list[Te
     position; summed, they telescope into "accounted equals unique", which is then linear
     arithmetic. Without them the solver rediscovers it by case splits, exponentially in the
     number of checkpoints."""
-    if v.accounting == Accounting.UNDERCOUNT:
+    if v.accounting == "undercount":
         alone = [b.bool(f"{name}.alone{j}", object_refs(b, v, c, j) <= 1) for j in range(c.k)]
     cells: list[list[Term]] = []
     for i in range(c.n):
         row: list[Term] = []
         for j in range(c.k):
             counted = z3.And(c.present[i], c.refs[i][j])
-            if v.accounting == Accounting.UNIQUE:
+            if v.accounting == "unique":
                 counted = z3.And(counted, z3.Not(h.held[i + 1][j]))
-            elif v.accounting == Accounting.UNDERCOUNT:
+            elif v.accounting == "undercount":
                 counted = z3.And(counted, alone[j])
             row.append(b.int(f"{name}.cell{i}_{j}", z3.If(counted, c.size[j], 0)))
         cells.append(row)
-    if v.accounting == Accounting.UNIQUE:
+    if v.accounting == "unique":
         for j in range(c.k):
             once = [
                 b.int(f"{name}.once{i}_{j}", z3.If(z3.And(h.held[i][j], z3.Not(h.seen[j])), c.size[j], 0))
@@ -195,6 +196,6 @@ def accounted(b: Build, name: str, v: Variant, c: Cache, h: Holdings) -> list[Te
     return [b.int(f"{name}.acc{i}", z3.If(c.present[i], c.data(i), 0) + b.sum(cells[i])) for i in range(c.n)]
 
 
-def size(b: Build, name: str, v: Variant, c: Cache) -> Term:
+def size(b: Build, name: str, v: Encoded, c: Cache) -> Term:
     """``server_prompt_cache::size()``: the sum of the accounted sizes."""
     return b.int(f"{name}.size", b.sum(accounted(b, name, v, c, holdings(b, name, c))))

@@ -31,8 +31,8 @@ import z3
 
 from pcspec.core.trace import Trace
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
+from pcspec.model.design import Design
 from pcspec.model.server import Server
-from pcspec.model.variants import Variant
 from pcspec.proofs import cache_ops
 from pcspec.proofs.build import Build, Term
 
@@ -174,7 +174,7 @@ def config(plan: Plan) -> Config:
     ).validate()
 
 
-def realize(plan: Plan, variant: Variant) -> Trace:
+def realize(plan: Plan, variant: Design) -> Trace:
     """The plan as a trace of ``pcspec.core.ops``. The prompts depend on where the slot's
     oldest checkpoint is (a fork cuts there), so the trace is written while a model server
     runs it; the trace is then replayed from scratch by the caller, which judges it."""

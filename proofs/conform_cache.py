@@ -24,13 +24,14 @@ from pcspec.model.cache import CacheEntry, PromptCache, lcp
 from pcspec.model.checkpoint import Checkpoint, Prompt, copy_checkpoints, hold
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
 from pcspec.model.context import Context
+from pcspec.model.design import Design, Sharing
 from pcspec.model.heap import Abort, Buffer
 from pcspec.model.memory import Tokens
 from pcspec.model.server import Server
-from pcspec.model.variants import Sharing, Variant
 from pcspec.proofs import cache_ops as co
 from pcspec.proofs.build import Build, Term
 from pcspec.proofs.cache_state import Cache, fresh
+from pcspec.proofs.encoded import encode
 
 N, K = 4, 4  # positions (the last one free for the new entry) and checkpoint payloads
 
@@ -53,7 +54,7 @@ class Staged:
     slot_groups: list[int]
 
 
-def stage(scene: Scene, v: Variant) -> Staged:
+def stage(scene: Scene, v: Design) -> Staged:
     cfg = Config(
         memory=MemoryKind.RECURRENT,
         rs_bytes=scene.rs,
@@ -85,7 +86,7 @@ def stage(scene: Scene, v: Variant) -> Staged:
     return Staged(srv, pool, list(held))
 
 
-def stage_entry(srv: Server, v: Variant, tokens: Tokens, ckpts: list[Checkpoint], filled: bool,
+def stage_entry(srv: Server, v: Design, tokens: Tokens, ckpts: list[Checkpoint], filled: bool,
                 size_of: Callable[[Context], int]) -> None:
     """A cache entry as a save leaves it (both sides stage so): ``ckpts`` copied by the sharing
     seam; per context ``size_of(ctx)`` bytes of the slot's state image (a load of it can
@@ -113,7 +114,7 @@ def _groups(ck: Checkpoint, pool: list[Checkpoint]) -> int | None:
     return None  # a private copy
 
 
-def abstract(st: Staged, at_ids: list[int], v: Variant) -> dict[str, Any]:
+def abstract(st: Staged, at_ids: list[int], v: Design) -> dict[str, Any]:
     """The cache as the encoding's values: ``at_ids[i]`` is the entry id at position ``i``
     (0: a gap)."""
     assert st.srv.cache is not None
@@ -169,8 +170,9 @@ def _fields(c: Cache) -> dict[str, Term]:
 class Relation:
     """One operation's encoding with every input free, checked against many scenes."""
 
-    def __init__(self, v: Variant, op: str) -> None:  # op: "save" | "update" | "remove" | "clear_main"
+    def __init__(self, v: Design, op: str) -> None:  # op: "save" | "update" | "remove" | "clear_main"
         self.v, self.op = v, op
+        self.e = encode(v)[0]  # what the encodings read of the design
         b = self.b = Build(f"conformance {self.op} {self.v.name}")
         c = fresh(b, "pre", N, K)
         b.assume(z3.Not(c.present[N - 1]))
@@ -180,7 +182,7 @@ class Relation:
             cand = co.Candidate(
                 b.int("tgt"), b.int("dft"), [b.bool(f"obs{i}") for i in range(N)], b.bool("contained"), b.int("fault")
             )
-            s = co.save(b, "save", self.v, c, cand, N - 1)
+            s = co.save(b, "save", self.e, c, cand, N - 1)
             post = s.post
             self.inputs = {"tgt": cand.tgt, "dft": cand.dft, "contained": cand.contained, "fault": cand.fault}
             self.inputs.update({f"obs{i}": o for i, o in enumerate(cand.obsolete)})
@@ -188,7 +190,7 @@ class Relation:
             self._evictions(s.evictions[:N], "room")
             self._evictions(s.evictions[N:], "limit_bytes")
         elif self.op == "update":
-            post, evictions = co.update(b, "update", self.v, c)
+            post, evictions = co.update(b, "update", self.e, c)
             self._evictions(evictions, "limit_bytes")
         else:  # which entries go, or lose their main state, is the encoding's free choice: an input
             post = co.remove(b, "remove", c) if self.op == "remove" else co.clear_main(b, "clear_main", c)
@@ -244,7 +246,7 @@ def agreement(s: Any, given: list[Term], want: dict[Any, tuple[Term, Any]]) -> s
 Values = tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]  # pre, inputs, post, outputs
 
 
-def _staged(scene: Scene, v: Variant) -> tuple[Staged, PromptCache, list[int], dict[str, Any]]:
+def _staged(scene: Scene, v: Design) -> tuple[Staged, PromptCache, list[int], dict[str, Any]]:
     """The scene staged, its cache, the entry id at each position (0: a gap) and the pre-state."""
     st = stage(scene, v)
     cache = st.srv.cache
@@ -259,7 +261,7 @@ def _kept(ids: list[int], cache: PromptCache) -> list[int]:
     return [i if i in present else 0 for i in ids]
 
 
-def run_save(scene: Scene, v: Variant) -> Values:
+def run_save(scene: Scene, v: Design) -> Values:
     """The model's save of the scene: (pre, inputs, post, outputs) as the encoding's values."""
     st, cache, ids, pre = _staged(scene, v)
     srv = st.srv
@@ -305,7 +307,7 @@ def _evicted(events: list[ev.Event], ids: list[int], reason: str, key: str) -> d
     return out
 
 
-def run_remove(scene: Scene, v: Variant) -> Values:
+def run_remove(scene: Scene, v: Design) -> Values:
     """The model loads the first entry (a prompt that extends it): on success the entry leaves
     the cache -- a removal; under the C++ designs with the draft load failing, it stays with its
     main state cleared (``clear_main``)."""
@@ -327,7 +329,7 @@ def run_remove(scene: Scene, v: Variant) -> Values:
     return pre, {**gone, **cleared}, post, {}
 
 
-def run_update(scene: Scene, v: Variant) -> Values:
+def run_update(scene: Scene, v: Design) -> Values:
     st, cache, ids, pre = _staged(scene, v)
     start = len(st.srv.heap.events)
     cache.update()

@@ -8,7 +8,7 @@ objects that exist (``Designation`` gives every holder, checkpoint object and bu
 constant of its sort). Ghost arrays (snapshots) are not model state and are not compared.
 The relation, built once per (variant, operation) with free arrays and free parameters,
 must allow exactly the model's post-state at every designated element (judged as the cache side
-judges: ``conform_cache.agreement``). (``drop`` runs the model's private ``processing._erase``:
+judges: ``conform_cache.agreement``). (``drop`` runs the model's private ``processing.erase_checkpoint``:
 the one place every single erasure goes through.)
 """
 
@@ -24,14 +24,15 @@ from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry
 from pcspec.model.checkpoint import Checkpoint, hold
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.design import Design, Sharing
 from pcspec.model.heap import Abort, Buffer
-from pcspec.model.processing import _erase, create_checkpoint
+from pcspec.model.processing import create_checkpoint, erase_checkpoint
 from pcspec.model.server import Server
 from pcspec.model.slot import Task
-from pcspec.model.variants import Sharing, Variant
 from pcspec.proofs import world_ops as ops
 from pcspec.proofs.build import Build, Term
 from pcspec.proofs.conform_cache import agreement, stage_entry
+from pcspec.proofs.encoded import encode
 from pcspec.proofs.world import World, fresh, sorts
 
 NH, NC, NB = 5, 14, 24  # designated holders, checkpoint objects, buffers
@@ -57,7 +58,7 @@ class WorldScene:
 # -- the concrete side -------------------------------------------------------------------------
 
 
-def stage(scene: WorldScene, v: Variant) -> Server:
+def stage(scene: WorldScene, v: Design) -> Server:
     cfg = Config(
         memory=MemoryKind.RECURRENT,
         rs_bytes=32,
@@ -85,7 +86,7 @@ def stage(scene: WorldScene, v: Variant) -> Server:
     return srv
 
 
-def _ckpt(srv: Server, v: Variant, n_tokens: int) -> Checkpoint:
+def _ckpt(srv: Server, v: Design, n_tokens: int) -> Checkpoint:
     heap = srv.heap
     ck = Checkpoint(heap.new_id(), n_tokens, 0, n_tokens - 1, n_tokens - 1)
     ck.tgt = heap.allocate(48, "ckpt_tgt", v.zero_init)
@@ -170,8 +171,9 @@ def _buf(vals: dict[tuple[Any, ...], Any], d: Designation, buf: Buffer) -> None:
 class Relation:
     """One world operation with free pre-state and parameters (see the module docstring)."""
 
-    def __init__(self, v: Variant, op: str) -> None:
+    def __init__(self, v: Design, op: str) -> None:
         self.v, self.op = v, op
+        self.e = encode(v)[0]  # what the encodings read of the design
         b = self.b = Build(f"world conformance {op} {v.name}")
         so = self.so = sorts(b)
         self.H = [b.const(f"H{i}", so.H) for i in range(NH)]
@@ -197,20 +199,21 @@ class Relation:
         if op in ("create", "create_short"):
             meta = self.params["meta"] = b.int("meta")
             w = ops.create(
-                b, v, w, h("s"), c("c"), buf("buf"), meta, op == "create", c("victim"), flag("has_victim")
+                b, self.e, w, h("s"), c("c"), buf("buf"), meta, op == "create", c("victim"), flag("has_victim")
             ).world
         elif op == "save":
             w = ops.entry_build(
-                b, v, so, w, h("s"), h("e"), buf("mb"), buf("db"), flag("has_drft"), flag("ok_main"), flag("ok_drft")
+                b, self.e, so, w, h("s"), h("e"), buf("mb"), buf("db"), flag("has_drft"), flag("ok_main"),
+                flag("ok_drft"),
             ).world
             if v.sharing != Sharing.SHARED_OBJECT:
                 for i in range(COPIES):
                     w = ops.entry_copy(
-                        b, v, w, h("s"), h("e"), c(f"src{i}"), c(f"copy{i}"), buf(f"xb{i}"), when=flag(f"do{i}")
+                        b, self.e, w, h("s"), h("e"), c(f"src{i}"), c(f"copy{i}"), buf(f"xb{i}"), when=flag(f"do{i}")
                     ).world
-            w = ops.entry_publish(b, v, so, w, h("e")).world
+            w = ops.entry_publish(b, self.e, so, w, h("e")).world
         elif op == "load":
-            did = ops.load(b, v, so, w, h("e"), h("s"), flag("fail_tgt"), flag("fail_dft"))
+            did = ops.load(b, self.e, so, w, h("e"), h("s"), flag("fail_tgt"), flag("fail_dft"))
             w, read_flag = did.world, did.unwritten_read
         elif op == "drop":
             w = ops.drop(b, w, h("s"), c("c")).world
@@ -257,7 +260,7 @@ class Relation:
 
 
 def run(
-    scene: WorldScene, v: Variant, op: str
+    scene: WorldScene, v: Design, op: str
 ) -> tuple[dict[tuple[Any, ...], Any], dict[str, Any], dict[tuple[Any, ...], Any], bool, bool]:
     """(pre, params, post, unwritten read, crash) of the model running ``op`` on the scene."""
     srv = stage(scene, v)
@@ -328,7 +331,7 @@ def _save(srv: Server, scene: WorldScene, d: Designation, params: dict[str, Any]
     params["has_drft"] = scene.draft
     params["ok_main"] = scene.fault != "save.read.tgt"
     params["ok_drft"] = scene.fault != "save.read.dft"
-    if srv.variant.sharing != Sharing.SHARED_OBJECT:
+    if srv.design.sharing != Sharing.SHARED_OBJECT:
         copies = created[0].prompt.checkpoints if created else []  # a dropped entry's are gone
         copied = [bid for bid, role in allocs if role not in ("main", "drft")]
         for i in range(COPIES):
@@ -362,7 +365,7 @@ def _drop(srv: Server, scene: WorldScene, d: Designation, params: dict[str, Any]
     ck = slot.prompt.checkpoints[-1]
     params["c"] = d.c(ck)
     slot.task = Task(7, slot.prompt.tokens)
-    _erase(srv, slot, ck, "invalidated")
+    erase_checkpoint(srv, slot, ck, "invalidated")
     return False
 
 

@@ -1,10 +1,12 @@
 """The proof obligations: the four families of the mission, each tied to catalogue IDs.
 
-An obligation states a claim and its scope, and gives two things for any variant: the
-queries whose ``unsat`` proves the claim (``prove``), and the bounded search for a
-counterexample on the canvas (``search``), whose finds are replayed in the model against
-``target``. ``OBLIGATIONS`` is the suite; ``pcspec.proofs.pairs`` decides which variants
-each runs against and what to expect.
+An obligation states a claim and its scope, and gives two things for any design the
+encodings can say (``pcspec.proofs.encoded``): the queries whose ``unsat`` proves the claim
+(``prove``), and the bounded search for a counterexample on the canvas (``search``), whose
+finds are replayed in the model against ``target``. It also names the extension points its
+proof does not depend on (``abstracts``); code the encodings do not know anywhere else makes
+its answer ``not covered``. ``OBLIGATIONS`` is the suite; ``pcspec.proofs.pairs`` decides
+which designs each runs against and what to expect.
 """
 
 from __future__ import annotations
@@ -12,16 +14,35 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pcspec.model.variants import Variant
 from pcspec.proofs import cache_proofs, search_cache, search_world, setsum, world_proofs
 from pcspec.proofs import world_props as wp
 from pcspec.proofs.build import Build, Term
 from pcspec.proofs.cache_proofs import Bounds
 from pcspec.proofs.canvas import Controls
+from pcspec.proofs.encoded import Encoded
 from pcspec.proofs.query import Query
 
-Prove = Callable[[Variant, Bounds], list[Query]]
-Search = Callable[[Variant, int], tuple[Build, Term, Controls]]
+Prove = Callable[[Encoded, Bounds], list[Query]]
+Search = Callable[[Encoded, int], tuple[Build, Term, Controls]]
+
+# The points every proof lets decide anything: the world's operations (create, drop, clear, save,
+# load, evict) and the cache's (save, update, remove) are taken in any order on any object, so
+# which slot a task takes, where a fill breaks, which checkpoints a sweep, the cap or an
+# invalidation drops, which one a prompt start restores, which entry a load takes, what a slot
+# file's restore refuses: all of it is one of the orders the proofs cover, provided these points
+# only decide (a decision point returns a value; a choice point reads the state and returns one).
+CHOOSING = frozenset({
+    "update_cache_on_select", "load_baseline", "load_select", "breaks_at_user_message", "tail_breaks",
+    "sweep_too_close", "cap_evictions", "pos_min_threshold", "restore_choice", "invalidated", "appendix_cap",
+    "bytes_reported", "file_restore_refuses", "file_checkpoint_refused", "cache_update_busy_slot",
+    "get_available_slot", "checkpoint_pos_min",
+})
+# ... and, for the world's obligations (which hold for any cache contents), which entries make
+# room, which the limits evict, what is over the limit, how entries are counted and the limit
+# after a bad_alloc: the world's evict takes any entry at any time.
+CACHE_DECISIONS = frozenset({
+    "is_oversize", "make_room", "update_evictions", "limit_after_bad_alloc", "entry_sizes", "candidate_size",
+})
 
 UNBOUNDED = "unbounded: any number of slots, entries, checkpoints and buffers (uninterpreted sorts)"
 
@@ -36,6 +57,13 @@ class Obligation:
     prove: Prove
     search: Search
     target: str  # the property a counterexample must violate in the model
+    # The extension points whose every behaviour the proof covers (``CHOOSING`` and more).
+    abstracts: frozenset[str] = CHOOSING
+
+    def not_covered(self, unknown: dict[str, str]) -> dict[str, str]:
+        """Of the points where a design runs code the encodings do not know (``encode``), those
+        this obligation's proof depends on: point -> the class that defines it."""
+        return {p: where for p, where in unknown.items() if p not in self.abstracts}
 
     def scope_text(self, bounds: Bounds) -> str:
         return self.scope.replace("{bounds}", bounds.describe())
@@ -48,19 +76,22 @@ def _world_obligation(
     objects by an inductive invariant ``inv`` (with ``reads``: that no read meets an unwritten
     byte), searched for on the canvas of the world operations."""
 
-    def prove(v: Variant, bounds: Bounds) -> list[Query]:
+    def prove(v: Encoded, bounds: Bounds) -> list[Query]:
         qs = world_proofs.invariant(v, inv, prop)
         return qs + world_proofs.reads(v, inv) if reads else qs
 
-    return Obligation(pid, (pid,), family, claim, UNBOUNDED, prove, lambda v, d: search_world.build(v, pid, d), pid)
+    return Obligation(pid, (pid,), family, claim, UNBOUNDED, prove, lambda v, n: search_world.build(v, pid, n), pid,
+                      CHOOSING | CACHE_DECISIONS | {"kept_checkpoint"})
 
 
 def _cache_obligation(
-    pid: str, family: str, claim: str, prove: Prove, id: str | None = None, scope: str = "{bounds}"
+    pid: str, family: str, claim: str, prove: Prove, id: str | None = None, scope: str = "{bounds}",
+    abstracts: frozenset[str] = CHOOSING,
 ) -> Obligation:
     """An obligation of the bounded cache encoding about property ``pid`` (``id``: its own name
     when another obligation has the property's), searched for on the canvas of saves and updates."""
-    return Obligation(id or pid, (pid,), family, claim, scope, prove, lambda v, d: search_cache.build(v, pid, d), pid)
+    return Obligation(id or pid, (pid,), family, claim, scope, prove, lambda v, n: search_cache.build(v, pid, n), pid,
+                      abstracts | {"kept_checkpoint", "reuse_payload"})
 
 
 OBLIGATIONS: tuple[Obligation, ...] = (
@@ -125,6 +156,7 @@ OBLIGATIONS: tuple[Obligation, ...] = (
         "In every cache of the design's shape -- so after any save, update or removal -- the bytes the "
         "cache accounts equal its unique bytes.",
         cache_proofs.acc1,
+        abstracts=CHOOSING | {"is_oversize", "make_room", "update_evictions", "limit_after_bad_alloc"},
     ),
     _cache_obligation(
         "ACC-1",
@@ -134,6 +166,7 @@ OBLIGATIONS: tuple[Obligation, ...] = (
         lambda v, bounds: setsum.queries(v),
         id="ACC-1/unbounded",
         scope="unbounded: any number of entries and buffers; bytes of a set axiomatized as a set sum",
+        abstracts=CHOOSING | {"is_oversize", "make_room", "update_evictions", "limit_after_bad_alloc"},
     ),
     _cache_obligation(
         "ACC-2",

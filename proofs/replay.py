@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pcspec.core.trace import Trace
-from pcspec.model.variants import Variant
+from pcspec.model.design import Design
 from pcspec.proofs.canvas import Plan, realize
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import replay
@@ -24,7 +24,7 @@ class Replayed:
     message: str
 
 
-def replay_plan(plan: Plan, variant: Variant, pid: str) -> Replayed:
+def replay_plan(plan: Plan, variant: Design, pid: str) -> Replayed:
     trace = realize(plan, variant)
     hits = [v for v in replay(trace, [get_property(pid)]).violations if v.property == pid]
     if not hits:

@@ -7,7 +7,9 @@ so it proves nothing either way. *Search*: the canvas search at depth 1, 2, ... 
 replay with the same property violated. Which runs first follows the expectation (the
 search for a paired buggy variant, the proof otherwise), only to save time: a result is
 what its own procedure showed, and an unknown (a timeout, a ``sat`` lemma, nothing found
-and nothing proved) is never a pass.
+and nothing proved) is never a pass. Nor is ``not covered``: a design that runs code the
+encodings do not know at a point the obligation depends on (``pcspec.proofs.encoded``) gets no
+proof; only a counterexample the search finds and the model replays with the design itself.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 from pcspec.core.trace import Trace
 from pcspec.proofs.cache_proofs import Bounds
 from pcspec.proofs.canvas import Plan
-from pcspec.proofs.pairs import COUNTEREXAMPLE, PROVED, UNKNOWN, Pair
+from pcspec.proofs.encoded import encode
+from pcspec.proofs.pairs import COUNTEREXAMPLE, NOT_COVERED, PROVED, UNKNOWN, Pair
 from pcspec.proofs.query import Query
 from pcspec.proofs.replay import replay_plan
 from pcspec.proofs.solver import Answer, Settings, solve_blocks
@@ -52,7 +55,7 @@ class Row:
     properties: list[str]
     variant: str
     scope: str
-    result: str  # proved | counterexample | unknown
+    result: str  # proved | counterexample | unknown | not covered
     seconds: float  # solver time of this row's queries
     wall: float  # building, solving, replaying
     replayed: bool | None
@@ -64,7 +67,7 @@ class Row:
 
     @property
     def ok(self) -> bool:
-        if self.result == UNKNOWN:
+        if self.result in (UNKNOWN, NOT_COVERED):
             return False
         if self.result == COUNTEREXAMPLE and not self.replayed:
             return False
@@ -111,7 +114,7 @@ class Runner:
     def prove(self, pair: Pair) -> tuple[str, str, float, int]:
         """(result, detail, solver seconds, queries)."""
         total, n = 0.0, 0
-        for q in pair.obligation.prove(pair.variant, self.cfg.bounds):
+        for q in pair.obligation.prove(encode(pair.variant)[0], self.cfg.bounds):
             ans, dt = self._solve(pair, q.name, q.blocks())
             total, n = total + dt, n + 1
             if ans.status == "sat":
@@ -126,7 +129,7 @@ class Runner:
         """(result, detail, solver seconds, queries, plan) -- the plan of a find."""
         total = 0.0
         for depth in range(1, self.cfg.depth + 1):
-            b, goal, _ = pair.obligation.search(pair.variant, depth)
+            b, goal, _ = pair.obligation.search(encode(pair.variant)[0], depth)
             ans, dt = self._solve(pair, f"search{depth}", [b.smt2(goal)], want_model=True)
             total += dt
             if ans.status == "sat":
@@ -144,6 +147,17 @@ class Runner:
         row = Row(
             ob.id, list(ob.properties), v.name, ob.scope_text(self.cfg.bounds), UNKNOWN, 0.0, 0.0, None, pair.expected
         )
+        missing = ob.not_covered(encode(v)[1])
+        if missing:
+            # No proof of code the encodings do not know; a counterexample still counts if the
+            # model, running the design itself, replays it.
+            self._search_step(pair, row)
+            if row.result != COUNTEREXAMPLE or not row.replayed:
+                row.result, row.replayed, row.trace, row.trace_path = NOT_COVERED, None, None, None
+                row.scope = "the design's own code at " + ", ".join(missing)
+                row.detail = "not covered: " + "; ".join(f"{p} ({where})" for p, where in missing.items())
+            row.wall = time.perf_counter() - t0
+            return row
         notes: list[str] = []
         for step in steps:
             step(pair, row)

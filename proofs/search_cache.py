@@ -14,17 +14,17 @@ from dataclasses import replace
 
 import z3
 
-from pcspec.model.variants import Variant
 from pcspec.proofs import cache_props as cp
 from pcspec.proofs.build import Build, Term
 from pcspec.proofs.cache_ops import Candidate, Eviction, Saved, save, update
 from pcspec.proofs.cache_state import Cache, empty
 from pcspec.proofs.canvas import EXTEND, FORK, NEW, Controls, ancestry, controls
+from pcspec.proofs.encoded import Encoded
 from pcspec.properties.catalogue import get_property
 
 # What each property judges of one request: (the cache before, the save, the cache after
 # the update, the update's evictions) -> "it holds".
-Judge = Callable[[Build, Variant, Cache, Saved, Cache, list[Eviction]], Term]
+Judge = Callable[[Build, Encoded, Cache, Saved, Cache, list[Eviction]], Term]
 
 JUDGES: dict[str, Judge] = {
     "RB-1": lambda b, v, pre, s, post, ev: z3.And(cp.no_partial_entry(b, s.post), cp.no_partial_entry(b, post)),
@@ -41,7 +41,7 @@ JUDGES: dict[str, Judge] = {
 }
 
 
-def build(v: Variant, pid: str, depth: int) -> tuple[Build, Term, Controls]:
+def build(v: Encoded, pid: str, depth: int) -> tuple[Build, Term, Controls]:
     """The search of ``depth`` requests after the first, for a violation of ``pid``."""
     b = Build(f"search {pid} {v.name} depth {depth}")
     ctl = controls(b, depth, (NEW, EXTEND, FORK), tuple(range(6)), limit=True, cap=depth + 2)

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 
 import z3
 
-from pcspec.model.variants import Sharing, Variant
+from pcspec.model.design import Sharing
 from pcspec.proofs import world_ops as ops
 from pcspec.proofs import world_props as props
 from pcspec.proofs.build import Build, Term
 from pcspec.proofs.cache_ops import FAULTS
 from pcspec.proofs.canvas import BACK, EXTEND, FORK, LOAD_DFT, LOAD_TGT, NEW, Controls, ancestry, controls
+from pcspec.proofs.encoded import Encoded
 from pcspec.proofs.world import Sorts, World, initial, sorts
 
 READ_TGT, READ_DFT = FAULTS.index("save.read.tgt"), FAULTS.index("save.read.dft")
@@ -66,7 +67,7 @@ CHECKS: dict[str, Check] = {
 }
 
 
-def build(v: Variant, pid: str, depth: int) -> tuple[Build, Term, Controls]:
+def build(v: Encoded, pid: str, depth: int) -> tuple[Build, Term, Controls]:
     b = Build(f"search {pid} {v.name} depth {depth}")
     so = sorts(b)
     ctl = controls(
@@ -106,7 +107,7 @@ def build(v: Variant, pid: str, depth: int) -> tuple[Build, Term, Controls]:
 
 def _save(
     b: Build,
-    v: Variant,
+    v: Encoded,
     so: Sorts,
     o: _Objects,
     w: World,
@@ -142,7 +143,7 @@ def _save(
 
 def _back(
     b: Build,
-    v: Variant,
+    v: Encoded,
     so: Sorts,
     ctl: Controls,
     w: World,
@@ -167,7 +168,7 @@ def _back(
 
 def _process(
     b: Build,
-    v: Variant,
+    v: Encoded,
     so: Sorts,
     o: _Objects,
     ctl: Controls,

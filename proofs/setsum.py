@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import z3
 
-from pcspec.model.variants import Accounting, Variant
 from pcspec.proofs.build import Build, Term
+from pcspec.proofs.encoded import Encoded
 from pcspec.proofs.query import Query, claim
 
 
@@ -57,14 +57,14 @@ def _sets(b: Build) -> _Sets:
     return s
 
 
-def _gain(v: Variant, s: _Sets, entry: Term, seen: Term) -> Term:
-    if v.accounting == Accounting.UNIQUE:
+def _gain(v: Encoded, s: _Sets, entry: Term, seen: Term) -> Term:
+    if v.accounting == "unique":
         return s.bytes(s.minus(entry, seen))
     return s.bytes(entry)
 
 
-def queries(v: Variant) -> list[Query]:
-    if v.accounting not in (Accounting.UNIQUE, Accounting.PER_HOLDER):
+def queries(v: Encoded) -> list[Query]:
+    if v.accounting not in ("unique", "per_holder"):
         return []
 
     def base() -> tuple[Build, Term]:

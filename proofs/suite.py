@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pcspec.model.variants import Variant
+from pcspec.model.design import Design
 from pcspec.proofs.obligations import OBLIGATIONS, Obligation
 from pcspec.proofs.pairs import suite
 from pcspec.proofs.run import Row, RunConfig, Runner, Solved
@@ -36,11 +36,12 @@ class Report:
     @property
     def exit_code(self) -> int:
         """0: every row as expected; 1: a row settled otherwise (or a counterexample that did
-        not replay); 3: nothing contradicts the expectations but some rows are unknown (as
-        ``pcspec verify`` reports a time cap)."""
-        if any(not r.ok and r.result != "unknown" for r in self.rows):
+        not replay); 3: nothing contradicts the expectations but some rows are unknown or not
+        covered (as ``pcspec verify`` reports a time cap)."""
+        open_ = ("unknown", "not covered")
+        if any(not r.ok and r.result not in open_ for r in self.rows):
             return 1
-        return 3 if any(r.result == "unknown" for r in self.rows) or not self.rows else 0
+        return 3 if any(r.result in open_ for r in self.rows) or not self.rows else 0
 
     @property
     def seconds(self) -> float:
@@ -70,7 +71,7 @@ class Report:
 def run_suite(
     cfg: RunConfig,
     obligations: tuple[Obligation, ...] = OBLIGATIONS,
-    variants: list[Variant] | None = None,
+    variants: list[Design] | None = None,
     out: Path | None = None,
     progress: Callable[[Row], None] | None = None,
     only: Sequence[str] | None = None,

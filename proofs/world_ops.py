@@ -22,8 +22,9 @@ from dataclasses import dataclass, fields
 
 import z3
 
-from pcspec.model.variants import Sharing, Variant
+from pcspec.model.design import Sharing
 from pcspec.proofs.build import Build, Term
+from pcspec.proofs.encoded import Encoded
 from pcspec.proofs.world import Sorts, World, initialized
 
 
@@ -94,7 +95,7 @@ def _publish(w: World, c: Term) -> World:
 
 def create(
     b: Build,
-    v: Variant,
+    v: Encoded,
     w: World,
     s: Term,
     c: Term,
@@ -157,7 +158,7 @@ def clear(b: Build, so: Sorts, w: World, s: Term, when: Term | None = None) -> D
 
 def entry_build(
     b: Build,
-    v: Variant,
+    v: Encoded,
     so: Sorts,
     w: World,
     s: Term,
@@ -195,7 +196,7 @@ def entry_build(
 
 
 def entry_copy(
-    b: Build, v: Variant, w: World, s: Term, e: Term, c: Term, x: Term, xb: Term, when: Term | None = None
+    b: Build, v: Encoded, w: World, s: Term, e: Term, c: Term, x: Term, xb: Term, when: Term | None = None
 ) -> Did:
     """The entry's copy of the slot's checkpoint ``c``: a new object ``x`` with the metadata,
     sharing the payload (``shared_payload``) or with a copy of it in ``xb`` (``deep_copy``);
@@ -222,7 +223,7 @@ def entry_copy(
     return Did(_guard(b, when, _publish(y, x), w, pre), b.false)
 
 
-def entry_publish(b: Build, v: Variant, so: Sorts, w: World, e: Term, when: Term | None = None) -> Did:
+def entry_publish(b: Build, v: Encoded, so: Sorts, w: World, e: Term, when: Term | None = None) -> Did:
     """The save ends: the protocol decides. ``transactional`` and ``append_fill_pop`` keep the
     entry only if every data byte was filled; ``append_fill`` keeps it whatever the fill did.
     A kept entry is sealed (IMM-2's snapshot); a dropped one lets go of its list."""
@@ -251,7 +252,7 @@ def entry_publish(b: Build, v: Variant, so: Sorts, w: World, e: Term, when: Term
 
 def load(
     b: Build,
-    v: Variant,
+    v: Encoded,
     so: Sorts,
     w: World,
     e: Term,

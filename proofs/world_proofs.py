@@ -15,21 +15,22 @@ from collections.abc import Callable
 
 import z3
 
-from pcspec.model.variants import Sharing, Variant
+from pcspec.model.design import Sharing
 from pcspec.proofs import world_ops as ops
 from pcspec.proofs.build import Build, Term
+from pcspec.proofs.encoded import Encoded
 from pcspec.proofs.query import Query, claim
 from pcspec.proofs.world import Sorts, World, fresh, initial, sorts
 
 Formula = Callable[[Build, Sorts, World], Term]
 
 
-def operations(v: Variant) -> tuple[str, ...]:
+def operations(v: Encoded) -> tuple[str, ...]:
     copy = () if v.sharing == Sharing.SHARED_OBJECT else ("entry_copy",)
     return ("create", "create_short", "drop", "clear", "entry_build", *copy, "entry_publish", "load", "evict")
 
 
-def _step(b: Build, v: Variant, so: Sorts, w: World, op: str) -> ops.Did:
+def _step(b: Build, v: Encoded, so: Sorts, w: World, op: str) -> ops.Did:
     def h(n: str) -> Term:
         return b.const(n, so.H)
 
@@ -74,7 +75,7 @@ def _step(b: Build, v: Variant, so: Sorts, w: World, op: str) -> ops.Did:
     return ops.file_write(b, w, h("s"), c("c"))
 
 
-def invariant(v: Variant, inv: Formula, prop: Formula) -> list[Query]:
+def invariant(v: Encoded, inv: Formula, prop: Formula) -> list[Query]:
     """``init``, ``implies`` and one query per operation (see the module docstring)."""
 
     def base() -> tuple[Build, Term]:
@@ -103,7 +104,7 @@ def invariant(v: Variant, inv: Formula, prop: Formula) -> list[Query]:
     return out
 
 
-def reads(v: Variant, inv: Formula) -> list[Query]:
+def reads(v: Encoded, inv: Formula) -> list[Query]:
     """UNINIT-2's reads: from a world satisfying ``inv``, none meets an unwritten byte."""
     out = []
     for op in ("load", "restore", "file_write"):

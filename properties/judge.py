@@ -19,8 +19,8 @@ from pcspec.core.results import Finding, violation
 from pcspec.core.shrink import shrink_list, simpler_op
 from pcspec.core.snippet import pytest_snippet
 from pcspec.core.trace import Trace
+from pcspec.model.designs import get_design
 from pcspec.model.server import Server
-from pcspec.model.variants import get_variant
 from pcspec.properties.base import (
     DECODE_STEP_KINDS,
     STORAGE_NEUTRAL_KINDS,
@@ -190,14 +190,14 @@ def first_violation(trace: Trace, pid: str) -> dict[str, Any] | None:
 
 
 def base_violates(trace: Trace, pid: str) -> bool:
-    """Whether the design a mutant is planted in (``Variant.base``) violates ``pid`` on the
+    """Whether the design a mutant is planted in (``Design.base``) violates ``pid`` on the
     trace's operations too: then the violation is not the mutant's doing, and it does not catch
     the mutant. False for a trace of a design (no base). A trace the base cannot replay (an
     operation ill-formed there) counts as violated: nothing shows the mutant caught."""
     if trace.variant.base is None:
         return False
     try:
-        base = replace(trace, variant=get_variant(trace.variant.base), expect=[])
+        base = replace(trace, variant=get_design(trace.variant.base), expect=[])
         return first_violation(base, pid) is not None
     except PcspecError:
         return True

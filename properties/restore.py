@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from pcspec.model import events as ev
 from pcspec.model.checkpoint import Checkpoint
+from pcspec.model.design import Design, runs
 from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.base import events_of, history_of, needs, on_events
@@ -74,7 +75,9 @@ def restore2_restore_choice(srv: Server, events: Sequence[Event]) -> list[str]:
     C++ rule's over the slot's checkpoints and live memory as the prompt start found them."""
     out: list[str] = []
     restores = {(r.slot, r.task): r for r in events_of(events, ev.CkptRestore)}
-    resume_best = srv.variant.resume_best
+    # A design that resumes its own way (fixed's best resume) is held to the restore arithmetic
+    # only; which point it resumes at is REUSE-1's to judge.
+    resume_best = not runs(srv.design, "resume", Design)
     for d, start in zip(events_of(events, ev.PromptStart), history_of(events).starts, strict=True):
         if d.reprocess in _FAULTED:
             continue

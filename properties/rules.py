@@ -9,7 +9,7 @@ Initial configurations are small enough to hit every limit (a byte limit of a fe
 two to four checkpoints, a min step of a few tokens, one to three slots, each memory kind,
 with and without a draft). Requests are chat-like (user-message spans) or raw; prompts are
 new, exact resends, extensions that include the previous reply (as chat clients send them),
-or divergences; some are pinned. Where the build offers them (``Variant.decision_tasks``), some
+or divergences; some are pinned. Where the build offers them (``RuleSet.decision_tasks``), some
 are decision tasks on a conversation (``Fuzz.decide``), alone or several in one request, which
 makes shared-prefix children of them (``Fuzz.decide_group``); a rule a variant's build does not offer is
 not in the engines' tables for it (``only_where``, ``rules_for``). Faults hit every site of
@@ -35,11 +35,11 @@ from pcspec.core.draw import Bool, Choice, Composite, Domain, Draw, Int, Lists
 from pcspec.core.errors import PcspecError
 from pcspec.core.results import Finding
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.design import Design
 from pcspec.model.heap import Faults
 from pcspec.model.processing import sample_token
 from pcspec.model.server import Server
 from pcspec.model.slotfile import field_map, read_slot_file
-from pcspec.model.variants import Variant
 from pcspec.properties import coverage
 from pcspec.properties.base import Property
 from pcspec.properties.catalogue import CATALOGUE
@@ -121,7 +121,7 @@ class Rule:
     # The variants whose server offers what the rule sends (a rule-set field, say): elsewhere
     # the rule is not in the engines' tables at all, so it draws nothing and leaves the other
     # rules' draws, and so those variants' walks, as they were.
-    applies: Callable[[Variant], bool] = lambda _v: True
+    applies: Callable[[Design], bool] = lambda _v: True
 
 
 def rule(**arguments: Domain) -> Callable[[F], F]:
@@ -144,7 +144,7 @@ def precondition(pred: Callable[[Fuzz], bool]) -> Callable[[F], F]:
     return mark
 
 
-def only_where(pred: Callable[[Variant], bool]) -> Callable[[F], F]:
+def only_where(pred: Callable[[Design], bool]) -> Callable[[F], F]:
     """The rule exists only for variants where ``pred`` holds (applied above ``rule``)."""
 
     def mark(f: F) -> F:
@@ -154,7 +154,7 @@ def only_where(pred: Callable[[Variant], bool]) -> Callable[[F], F]:
     return mark
 
 
-def rules_for(variant: Variant) -> tuple[Rule, ...]:
+def rules_for(variant: Design) -> tuple[Rule, ...]:
     """The rules an engine runs on ``variant`` (``RULES`` less those that do not apply)."""
     return tuple(r for r in RULES if r.applies(variant))
 
@@ -187,7 +187,7 @@ class Fuzz:
 
     def __init__(
         self,
-        variant: Variant,
+        variant: Design,
         props: Sequence[Property] = CATALOGUE,
         targets: Iterable[str] = (),
         deadline: float = float("inf"),
@@ -273,7 +273,7 @@ class Fuzz:
         op: dict[str, Any] = {"op": "request", "tokens": list(tokens), "n_predict": self.n_predict}
         if spans:
             op["spans"] = list(spans)
-            if self.variant.spans_from_chat_only:
+            if self.variant.rules.spans_from_chat_only:
                 op["chat"] = True  # only a chat request has spans there (Server.request)
         if pin >= 0:
             op["id_slot"] = pin
@@ -329,7 +329,7 @@ class Fuzz:
         self.do(op)
         self.run()
 
-    @only_where(lambda v: v.decision_tasks)
+    @only_where(lambda v: v.rules.decision_tasks)
     @precondition(_has_conversation)
     @rule(k=CONV, n=Int(0, 8), pin=PIN, fault=FAULT)
     def decide(self, k: int, n: int, pin: int, fault: int) -> None:
@@ -351,7 +351,7 @@ class Fuzz:
             op["id_slot"] = pin
         self.do(op)
 
-    @only_where(lambda v: v.decision_tasks)
+    @only_where(lambda v: v.rules.decision_tasks)
     @precondition(_has_conversation)
     @precondition(_copies_memory)
     @rule(k=CONV, m=Int(2, 3), n=Int(0, 6), fault=FAULT)

@@ -21,9 +21,9 @@ from pcspec.live.process import Flags
 from pcspec.live.schedule import ServerFacts
 from pcspec.model import events as ev
 from pcspec.model.config import MIB, Config, MemoryKind
+from pcspec.model.design import Design
 from pcspec.model.server import Server
 from pcspec.model.slot import TaskType
-from pcspec.model.variants import Variant
 
 TREE = "0c1e570"  # the tree every design's build is made of (pcspec.live.designs)
 # the evictions that free memory (not ``loaded``: a load moves the entry back into the slot)
@@ -63,7 +63,7 @@ def config(w: Workload) -> Config:
     return replace(cfg, host_ram=max(cfg.host_ram, 1 << 50)).validate()
 
 
-def variant(design: str) -> Variant:
+def variant(design: str) -> Design:
     return calibrate.variant(calibrate.design_rules(design, TREE))
 
 

@@ -15,7 +15,7 @@ from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
 from pcspec.engines import campaign
 from pcspec.engines.walker import STEPS
-from pcspec.model.variants import get_variant
+from pcspec.model.designs import get_design
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
 
 
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.seeds is None:
             raise PcspecError("give --seeds A:B (or --merge RECORD...)")
-        spec = campaign.Spec.of(get_variant(args.variant).name, args.property, args.steps, args.keep)
+        spec = campaign.Spec.of(get_design(args.variant).name, args.property, args.steps, args.keep)
         ensure_writable_dir(args.out)
         requested = args.seeds
         cap = args.minutes * 60 if args.minutes else math.inf

@@ -24,7 +24,7 @@ from pcspec.logcheck import TraceWriter, check_log, parse_options
 from pcspec.logcheck.checker import CheckResult
 from pcspec.logcheck.options import CHOICES, with_rules
 from pcspec.logcheck.report import render_plain, render_rich, rules_help, to_json
-from pcspec.model.variants import RULE_SETS
+from pcspec.model.rulesets import RULE_SETS
 
 EXIT_CODES = (
     "exit codes: 0 no deviation; 1 a deviation; 2 bad input (not a readable llama-server log: "

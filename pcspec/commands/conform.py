@@ -21,7 +21,7 @@ from pcspec.conform.report import as_json, cut, text
 from pcspec.conform.run import conform
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
-from pcspec.model.variants import get_variant
+from pcspec.model.designs import get_design
 
 
 def register(sub: Any) -> None:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         return 1 if drift else 0
     if not args.cmd:
         raise PcspecError("--cmd is required (the port to check), or --write-suite / --check-suite")
-    variant = get_variant(args.variant)
+    variant = get_design(args.variant)
     if args.suite is not None and not args.suite.exists():
         raise PcspecError("no such file or folder", f"--suite {args.suite}")
     ensure_writable_dir(args.out, "--out")

@@ -9,7 +9,8 @@ from typing import Any
 from pcspec.commands.progress import plain_lines
 from pcspec.commands.verify import SYMBOL, add_budget_args, budget_of
 from pcspec.core.outdir import ensure_writable_dir
-from pcspec.model.variants import Variant, get_variant
+from pcspec.model.design import Design
+from pcspec.model.designs import get_design
 from pcspec.properties.catalogue import get_property
 from pcspec.tools.user_variant import add_expect_option, add_variant_options, chosen_variant, declared_violations
 from pcspec.tools.verdicts import Matrix, fuzz_variant
@@ -27,7 +28,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     # Everything is checked before the fuzzing starts: a mistake costs no minutes.
     chosen = chosen_variant(args)
-    v = chosen if isinstance(chosen, Variant) else get_variant(chosen or "fixed")
+    v = chosen if isinstance(chosen, Design) else get_design(chosen or "fixed")
     props = [get_property(p).id for p in args.property] if args.property else None
     ref = args.variant_module
     declared = declared_violations(args.expect, [ref] if ref is not None else []).get(ref, frozenset())

@@ -22,7 +22,7 @@ from pcspec.live import calibrate
 from pcspec.live.buildinfo import rules_for_server
 from pcspec.live.designs import DESIGNS, DesignUnavailable, design_of, with_faults
 from pcspec.live.models import KINDS, ensure_model
-from pcspec.model.variants import RULE_SETS, get_rule_set
+from pcspec.model.rulesets import RULE_SETS, get_rule_set
 
 DEFAULT_OUT = Path("pcspec-out") / "live"
 

@@ -13,7 +13,7 @@ from typing import Any
 from pcspec.commands.argtypes import count, positive
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import ensure_writable_dir
-from pcspec.model.variants import get_variant
+from pcspec.model.designs import get_design
 from pcspec.proofs.cache_proofs import Bounds
 from pcspec.proofs.obligations import BY_ID, OBLIGATIONS
 from pcspec.proofs.recheck import Recheck, recheck, require_cvc5
@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
         "--variant-module",
         action="append",
         metavar="MODULE:NAME",
-        help="... or against a Variant of your own: the object NAME in MODULE (repeatable)",
+        help="... or against a Design of your own: the object NAME in MODULE (repeatable)",
     )
     add_expect_option(p)
     add_prove_args(p)
@@ -99,12 +99,14 @@ def print_summary(report: Report, rechecked: list[Recheck] | None = None) -> Non
     proved = sum(r.result == "proved" for r in report.rows)
     found = sum(r.result == "counterexample" for r in report.rows)
     unknown = sum(r.result == "unknown" for r in report.rows)
+    uncovered = sum(r.result == "not covered" for r in report.rows)
     s = report.cfg.settings
     replayed = sum(bool(r.replayed) for r in report.rows)
     print()
     print(
         f"{len(report.rows)} proofs: {proved} proved, {found} counterexample(s) ({replayed} replayed),"
-        f" {unknown} unknown; Z3 {z3_version()} seed {s.seed}, timeout {s.timeout_ms} ms, "
+        f" {unknown} unknown" + (f", {uncovered} not covered" if uncovered else "")
+        + f"; Z3 {z3_version()} seed {s.seed}, timeout {s.timeout_ms} ms, "
         f"{report.seconds:.2f}s solving; bounds: {report.cfg.bounds.describe()}"
     )
     if not version_measured():
@@ -120,7 +122,7 @@ def print_summary(report: Report, rechecked: list[Recheck] | None = None) -> Non
     if report.ok and (rechecked is None or all(c.agrees for c in rechecked)):
         print("OK: every obligation as expected")
     elif report.exit_code == 3:
-        print("UNKNOWN: some obligations were not settled (never a pass): see the lines marked above")
+        print("UNKNOWN: some obligations were not settled or not covered (never a pass): see the lines marked above")
     else:
         print("FAILED: see the lines marked above")
 
@@ -130,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         tuple(BY_ID[o] if o in BY_ID else _unknown(o) for o in args.obligation) if args.obligation else OBLIGATIONS
     )
     mine = [(load_variant(m), m) for m in args.variant_module or []]
-    chosen = [get_variant(n) for n in args.variant or []] + [v for v, _ in mine]
+    chosen = [get_design(n) for n in args.variant or []] + [v for v, _ in mine]
     variants = chosen or None
     by_ref = declared_violations(args.expect, [ref for _, ref in mine])
     declared = {v.name: by_ref[ref] for v, ref in mine}

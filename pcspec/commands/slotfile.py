@@ -33,12 +33,13 @@ from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import check_output_file, write_output
 from pcspec.core.trace import load
 from pcspec.model.config import Config
+from pcspec.model.design import Design
+from pcspec.model.designs import get_design
 from pcspec.model.slot_files import symbolic_state_size
 from pcspec.model.slotfile import HEADER_BYTES, LLAMA_STATE_SEQ_MAGIC, Head, SlotFile, read_head, read_slot_file
 from pcspec.model.state_layout import LAYOUT_VERSIONS, StateLayout
 from pcspec.model.state_reader import parse_state
 from pcspec.model.state_versions import APPENDIX_BUILDS, STATE_SEQ_BUILDS, STATE_SEQ_VERSIONS
-from pcspec.model.variants import Variant, get_variant
 from pcspec.properties.catalogue import BY_ID
 from pcspec.tools.slotfile_writer import Written, from_tokens, from_trace
 from pcspec.tools.state_report import last_position, layout_json, layout_text
@@ -131,7 +132,7 @@ def _write(args: argparse.Namespace) -> int:
     else:
         if args.saved is not None:
             raise PcspecError("--saved goes with --trace", "--saved")
-        variant = chosen if isinstance(chosen, Variant) else get_variant(chosen or "fixed")
+        variant = chosen if isinstance(chosen, Design) else get_design(chosen or "fixed")
         written = from_tokens(args.tokens, _config(args.config), variant, args.slot, args.out.name)
     write_output(args.out, written.data, "OUT")
     # What the file holds, read back; a file the trace damaged (corrupt_file) is written all the

@@ -14,7 +14,7 @@ from pcspec.commands.argtypes import positive, seconds
 from pcspec.commands.progress import verify_progress
 from pcspec.commands.prove import add_prove_args, config_of, print_row
 from pcspec.core.outdir import ensure_writable_dir
-from pcspec.model.variants import ALL, get_variant
+from pcspec.model.designs import get_design, named
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS, UNREACHABLE, missing, never_reached
 from pcspec.tools.verdicts import PROFILES, Budget, Cell, Matrix, verify
@@ -73,7 +73,7 @@ def cores() -> int:
 
 def print_matrix(m: Matrix) -> None:
     pids = [p.id for p in CATALOGUE]
-    designs = sorted({c.variant for c in m.cells if not c.variant.startswith("mutant:")}, key=list(ALL).index)
+    designs = sorted({c.variant for c in m.cells if not c.variant.startswith("mutant:")}, key=list(named()).index)
     width = max(len(p) for p in pids)
     by = {(c.variant, c.property): c for c in m.cells}
     if designs:  # (a mutant-only run has no design columns: only the mutants' table below)
@@ -171,7 +171,7 @@ def print_proofs(m: Matrix) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.variant:
-        args.variant = [get_variant(name).name for name in args.variant]  # unknown: lists the valid ones
+        args.variant = [get_design(name).name for name in args.variant]  # unknown: lists the valid ones
     ensure_writable_dir(args.out)  # refused before any fuzzing, not after it
     t0 = time.monotonic()
     with verify_progress(not args.json) as show:

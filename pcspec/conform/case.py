@@ -28,7 +28,7 @@ from pcspec.conform.tags import Tags
 from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace, config_diff
 from pcspec.model.config import Config
-from pcspec.model.variants import get_variant
+from pcspec.model.designs import get_design
 
 
 @dataclass
@@ -114,7 +114,7 @@ class Case:
         source = None
         if "source" in head:
             src = head["source"]
-            source = Trace(get_variant(head["variant"]), Config.from_json(src["config"], where), list(src["ops"]))
+            source = Trace(get_design(head["variant"]), Config.from_json(src["config"], where), list(src["ops"]))
         return cls(
             head["name"],
             head["variant"],

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 from pcspec.core.trace import Trace
 from pcspec.engines.walker import Walker, example_seed
-from pcspec.model.variants import Variant
+from pcspec.model.design import Design
 
 
-def traces(variant: Variant, count: int, seed: int = 0) -> Iterator[Trace]:
+def traces(variant: Design, count: int, seed: int = 0) -> Iterator[Trace]:
     """``count`` fuzzed traces (examples that applied no operation are skipped)."""
     w = Walker(variant, props=())
     done, i = 0, 0

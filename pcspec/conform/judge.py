@@ -56,10 +56,10 @@ from pcspec.model.cache import CacheEntry, PromptCache
 from pcspec.model.checkpoint import Checkpoint, Prompt
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.context import Context
+from pcspec.model.designs import DESIGNS
 from pcspec.model.heap import Buffer, Heap
 from pcspec.model.server import Server
 from pcspec.model.slot import Slot, Task
-from pcspec.model.variants import FIXED
 from pcspec.properties import judge
 from pcspec.properties.catalogue import CATALOGUE
 
@@ -106,7 +106,7 @@ class Replica(Server):
     part changed took a write (``version``), as the judge's fingerprints compare them."""
 
     def __init__(self, config: dict[str, Any], tags: Tags) -> None:
-        self.variant = FIXED
+        self.design = DESIGNS["fixed"]
         self.heap = Heap(host_ram=1 << 62)
         self.crash = None
         self.tags = tags
@@ -121,7 +121,7 @@ class Replica(Server):
         self.cfg = config_of(config)
         self.slots = [Slot(i) for i in range(config["n_slots"])]
         self.tasks.clear()
-        self.port_cache = _Cache(self.cfg, self.variant, self.heap) if config["cache"] else None
+        self.port_cache = _Cache(self.cfg, self.design, self.heap) if config["cache"] else None
         self.cache = self.port_cache
         self.reported_unique = 0
         self.reported: set[int] = set()  # the checkpoints the last observation reports

@@ -29,6 +29,8 @@ from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace
 from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry, lcp
+from pcspec.model.design import implementation
+from pcspec.model.designs import Fixed
 from pcspec.model.events import Event
 from pcspec.model.memory import FULL, PARTIAL_ONLY
 from pcspec.model.server import Server
@@ -253,7 +255,9 @@ class Lowerer:
         self._checkpoint(e, None, None)
 
     def _on_ckpt_create_failed(self, e: ev.CkptCreateFailed) -> None:
-        self._checkpoint(e, None, None, lazy=not self.srv.variant.contain_failures)
+        # (a C++ design leaves the failed checkpoint in the list, or lets it go; fixed holds nothing)
+        self._checkpoint(e, None, None, lazy=implementation(self.srv.design, "checkpoint_create_failed")
+                         is not implementation(Fixed, "checkpoint_create_failed"))
 
     def _on_batch(self, e: ev.Batch) -> None:
         self._sync()
@@ -300,8 +304,7 @@ class Lowerer:
         if pos_min is None or pos_max is None:
             mem = srv.ctx_tgt.seqs[slot]
             pos_min, pos_max = mem.pos_range()
-            if srv.variant.record_payload_pos_min:
-                pos_min = mem.payload_pos_min()
+            pos_min = srv.design.checkpoint_pos_min(srv, srv.slots[slot], pos_min)
         parts = [self._part("tgt", srv.ctx_tgt.seqs[slot], PARTIAL_ONLY)]
         if srv.ctx_dft is not None:
             parts.append(self._part("dft", srv.ctx_dft.seqs[slot], PARTIAL_ONLY))

@@ -12,10 +12,10 @@ from pcspec.conform import fuzz, golden
 from pcspec.conform.case import Case
 from pcspec.conform.lower import LoweringError
 from pcspec.conform.session import Divergence, Result, Session, sanitizer_findings, shrink
-from pcspec.model.variants import Variant
+from pcspec.model.design import Design
 
 
-def golden_cases(variant: Variant, suite: Path | None) -> list[Case]:
+def golden_cases(variant: Design, suite: Path | None) -> list[Case]:
     """The golden suite for ``variant``: the committed files for ``fixed``, the same scenarios
     lowered under any other variant."""
     if variant.name == golden.VARIANT:
@@ -28,7 +28,7 @@ def golden_cases(variant: Variant, suite: Path | None) -> list[Case]:
     ]
 
 
-def fuzz_cases(variant: Variant, count: int, seed: int, result: Result) -> Iterator[Case]:
+def fuzz_cases(variant: Design, count: int, seed: int, result: Result) -> Iterator[Case]:
     for k, trace in enumerate(fuzz.traces(variant, count, seed)):
         try:
             case = Case.from_trace(f"fuzz-seed{seed}-{k}", trace, f"fuzzed trace {k} of seed {seed}")
@@ -44,7 +44,7 @@ def fuzz_cases(variant: Variant, count: int, seed: int, result: Result) -> Itera
 
 def conform(
     cmd: str,
-    variant: Variant,
+    variant: Design,
     suite: Path | None = None,
     n_fuzz: int = 1000,
     seed: int = 0,

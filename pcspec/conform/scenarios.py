@@ -18,9 +18,9 @@ from typing import Any
 from pcspec.conform.lower import Lowered, lower
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS
 from pcspec.model.heap import Faults
 from pcspec.model.processing import sample_token
-from pcspec.model.variants import FIXED
 
 Ops = list[dict[str, Any]]
 SYSTEM = list(range(1, 9))
@@ -35,7 +35,7 @@ class Scenario:
     shows: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # (variant, property) it violates
 
     def trace(self) -> Trace:
-        return Trace(FIXED, self.config, self.ops)
+        return Trace(DESIGNS["fixed"], self.config, self.ops)
 
 
 def user(k: int, n: int) -> list[int]:
@@ -191,7 +191,7 @@ def fault_scenarios() -> list[Scenario]:
     """One scenario per fault site a port reaches: the base chat with the site armed right
     before the first model operation that reaches it (``file.write.tgt``, a slot-file
     restore, is the environment's: the slot-files scenario with that site armed)."""
-    low = lower(Trace(FIXED, BASE_CONFIG, chat()))
+    low = lower(Trace(DESIGNS["fixed"], BASE_CONFIG, chat()))
     out = []
     for site in Faults.SITES:
         if site == "file.write.tgt":

@@ -18,9 +18,11 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
-from pcspec.model.variants import ALL, Variant
+from pcspec.model.design import Design
+from pcspec.model.designs import get_design, named
 
 WIDTH = 100  # a step longer than this is wrapped
 MIN_RUN = 4  # consecutive tokens written as a range from this many on
@@ -77,17 +79,22 @@ def _step(i: int, op: dict[str, Any], note: str) -> str:
     return "\n".join([f"    {{{head}, \"tokens\": [  {comment}", *("        " + b for b in body), "    ]},"])
 
 
-def _variant(v: Variant, imports: set[str]) -> str:
-    if ALL.get(v.name) == v:
-        return f'get_variant("{v.name}")'
-    # A variant of one's own: the built-in design it differs least from, and the differences.
-    def changed(base: Variant) -> list[str]:
-        return [f.name for f in dataclasses.fields(Variant) if getattr(v, f.name) != getattr(base, f.name)]
-
-    base = min(ALL.values(), key=lambda b: len(changed(b)))
-    imports.add("replace")
-    args = "".join(f"    {name}={_value(getattr(v, name), imports)},\n" for name in changed(base))
-    return f'replace(\n    get_variant("{base.name}"),\n{args})'
+def _variant(v: Design, imports: set[str]) -> str:
+    """How the file gets the design back: by name, when that name finds a design of the same
+    code and rule set; else by importing its class (a design of one's own, from its module)."""
+    try:
+        known = get_design(v.name)
+    except PcspecError:
+        known = None
+    if known is not None and type(known) is type(v) and known.rules == v.rules:
+        return f'get_design("{v.name}")'
+    cls = type(v)
+    imports.add(f"from {cls.__module__} import {cls.__qualname__}")
+    rules = "" if v.rules is cls.rules else f"get_rule_set({v.rules.name!r})"
+    if rules:
+        imports.add("from pcspec.model.rulesets import get_rule_set")
+    name = "" if v.name == cls.name else f"name={v.name!r}"
+    return f"{cls.__qualname__}({', '.join(a for a in (rules, name) if a)})"
 
 
 def _config(cfg: Config, imports: set[str]) -> str:
@@ -96,6 +103,16 @@ def _config(cfg: Config, imports: set[str]) -> str:
     if not diff:
         return "Config()"
     return "Config(\n" + "".join(f"    {name}={_value(getattr(cfg, name), imports)},\n" for name in diff) + ")"
+
+
+def _is_class_ref(module: str, attr: str) -> bool:
+    """Whether ``MODULE:NAME`` names a class (a design's class is instantiated in the file)."""
+    import importlib
+
+    try:
+        return isinstance(getattr(importlib.import_module(module), attr), type)
+    except Exception:  # (the file is written whatever the module does; the test imports it)
+        return False
 
 
 def pytest_snippet(
@@ -108,18 +125,18 @@ def pytest_snippet(
     ident = "".join(c if c.isalnum() else "_" for c in name)
     imports: set[str] = set()
     user_import = ""
-    if variant_ref is not None and ALL.get(trace.variant.name) != trace.variant:
+    if variant_ref is not None and trace.variant.name not in named():
         module, _, attr = variant_ref.partition(":")
-        user_import = f"from {module} import {attr} as VARIANT\n"
-        variant = ""
+        user_import = f"from {module} import {attr}\n"
+        variant = f"{attr}()" if _is_class_ref(module, attr) else attr
     else:
         variant = _variant(trace.variant, imports)
     config = _config(trace.config, imports)
     seen = ", ".join(sorted({e["property"] for e in trace.expect})) or "no violation"
     notes = dict(shown or {})
-    enums = sorted(imports - {"replace"})
+    lines = sorted(i for i in imports if i.startswith("from "))
+    enums = sorted(i for i in imports if not i.startswith("from ") and i != "replace")
     from_config = ", ".join(["Config", *[e for e in enums if e == "MemoryKind"]])
-    from_variants = ", ".join([*[e for e in enums if e != "MemoryKind"], "get_variant"])  # classes first
     order = {"property": 0, "op": 1, "message": 2}
     expect = "".join(
         "    {" + ", ".join(f'"{k}": {_value(e[k], set())}' for k in sorted(e, key=lambda k: order.get(k, 3))) + "},\n"
@@ -132,12 +149,12 @@ def pytest_snippet(
         "one per line (the vocabulary is pcspec/core/ops.py), numbered from 0 as `pcspec replay`\n"
         "numbers them. Edit them (drop a step, change a token or a configuration field) and run\n"
         'pytest on this file: the test fails while the violation reproduces.\n"""\n\n'
-        + ("from dataclasses import replace\n\n" if "replace" in imports else "")
         + user_import
+        + "".join(f"{i}\n" for i in lines)
         + f"from pcspec.model.config import {from_config}\n"
-        + (f"from pcspec.model.variants import {from_variants}\n" if not user_import else "")
+        + ("from pcspec.model.designs import get_design\n" if "get_design(" in variant else "")
         + "from pcspec.core.trace import Trace\nfrom pcspec.properties.judge import replay\n\n"
-        + (f"VARIANT = {variant}\n" if not user_import else "")
+        + f"VARIANT = {variant}\n"
         + f"CONFIG = {config}\n"
         + "STEPS = [\n"
         + "".join(_step(i, op, notes.get(i, "")) + "\n" for i, op in enumerate(trace.ops))

@@ -29,7 +29,8 @@ from typing import Any
 from pcspec.core import ops
 from pcspec.core.errors import PcspecError
 from pcspec.model.config import Config
-from pcspec.model.variants import Variant, get_variant
+from pcspec.model.design import Design
+from pcspec.model.designs import from_origin, get_design
 
 SCHEMA = 1
 KIND = "pcspec-trace"
@@ -44,7 +45,7 @@ __all__ = ["KIND", "SCHEMA", "Trace", "config_diff", "load", "parse", "read"]
 
 @dataclass
 class Trace:
-    variant: Variant
+    variant: Design
     config: Config
     ops: list[dict[str, Any]]
     seed: int | None = None
@@ -52,6 +53,11 @@ class Trace:
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"schema": SCHEMA, "kind": KIND, "variant": self.variant.name}
+        origin = self.variant.origin
+        if origin is not None:  # a design of one's own: where to import it from, and its rules
+            head["design"] = origin
+            if self.variant.rules is not type(self.variant).rules:
+                head["rules"] = self.variant.rules.name
         head["config"] = config_diff(self.config)
         if self.seed is not None:
             head["seed"] = self.seed
@@ -137,11 +143,13 @@ def first_object(lines: Lines, where: str) -> tuple[int, Any]:
     return first[0], _json(*first, where)
 
 
-def _variant(name: object, override: str | Variant | None) -> Variant:
-    if isinstance(override, Variant):
+def _variant(name: object, override: str | Design | None, origin: object = None, rules: object = None) -> Design:
+    if isinstance(override, Design):
         return override
+    if override is None and isinstance(origin, str):  # the design that made it, by its class
+        return from_origin(origin, str(name or ""), rules if isinstance(rules, str) else None)
     try:
-        return get_variant(override or str(name or ""))
+        return get_design(override or str(name or ""))
     except PcspecError as exc:  # a trace of one's own variant is replayed with --variant-module
         raise PcspecError(f"{exc.why} (a variant of your own: give --variant-module MODULE:NAME)") from None
 
@@ -168,7 +176,7 @@ def from_header(
     head: Any,
     lines: Lines,
     where: str,
-    variant: str | Variant | None = None,
+    variant: str | Design | None = None,
     known: Collection[str] | None = None,
 ) -> Trace:
     """The trace whose header (line ``n0``) is ``head``; its operations are read from ``lines``."""
@@ -181,7 +189,7 @@ def from_header(
             f"line {n0}: unsupported trace schema {head.get('schema')!r} (this pcspec reads {SCHEMA})", where
         )
     try:
-        v = _variant(head.get("variant"), variant)
+        v = _variant(head.get("variant"), variant, head.get("design"), head.get("rules"))
         expect = _expect(head.get("expect", []), known)
     except PcspecError as exc:
         raise PcspecError(f"line {n0}: {exc.why}", where) from None
@@ -198,19 +206,19 @@ def from_header(
 
 
 def read(
-    lines: Lines, where: str, variant: str | Variant | None = None, known: Collection[str] | None = None
+    lines: Lines, where: str, variant: str | Design | None = None, known: Collection[str] | None = None
 ) -> Trace:
     return from_header(*first_object(lines, where), lines, where, variant, known)
 
 
 def parse(
-    text: str, where: str = "<trace>", variant: str | Variant | None = None, known: Collection[str] | None = None
+    text: str, where: str = "<trace>", variant: str | Design | None = None, known: Collection[str] | None = None
 ) -> Trace:
     """Parse a trace; every problem names the line and the reason. ``known``: the property IDs
     an ``expect`` may name (``pcspec.properties.catalogue.IDS``; None: any ID)."""
     return read(text_lines(text), where, variant, known)
 
 
-def load(path: Path, variant: str | Variant | None = None, known: Collection[str] | None = None) -> Trace:
+def load(path: Path, variant: str | Design | None = None, known: Collection[str] | None = None) -> Trace:
     """Read a trace file as a stream (see the module docstring)."""
     return read(file_lines(path), str(path), variant, known)

@@ -34,7 +34,7 @@ from pcspec.core.campaign import cover, join_disjoint, joined, run_blocks
 from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace, parse
 from pcspec.engines.walker import STEPS, Walker
-from pcspec.model.variants import get_variant
+from pcspec.model.designs import get_design
 from pcspec.properties.catalogue import CATALOGUE, get_property
 from pcspec.properties.judge import shrink_trace as shrink
 from pcspec.properties.judge import write_counterexample
@@ -63,7 +63,7 @@ class Spec:
     @staticmethod
     def of(variant: str, properties: Sequence[str] | None, steps: int = STEPS, keep: int = 3) -> Spec:
         pids = [get_property(p).id for p in properties] if properties else [p.id for p in CATALOGUE]
-        return Spec(get_variant(variant).name, tuple(pids), steps, keep)
+        return Spec(get_design(variant).name, tuple(pids), steps, keep)
 
 
 @dataclass(order=True, frozen=True)
@@ -110,7 +110,7 @@ class Part:
 
 def walk_block(spec: Spec, start: int, stop: int, deadline: float) -> Part:
     """One worker: example seeds ``start..stop-1`` in order, until ``deadline`` (time.time())."""
-    variant = get_variant(spec.variant)
+    variant = get_design(spec.variant)
     walker = Walker(variant, [get_property(p) for p in spec.properties])
     part = Part()
     t0 = time.monotonic()
@@ -152,7 +152,7 @@ class Verdict:
 
 
 def _shrunk(spec: Spec, pid: str, cand: Candidate) -> Trace:
-    return shrink(parse(cand.trace, f"<example seed {cand.seed}>", get_variant(spec.variant)), pid)
+    return shrink(parse(cand.trace, f"<example seed {cand.seed}>", get_design(spec.variant)), pid)
 
 
 def verdicts(spec: Spec, part: Part, requested: tuple[int, int]) -> list[Verdict]:

@@ -12,7 +12,7 @@ run can survey a variant. The decisions each operation reached are reported with
 Binding to your own variant::
 
     from pcspec.engines.hypothesis import machine_for
-    from pcspec.model.variants import FIXED
+    from pcspec.model.variants import FIXED  # MIGRATE
     import dataclasses
     MyVariant = dataclasses.replace(FIXED, name="mine", keep_restored=False)
     TestMine = machine_for(MyVariant, targets=["PERF-2"]).TestCase   # a unittest class for pytest
@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from pcspec.core.draw import Bool, Choice, Composite, Domain, Int, Lists
 from pcspec.core.results import Finding
 from pcspec.model.config import Config
-from pcspec.model.variants import Variant
+from pcspec.model.design import Design
 from pcspec.properties.base import Property
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.rules import RULES, SETUP, Fuzz, Rule, rules_for
@@ -100,7 +100,7 @@ class CacheMachine(stateful.RuleBasedStateMachine):
     """The rules of ``pcspec.properties.rules`` on ``Server(config, variant)``; bound to a
     variant by ``machine_for``, which adds one method per rule."""
 
-    variant: Variant
+    variant: Design
     targets: frozenset[str] = frozenset()
     props: tuple[Property, ...] = CATALOGUE
     record: Record
@@ -152,7 +152,7 @@ _RULE_METHODS = {r.name: _method(r) for r in RULES}
 
 
 def machine_for(
-    variant: Variant, targets: Iterable[str] = (), props: Sequence[Property] = CATALOGUE
+    variant: Design, targets: Iterable[str] = (), props: Sequence[Property] = CATALOGUE
 ) -> type[CacheMachine]:
     """A fresh machine class bound to ``variant``; violations of ``targets`` fail examples.
     Its ``record`` holds what every example of it found."""

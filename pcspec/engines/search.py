@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from pcspec.core.trace import Trace
 from pcspec.engines import walker
-from pcspec.model.variants import Variant
+from pcspec.model.design import Design
 from pcspec.properties.catalogue import CATALOGUE, get_property
 from pcspec.properties.judge import base_violates, shrink_trace
 
@@ -57,7 +57,7 @@ class Hit:
 
 
 def survey(
-    variant: Variant,
+    variant: Design,
     seed: int = 0,
     examples: int = 600,
     seconds: float = float("inf"),
@@ -78,7 +78,7 @@ def survey(
 
 
 def hunt(
-    variant: Variant, pid: str, seed: int = 0, examples: int = HUNT_EXAMPLES, seconds: float = float("inf")
+    variant: Design, pid: str, seed: int = 0, examples: int = HUNT_EXAMPLES, seconds: float = float("inf")
 ) -> tuple[Run, Hit | None]:
     """Up to ``FINDS`` finds of ``pid`` (walk seed ``seed``, at most ``examples`` examples,
     only ``pid`` judged); the shortest once shrunk (ties: the first found), or None. For a

@@ -38,7 +38,7 @@ from pcspec.core.draw import Bool, Choice, Composite, Domain, Int, Lists
 from pcspec.core.results import Finding
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
-from pcspec.model.variants import Variant
+from pcspec.model.design import Design
 from pcspec.properties.base import Property
 from pcspec.properties.catalogue import CATALOGUE, get_property
 from pcspec.properties.rules import RULES, SETUP, Fuzz, Rule
@@ -141,7 +141,7 @@ class Find:
     example_seed: int
     seconds: float  # from the start of the walk (time-to-first-violation; not part of the result)
 
-    def trace(self, variant: Variant) -> Trace:
+    def trace(self, variant: Design) -> Trace:
         v = self.violation
         expect = [{"property": v.rule, "op": v.at, "message": v.message}]
         return Trace(variant, self.config, list(self.ops), self.example_seed, expect)
@@ -174,7 +174,7 @@ def example_seed(seed: int, i: int) -> int:
 class Walker:
     """Runs examples of one variant; reused across examples and walks."""
 
-    def __init__(self, variant: Variant, props: Sequence[Property] = CATALOGUE, targets: Iterable[str] = ()) -> None:
+    def __init__(self, variant: Design, props: Sequence[Property] = CATALOGUE, targets: Iterable[str] = ()) -> None:
         self.variant = variant
         self.props = tuple(props)
         self.targets = frozenset(targets)
@@ -265,7 +265,7 @@ class Walker:
 
 
 def hunt(
-    variant: Variant, pid: str, seed: int, examples: int, seconds: float = float("inf"), steps: int = STEPS
+    variant: Design, pid: str, seed: int, examples: int, seconds: float = float("inf"), steps: int = STEPS
 ) -> Walk:
     """Walk until ``pid`` is violated (only ``pid`` judged)."""
     return Walker(variant, [get_property(pid)], [pid]).walk(seed, examples, steps, seconds)

@@ -39,9 +39,11 @@ from pcspec.live.transparency import Reference
 from pcspec.live.waste import WasteWatch
 from pcspec.logcheck import Options, check_events, parse_bytes
 from pcspec.logcheck.logged import logged
+from pcspec.model.design import Design, runs
+from pcspec.model.design import Design as _Design
+from pcspec.model.designs import RULE_SET_MODELS, Fixed
 from pcspec.model.logged import Logged, Served, SlotFile
 from pcspec.model.processing import VOCAB_GEN
-from pcspec.model.variants import RULE_SETS, Accounting, Variant
 
 SERVER_BUGS = ("crash", "no-answer", "transparency")
 
@@ -142,7 +144,7 @@ def analyse(run: Run, log: bytes, predictor: Predictor | None, reference: Refere
                         a.findings.append(divergence("transparency", o.index, v.detail,
                                                      max_diff=round(v.max_diff, 4), step=v.step))
     if logcheck and log:
-        _logcheck(a, run, log, logcheck_options(predictor.srv.variant if predictor is not None else None))
+        _logcheck(a, run, log, logcheck_options(predictor.srv.design if predictor is not None else None))
     a.findings.sort(key=lambda f: (f.at, f.rule))
     return a
 
@@ -196,7 +198,7 @@ def _sources(run: Run, predictor: Predictor, before: int) -> list[Source]:
     return out
 
 
-def logcheck_options(variant: Variant | None) -> Options:
+def logcheck_options(variant: Design | None) -> Options:
     """The log checker's options for a server the model predicts under ``variant``: the rule set
     the model follows (a design's variant is no rule set: the checker then reads the build from
     the log itself), and the rules a design's patches change (``fixed``'s: 0005 records an SWA
@@ -205,11 +207,13 @@ def logcheck_options(variant: Variant | None) -> Options:
     if variant is None:
         return Options()
     name = variant.name
-    return Options(rules=name if name in RULE_SETS else "auto",
-                   pos_min="payload" if variant.record_payload_pos_min else "memory",
-                   accounting="unique" if variant.accounting == Accounting.UNIQUE else "per-holder",
-                   invalidation="n-prefix" if name not in RULE_SETS and variant.invalidate_n_prefix else "auto",
-                   restored_owner="restorer" if variant.keep_restored else "creator")
+    n_prefix = runs(variant, "invalidated", Fixed) or (runs(variant, "invalidated", _Design)
+                                                        and variant.rules.invalidate_n_prefix)
+    return Options(rules=name if name in RULE_SET_MODELS else "auto",
+                   pos_min="payload" if runs(variant, "checkpoint_pos_min", Fixed) else "memory",
+                   accounting="unique" if runs(variant, "entry_sizes", Fixed) else "per-holder",
+                   invalidation="n-prefix" if name not in RULE_SET_MODELS and n_prefix else "auto",
+                   restored_owner="restorer" if runs(variant, "kept_checkpoint", Fixed) else "creator")
 
 
 def _logcheck(a: Analysis, run: Run, log: bytes, options: Options) -> None:

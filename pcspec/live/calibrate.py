@@ -12,15 +12,14 @@ eviction decided within that margin of the byte limit differed: M8 in docs/LIVE.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from pcspec.core.errors import PcspecError
-from pcspec.live.designs import DESIGNS
 from pcspec.live.models import N_VOCAB, SPECS
 from pcspec.live.process import Flags
 from pcspec.live.schedule import ServerFacts
 from pcspec.model.config import MIB, STATE_HEADER, Config, MemoryKind
-from pcspec.model.variants import MASTER, RULE_SETS, Variant, get_variant, seam_differences
+from pcspec.model.design import Design
+from pcspec.model.designs import get_design
 
 KIND_MEMORY = {"kv": MemoryKind.KV, "swa": MemoryKind.SWA, "recurrent": MemoryKind.RECURRENT,
                "hybrid": MemoryKind.HYBRID, "swa-big": MemoryKind.SWA, "hybrid-big": MemoryKind.HYBRID}
@@ -90,7 +89,7 @@ DEFAULT_VARIANT = "october"  # the rule set of the build pcspec live runs (model
 def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | None = None,
                  state_seq_version: int = 3) -> Config:
     """The model's configuration for a server run; ``state_seq_version``: the version the
-    build's rule set writes (``Variant.state_seq_version``), which sets the states' constant part."""
+    build's rule set writes (``Design.state_seq_version``), which sets the states' constant part."""
     sz = sizes or SIZES[kind]
     memory = KIND_MEMORY[kind]
     cache_ram = flags.cache_ram_mib * MIB if flags.cache_ram_mib > 0 else flags.cache_ram_mib
@@ -120,36 +119,21 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
     ).validate()
 
 
-# A design ported onto a tree keeps that tree's rules where the design does not touch them: the
-# seams where the tree's rule set departs from ``master`` (model/variants.py, docs/RULESETS.md).
-# ``DESIGN@TREE`` names the design's variant with them (``pr30137@0c1e570``: #30137 as
-# patches/pr30137 ports it: no file appendix, the October invalidation and aborting loads), and
-# master's rule at each seam its patches do not implement (``fixed@0c1e570``: designs.py's
-# ``not_ported``).
-TREE_RULE_SETS = {"0c1e570": "october", "b11434": "b11434", "b11549": "b11549"}
-TREE_SEAMS: dict[str, dict[str, object]] = {
-    tree: {seam: ours for seam, (_, ours) in seam_differences(RULE_SETS[rule_set], MASTER).items()}
-    for tree, rule_set in TREE_RULE_SETS.items()
-}
+# A design built on a tree runs under that tree's rule set (``pcspec.model.designs.design_at``):
+# ``pr30137@0c1e570`` is #30137 as patches/pr30137 ports it (no file appendix, the October
+# invalidation and aborting loads), ``fixed@0c1e570`` is fixed under the October rules (its own
+# points decide where a patch changes a rule: patch 0012 brings the November invalidation).
 
 
 def design_rules(design: str, tree: str) -> str:
-    """The rule set ``pcspec live --design`` compares a design's build with: ``october`` for
-    master on 0c1e570 (the same seams), else ``DESIGN@TREE``."""
+    """The name ``pcspec live --design`` compares a design's build with: ``october`` for
+    master on 0c1e570 (the same code), else ``DESIGN@TREE``."""
     if design == "master" and tree == "0c1e570":
         return DEFAULT_VARIANT
     return f"{design}@{tree}"
 
 
-def variant(name: str = DEFAULT_VARIANT) -> Variant:
-    base, at, tree = name.partition("@")
-    if not at:
-        return get_variant(name)
-    if tree not in TREE_SEAMS:
-        raise PcspecError(f"unknown tree {tree!r} in rule set {name!r}; known: {', '.join(TREE_SEAMS)}")
-    # the seams the design's patches leave alone keep master's rule (designs.py: not_ported)
-    design = DESIGNS.get(base)
-    kept = {seam: getattr(MASTER, seam) for seam in (design.not_ported if design else ())}
-    # the tree's seams, but those a patch of the design ports (designs.py: tree_seams_ported)
-    tree_seams = {k: v for k, v in TREE_SEAMS[tree].items() if not design or k not in design.tree_seams_ported}
-    return replace(get_variant(base), name=name, **kept, **tree_seams)  # type: ignore[arg-type]
+def variant(name: str = DEFAULT_VARIANT) -> Design:
+    """The model of a build by name: a rule set's (``october``), a design on a tree
+    (``pr30137@0c1e570``), or any known design."""
+    return get_design(name)

@@ -122,7 +122,7 @@ def model_predicts(f: Finding, out: Outcome) -> str | None:
     lo, hi = starts[nth - 1], starts[nth] if nth < len(starts) else len(p.model_ops)
     for v in replay(p.trace(hi), [get_property("STATE-1")]).violations:
         if lo <= v.at < hi:
-            return f"predicted by the model of the build ({p.srv.variant.name}): STATE-1: {v.message}"
+            return f"predicted by the model of the build ({p.srv.design.name}): STATE-1: {v.message}"
     return None
 
 

@@ -23,10 +23,10 @@ from pcspec.live.schedule import Schedule
 from pcspec.live.slotfiles import FileView, read_view
 from pcspec.model import events as ev
 from pcspec.model.config import Config
+from pcspec.model.design import Design
 from pcspec.model.logged import Logged, Selected, Served, SlotFile
 from pcspec.model.server import Server
 from pcspec.model.slot import TaskType
-from pcspec.model.variants import Variant
 
 MAX_STEPS = 100_000
 
@@ -59,7 +59,7 @@ def model_records(events: Iterable[ev.Event], pinned: Container[int] = frozenset
 
 
 class Predictor:
-    def __init__(self, cfg: Config, variant: Variant) -> None:
+    def __init__(self, cfg: Config, variant: Design) -> None:
         self.srv = Server(cfg, variant)  # the build's rules are the variant's seams (OCTOBER for 0c1e570)
         self.prompts: dict[int, list[int]] = {}
         self.replies: dict[int, list[int]] = {}
@@ -76,7 +76,7 @@ class Predictor:
     def trace(self, n_ops: int | None = None) -> Trace:
         """The pcspec trace of what the model ran (its first ``n_ops`` operations), under the
         variant it ran: ``pcspec replay`` judges it."""
-        return Trace(self.srv.variant, self.srv.cfg, [dict(op) for op in self.model_ops[:n_ops]])
+        return Trace(self.srv.design, self.srv.cfg, [dict(op) for op in self.model_ops[:n_ops]])
 
     # -- stepping -------------------------------------------------------------------------------
 

@@ -105,7 +105,7 @@ def execute(target: Target, workdir: Path, reference: Reference | None, *,
         else:
             rules = calibrate.variant(variant)
             cfg = calibrate.model_config(target.kind, target.flags, facts,
-                                         state_seq_version=rules.state_seq_version)
+                                         state_seq_version=rules.rules.state_seq_version)
             predictor = Predictor(cfg, rules)
     analysis = analyse(run, log, predictor, reference, n_slots=target.flags.n_slots, logcheck=logcheck)
     return Outcome(target, done, run, analysis, log, workdir, time.monotonic() - t0, notes)

@@ -61,7 +61,7 @@ from dataclasses import asdict, dataclass, replace
 from pcspec.core.errors import PcspecError
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.scan import RunSummary
-from pcspec.model.variants import get_rule_set
+from pcspec.model.rulesets import get_rule_set
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "sweep": ("auto", "when-full", "always", "none"),

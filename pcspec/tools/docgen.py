@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pcspec.model.variants import ALL, DESIGNS, MUTANTS
+from pcspec.model.designs import DESIGNS, named
 from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.mutants import MUTANTS
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE, REASONS
 from pcspec.properties.routes import routes
 
@@ -83,7 +84,7 @@ def render() -> str:
         lines.append(f"- `{v.name}`: {v.summary}")
     for name in ORACLE:
         if name not in DESIGNS:
-            lines.append(f"- `{name}` (an upstream build, its rule set: docs/RULESETS.md): {ALL[name].summary}")
+            lines.append(f"- `{name}` (an upstream build, its rule set: docs/RULESETS.md): {named()[name].summary}")
     lines += ["", "## Mutants", ""]
     lines += [
         "Each mutant plants one rule change in a design, its base (named after `of`). It is caught by one",

@@ -34,7 +34,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pcspec.core.trace import Trace
-    from pcspec.model.variants import Variant
+    from pcspec.model.design import Design
 
 OPTION = "--pcspec-variant"
 
@@ -46,7 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="MODULE:NAME",
-        help="fuzz this Variant of yours (the object NAME in MODULE) with the catalogue; repeatable",
+        help="fuzz this Design of yours (the object NAME in MODULE) with the catalogue; repeatable",
     )
     group.addoption(
         "--pcspec-profile",
@@ -124,7 +124,7 @@ class VariantItem(pytest.Item):
             raise VariantFailed(self._report(trace)) from None
 
     @staticmethod
-    def _walk(variant: Variant, targets: list[str], profile: str) -> Trace | None:
+    def _walk(variant: Design, targets: list[str], profile: str) -> Trace | None:
         """The first target (in catalogue order) the survey saw broken, hunted for its shortest
         trace (the hunt shrinks it; the survey's own trace, shrunk, if the hunt's budget finds
         none); None when the survey saw none."""

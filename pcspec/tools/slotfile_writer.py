@@ -21,8 +21,8 @@ from pcspec.core import ops
 from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
+from pcspec.model.design import Design
 from pcspec.model.server import Server
-from pcspec.model.variants import Variant
 from pcspec.properties.judge import replay
 
 
@@ -50,7 +50,7 @@ def _save(srv: Server, slot: int, name: str, variant: str) -> Written:
     return Written(data, variant, slot)
 
 
-def from_tokens(tokens: list[int], config: Config, variant: Variant, slot: int = 0, name: str = "slot.bin") -> Written:
+def from_tokens(tokens: list[int], config: Config, variant: Design, slot: int = 0, name: str = "slot.bin") -> Written:
     """The file a server with ``config`` writes after one request of ``tokens`` on ``slot``."""
     request = {"op": "request", "tokens": tokens, "n_predict": 1, "id_slot": slot}
     try:

@@ -3,7 +3,7 @@
 docs/SPEC.md is hand-written prose with generated blocks between ``<!-- generated: NAME -->``
 and ``<!-- end: NAME -->``: the operations and their fields (``conform.protocol.OPS``), the
 events (``EVENTS``), the port's configuration, the JSON Schemas of the protocol's lines, the
-fault sites (``Faults.SITES`` with the comment the model gives each), the seams (``Variant``'s
+fault sites (``Faults.SITES`` with the comment the model gives each), the seams (``Design``'s
 fields with their comments and each design's value) and the property catalogue (statements
 from ``properties.catalogue``, which of them ``conform.judge`` judges on a port, and who sees the others).
 ``python -m pcspec.tools.specgen`` rewrites the blocks; ``tests/project/test_spec_doc.py`` fails when the file
@@ -14,65 +14,76 @@ restatement is missing.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import inspect
 import json
 import re
 import sys
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
 
 from pcspec.conform import protocol
 from pcspec.conform.judge import NOT_JUDGED
-from pcspec.model import heap, variants
-from pcspec.model.variants import DESIGNS, Variant
+from pcspec.model import heap
+from pcspec.model.design import (
+    ATTRIBUTE_POINTS,
+    CHOICE_POINTS,
+    DECISION_POINTS,
+    EFFECT_POINTS,
+    POINTS,
+    Design,
+    defined_by,
+)
+from pcspec.model.designs import DESIGNS
 from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.mutants import MUTANTS
 
 SPEC = Path(__file__).resolve().parents[1] / "docs" / "SPEC.md"
 
 # The seams a port of `fixed` implements, and the core operations each shapes; the others are
 # the environment's (the model decides them and lowers their effect into the trace).
-SEAM_OPS = {
-    "sharing": "save, load, checkpoint",
+# The core operations each extension point shapes (the environment's points change what the
+# trace contains, not what a port of the core does).
+POINT_OPS = {
     "zero_init": "save, checkpoint",
-    "save_protocol": "save",
-    "alloc_scope": "save",
-    "accounting": "save, update",
-    "keep_restored": "checkpoint",
-    "contain_failures": "load, prompt_start, checkpoint",
-    "shrink_limit_on_bad_alloc": "save",
-    "record_payload_pos_min": "prompt_start (the environment records pos_min; the restore choice uses it)",
-    "restore_only_prefixes": "prompt_start",
-    "resume_best": "prompt_start",
-    "tail_checkpoints": "environment (the batch fill)",
-    "invalidate_n_prefix": "prompt_start (the rule sets october, b11434, b11549)",
-    "slot_file_appendix": "slot files (the rule sets october, b11434)",
-    "state_seq_version": "slot files (the rule sets b11434, b11549, november)",
-    "checkpoint_load_checked": "prompt_start (the rule sets october, b11434)",
-    "decision_tasks": "environment (the fuzzing rules send decision tasks: the rule sets b11434, b11549, november)",
-    "spans_from_chat_only": "environment (a raw completion's spans: the rule sets b11549, november)",
-    "threshold_uses_new_tokens": "prompt_start",
-    "threshold_minus_one": "prompt_start",
-    "restore_accepts_pos_min_zero": "prompt_start",
-    "restore_rejects_beyond_pos_next": "prompt_start",
-    "sweep_only_when_full": "checkpoint",
-    "sweep_rechecks_full": "checkpoint",
-    "inplace_update": "checkpoint",
-    "free_on_evict": "save, update",
-    "make_room": "save",
-    "invalidate": "prompt_start",
-    "invalidate_by_pos_min": "prompt_start",
-    "cap_checkpoints": "checkpoint",
-    "resync_on_file_restore": "environment (slot restore)",
-    "resync_draft_on_file_restore": "environment (slot restore)",
-    "consult_cache_for_empty_pinned": "environment (slot selection)",
+    "sharing": "save, load, checkpoint",
     "cache_update_busy_slot": "environment (slot selection)",
-    "count_appendix_bytes": "environment (slot files)",
-    "restore_uncapped": "environment (slot restore)",
-    "trust_size_field": "environment (slot files)",
-    "space_user_breaks": "environment (the batch fill)",
-    "empty_slot_baseline": "load",
+    "alloc_scope": "save",
+    "update_cache_on_select": "environment (slot selection)",
+    "load_baseline": "load",
+    "load_select": "load",
+    "is_oversize": "save",
+    "make_room": "save",
+    "update_evictions": "update",
+    "limit_after_bad_alloc": "save",
+    "breaks_at_user_message": "environment (the batch fill)",
+    "tail_breaks": "environment (the batch fill)",
+    "sweep_too_close": "checkpoint",
+    "cap_evictions": "checkpoint",
+    "pos_min_threshold": "prompt_start",
+    "restore_choice": "prompt_start",
+    "invalidated": "prompt_start",
+    "appendix_cap": "environment (slot restore)",
+    "bytes_reported": "environment (slot files)",
+    "file_restore_refuses": "environment (slot restore)",
+    "file_checkpoint_refused": "environment (slot restore)",
+    "get_available_slot": "environment (slot selection)",
+    "checkpoint_pos_min": "prompt_start (the environment records pos_min; the restore choice uses it)",
+    "kept_checkpoint": "checkpoint",
+    "reuse_payload": "checkpoint",
+    "copy_checkpoints": "save, load, checkpoint",
+    "load_entry": "load",
+    "prompt_save": "save",
+    "entry_sizes": "save, update",
+    "candidate_size": "save",
+    "release_evicted": "save, update",
+    "checkpoint_create_failed": "checkpoint",
+    "resume": "prompt_start",
+    "checkpoint_load_failed": "prompt_start",
+    "restore_failed": "prompt_start",
+    "sync_draft": "environment (slot restore)",
+    "seq_rm_refused": "prompt_start",
+    "file_read": "environment (slot files)",
+    "file_restore_begin": "environment (slot restore)",
 }
 
 # What `fixed` leaves behind when a site fails (docs/SPEC.md restates each per operation).
@@ -95,9 +106,8 @@ FAULT_EFFECTS = {
 
 
 def _field_comments(cls: type) -> dict[str, str]:
-    """Each dataclass field's comment in the source: on its line, else the block of comment
-    lines above it (a block is shared by the fields that follow it up to a blank line); an
-    enum-typed field without one gets its members' comments."""
+    """Each class attribute's comment in the source: on its line, else the block of comment
+    lines above it (a block is shared by the attributes that follow it up to a blank line)."""
     out: dict[str, str] = {}
     block: list[str] = []
     fresh = False
@@ -106,18 +116,13 @@ def _field_comments(cls: type) -> dict[str, str]:
         m = re.match(r"(\w+): [^=#]+(?:= [^#]+)?(?:#\s*(.*))?$", s)
         if s.startswith("#"):
             text = s.lstrip("#").strip()
-            block = [] if text.startswith("--") else ([*block, text] if fresh else [text])
+            block = [] if text.startswith("--") or text.startswith("==") else ([*block, text] if fresh else [text])
             fresh = True
         elif m:
             out[m.group(1)] = (m.group(2) or " ".join(block)).strip()
             fresh = False
         elif not s:
             block, fresh = [], False
-    for f in dataclasses.fields(cls):
-        kind = f.type if isinstance(f.type, type) else getattr(variants, str(f.type), None)
-        if not out.get(f.name) and isinstance(kind, type) and issubclass(kind, Enum):
-            members = re.findall(r'(\w+) = "(\w+)"\s*#\s*(.*)', inspect.getsource(kind))
-            out[f.name] = "; ".join(f"`{v}`: {c.strip()}" for _, v, c in members)
     return out
 
 
@@ -174,17 +179,33 @@ def sites_table() -> str:
     return "\n".join(lines)
 
 
-def seams_table() -> str:
-    comments = _field_comments(Variant)
+def points_table() -> str:
+    """One row per extension point of ``Design``: its kind, the C++ it decides (the first
+    sentence of its docstring), what each built-in design runs there (the class whose code it
+    is, or the attribute's value) and the core operations it shapes."""
     names = list(DESIGNS)
-    head = "| seam | meaning | " + " | ".join(f"`{d}`" for d in names) + " | shapes |"
-    lines = [head, "|---|---|" + "---|" * len(names) + "---|"]
-    for f in dataclasses.fields(Variant):
-        if f.name in ("name", "summary", "mutant", "base"):
-            continue
-        values = " | ".join(_value(getattr(DESIGNS[d], f.name)) for d in names)
-        lines.append(f"| `{f.name}` | {_cell(comments.get(f.name, ''))} | {values} | {SEAM_OPS.get(f.name, '?')} |")
+    head = "| point | kind | the C++ | " + " | ".join(f"`{n}`" for n in names) + " | shapes |"
+    lines = [head, "|---|---|---|" + "---|" * len(names) + "---|"]
+    for point in POINTS:
+        kind = next(k for k, ps in _KINDS.items() if point in ps)
+        doc = inspect.getdoc(getattr(Design, point)) if kind != "attribute" else _field_comments(Design).get(point, "")
+        if doc and kind != "attribute":
+            doc = doc.split(". ", 1)[1] if doc.split(". ", 1)[0] in ("DECISION", "EFFECT") else doc
+            doc = doc.replace("EFFECT (reads the slots). ", "").replace("EFFECT (reads the cache). ", "")
+        first = _cell((doc or "").split("\n\n")[0])
+        cells = " | ".join(_runs(DESIGNS[n], point) for n in names)
+        lines.append(f"| `{point}` | {kind} | {first} | {cells} | {POINT_OPS.get(point, '?')} |")
     return "\n".join(lines)
+
+
+_KINDS = {"attribute": ATTRIBUTE_POINTS, "decision": DECISION_POINTS, "choice": CHOICE_POINTS,
+          "effect": EFFECT_POINTS}
+
+
+def _runs(design: Design, point: str) -> str:
+    if point in ATTRIBUTE_POINTS:
+        return _value(getattr(design, point))
+    return defined_by(design, point).__name__
 
 
 def _value(v: object) -> str:
@@ -202,7 +223,7 @@ def catalogue_table() -> str:
 
 
 def variants_list() -> str:
-    return "\n".join(f"- `{m.name}`: {m.summary}" for m in variants.MUTANTS.values())
+    return "\n".join(f"- `{m.name}`: {m.summary}" for m in MUTANTS.values())
 
 
 BLOCKS: dict[str, Callable[[], str]] = {
@@ -211,7 +232,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "config": config_table,
     "schemas": schemas_block,
     "sites": sites_table,
-    "seams": seams_table,
+    "seams": points_table,
     "catalogue": catalogue_table,
     "mutants": variants_list,
 }

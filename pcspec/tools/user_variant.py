@@ -1,9 +1,9 @@
 """A variant of one's own on the command line: ``--variant-module pkg.mod:NAME``.
 
-A user binds the Hypothesis machine to a ``Variant`` they built (``dataclasses.replace`` of a
+A user binds the Hypothesis machine to a ``Design`` they built (``dataclasses.replace`` of a
 design with a seam changed) in their own module; its counterexamples name that variant, which
 ``--variant`` cannot find among the built-in ones. ``--variant-module`` imports the module and
-takes the ``Variant`` object it names, as ``python -m`` would find it: the current folder is
+takes the ``Design`` object it names, as ``python -m`` would find it: the current folder is
 searched first (a console script's own ``sys.path`` does not hold it).
 
 A variant of one's own has no entry in pcspec's oracle: it must hold every property, so that a
@@ -22,7 +22,8 @@ import traceback
 from collections.abc import Sequence
 
 from pcspec.core.errors import PcspecError
-from pcspec.model.variants import Variant
+from pcspec.model.design import Design
+from pcspec.model.designs import named, register
 from pcspec.properties.catalogue import get_property
 
 OPTION = "--variant-module"
@@ -33,12 +34,46 @@ def _where_raised(exc: BaseException) -> str:
     return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
 
 
-def load_variant(spec: str) -> Variant:
-    """The ``Variant`` named by ``"pkg.mod:NAME"``; every failure is one ``PcspecError``."""
+def load_variant(spec: str) -> Design:
+    """The design named by ``"pkg.mod:NAME"``: a ``Design`` subclass (made under its own rule
+    set) or an instance of one, checked and made known by its name (so that the traces it
+    gives replay by name in this process); every failure is one ``PcspecError``."""
     where = f"{OPTION} {spec}"
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise PcspecError("expected MODULE:NAME, e.g. myvariants:MINE (a module on the path, a Variant in it)", where)
+        raise PcspecError("expected MODULE:NAME, e.g. mydesigns:LargestFirst (a module on the path, a Design in it)",
+                          where)
+    value = _import(module_name, attr, where)
+    if isinstance(value, type) and issubclass(value, Design):
+        try:
+            value = value()
+        except Exception as exc:  # the user's constructor
+            raise PcspecError(f"making {module_name}.{attr}() failed: {type(exc).__name__}: {exc}"
+                              f"{_where_raised(exc)}", where) from None
+    if not isinstance(value, Design):
+        found = "nothing" if value is None else f"a {type(value).__name__}"
+        raise PcspecError(f"{module_name}.{attr} is {found}, not a pcspec Design (a subclass of "
+                          "pcspec.model.designs.Baseline, Fixed, ... or an instance of one)", where)
+    check_name(value, where)
+    register(value)
+    return value
+
+
+def check_name(design: Design, where: str) -> None:
+    """A design's name goes into file names and trace headers: no path separator; and it may
+    not shadow a design pcspec knows (a built-in, a rule set's model, a mutant) unless it is
+    that very design."""
+    name = design.name
+    if not name or any(sep in name for sep in ("/", "\\", os.sep)) or name in (".", ".."):
+        raise PcspecError(f"design name {name!r} is not a plain name (no path separator); set `name` in the class",
+                          where)
+    known = named().get(name)
+    if known is not None and type(known) is not type(design):
+        raise PcspecError(f"design name {name!r} is pcspec's own ({known.summary}); give your design a name of its "
+                          "own (`name = ...` in the class)", where)
+
+
+def _import(module_name: str, attr: str, where: str) -> object:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -54,11 +89,7 @@ def load_variant(spec: str) -> Variant:
         raise PcspecError(
             f"importing {module_name} failed: {type(exc).__name__}: {exc}{_where_raised(exc)}", where
         ) from None
-    value = getattr(module, attr, None)
-    if not isinstance(value, Variant):
-        found = "nothing" if value is None else f"a {type(value).__name__}"
-        raise PcspecError(f"{module_name}.{attr} is {found}, not a pcspec Variant", where)
-    return value
+    return getattr(module, attr, None)
 
 
 EXPECT_ATTRIBUTE = "PCSPEC_EXPECT"
@@ -94,7 +125,7 @@ def add_variant_options(parser: argparse.ArgumentParser, variant_help: str, defa
     group.add_argument(
         OPTION,
         metavar="MODULE:NAME",
-        help="a Variant of your own: the object NAME in the module MODULE (found from the current folder)",
+        help="a Design of your own: the object NAME in the module MODULE (found from the current folder)",
     )
 
 
@@ -109,8 +140,8 @@ def add_expect_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def chosen_variant(args: argparse.Namespace) -> str | Variant | None:
-    """What the options chose: a Variant object, a built-in's name, or None (neither given)."""
+def chosen_variant(args: argparse.Namespace) -> str | Design | None:
+    """What the options chose: a Design object, a built-in's name, or None (neither given)."""
     spec: str | None = getattr(args, "variant_module", None)
     if spec is not None:
         return load_variant(spec)

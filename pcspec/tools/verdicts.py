@@ -9,7 +9,7 @@ trace found is written as JSON lines and a pytest snippet, then replayed to conf
 reproduces. A cell matches the oracle when ``violated`` meets
 ``x`` or ``holds`` meets ``.``; ``unknown`` never matches.
 
-A mutant (a rule change planted in any design, ``Variant.base``) is caught by a target
+A mutant (a rule change planted in any design, ``Design.base``) is caught by a target
 property that it violates and its base design does not violate on the same trace: its hunt
 passes over finds its base shares, its shrinking keeps the base clean, and the saved trace is
 replayed on the base to confirm (``pcspec.properties.judge.base_violates``). A mutant of
@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from pcspec.engines.search import HUNT_EXAMPLES, Hit, Run, hunt, survey
-from pcspec.model.variants import ALL, MUTANTS, Variant
+from pcspec.model.design import Design
+from pcspec.model.designs import named
 from pcspec.proofs.run import Row, RunConfig
 from pcspec.proofs.suite import run_suite
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS
 from pcspec.properties.judge import base_violates, replay, write_counterexample
 from pcspec.properties.judge import shrink_trace as shrink
+from pcspec.properties.mutants import MUTANTS
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE, expected
 from pcspec.properties.routes import route_name
 
@@ -181,7 +183,7 @@ def _save(hit: Hit, out: Path | None, variant_ref: str | None = None) -> tuple[s
     return str(path), reproduced, len(hit.trace.ops)
 
 
-def _hunt(v: Variant, pid: str, budget: Budget) -> tuple[Run, Hit | None]:
+def _hunt(v: Design, pid: str, budget: Budget) -> tuple[Run, Hit | None]:
     return hunt(v, pid, budget.seed, budget.hunt_examples, budget.hunt_seconds)
 
 
@@ -198,7 +200,7 @@ class Surveyed:
 
 
 def survey_cells(
-    v: Variant,
+    v: Design,
     budget: Budget,
     out: Path | None,
     pids: Sequence[str],
@@ -216,7 +218,7 @@ def survey_cells(
 
 
 def hunt_cell(
-    v: Variant, pid: str, exp: str, surveyed: Run, budget: Budget, out: Path | None, variant_ref: str | None = None
+    v: Design, pid: str, exp: str, surveyed: Run, budget: Budget, out: Path | None, variant_ref: str | None = None
 ) -> tuple[Cell, Counter[str]]:
     """The hunt of a design's expected violation its survey did not see (``surveyed``: that
     survey's run), and the decisions the hunt reached."""
@@ -233,13 +235,13 @@ def held_cell(variant: str, pid: str, exp: str, surveyed: Run) -> Cell:
     return Cell(variant, pid, exp, "holds" if surveyed.complete else "unknown", surveyed.steps, surveyed.seconds)
 
 
-def _violated(v: Variant, pid: str, exp: str, run: Run, hit: Hit, out: Path | None, variant_ref: str | None) -> Cell:
+def _violated(v: Design, pid: str, exp: str, run: Run, hit: Hit, out: Path | None, variant_ref: str | None) -> Cell:
     path, ok, n = _save(hit, out, variant_ref)
     route = route_name(v.name, pid, hit.trace.ops)  # (of the shrunk trace)
     return Cell(v.name, pid, exp, "violated", run.steps, run.seconds, path, n, hit.message, ok, route)
 
 
-def mutant_cell(v: Variant, pid: str, budget: Budget, out: Path | None) -> Cell:
+def mutant_cell(v: Design, pid: str, budget: Budget, out: Path | None) -> Cell:
     """One target of a mutant hunted. A mutant is caught once one of its target properties
     is violated (and the trace replays): a hunt stops at the first violation, a survey would
     run its whole budget."""
@@ -256,7 +258,7 @@ def caught_by(cells: Sequence[Cell], mutant: str) -> list[str]:
 
 
 def fuzz_variant(
-    v: Variant,
+    v: Design,
     budget: Budget,
     out: Path | None,
     properties: Sequence[str] | None = None,
@@ -300,11 +302,11 @@ class Tick:
     steps: int
 
 
-def selected(variants: Sequence[str] | None) -> tuple[list[Variant], list[Variant], int]:
+def selected(variants: Sequence[str] | None) -> tuple[list[Design], list[Design], int]:
     """The designs and the mutants ``verify`` runs (all, or those ``variants`` names), and how
     many cells they make. The designs are the oracle's rows: the model's designs and the
     upstream build b11549 (its rule set, properties/oracle.py)."""
-    designs = [ALL[name] for name in ORACLE if not variants or name in variants]
+    designs = [named()[name] for name in ORACLE if not variants or name in variants]
     mutants = [v for name, v in MUTANTS.items() if not variants or name in variants]
     return designs, mutants, len(designs) * len(CATALOGUE) + sum(len(MUTANT_TARGETS[v.name]) for v in mutants)
 

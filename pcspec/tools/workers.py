@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pcspec.engines.search import Run
-from pcspec.model.variants import get_variant
+from pcspec.model.designs import get_design
 from pcspec.proofs.run import Row, RunConfig
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.oracle import MUTANT_TARGETS
@@ -93,7 +93,7 @@ def run_unit(job: Job, unit: Unit) -> Result:
     if unit.kind == PROOFS:
         assert job.proofs is not None
         return proof_rows(job.proofs, job.out, job.variants)
-    v = get_variant(unit.variant)
+    v = get_design(unit.variant)
     if unit.kind == SURVEY:
         return survey_cells(v, job.budget, job.out, [p.id for p in CATALOGUE])
     if unit.kind == HUNT:

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from pcspec.model.designs import get_design
 
 from pcspec.conform import golden, protocol
 from pcspec.conform.canon import Canon
 from pcspec.conform.golden import scenarios
 from pcspec.conform.judge import JUDGED, Judge
 from pcspec.conform.lower import lower
-from pcspec.model.variants import get_variant
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.judge import replay
 
@@ -75,10 +75,10 @@ def test_witness_violates_on_its_variant_and_holds_on_fixed(name: str) -> None:
     s = SCENARIOS[name]
     assert not replay(s.trace()).violations, f"fixed violates a property on {name}"
     for variant, pid in s.shows:
-        found = {v.property for v in replay(replace(s.trace(), variant=get_variant(variant))).violations}
+        found = {v.property for v in replay(replace(s.trace(), variant=get_design(variant))).violations}
         assert pid in found, f"{variant} no longer violates {pid} on {name} (refresh pcspec/conform/witnesses.py)"
         if pid in JUDGED_IDS and (variant, pid) not in NOT_OBSERVABLE:
-            low = lower(replace(s.trace(), variant=get_variant(variant)))
+            low = lower(replace(s.trace(), variant=get_design(variant)))
             judge, canon = Judge(low.config, low.tags), Canon()
             named = {f.property for i, (op, o) in enumerate(zip(low.ops, low.expect, strict=True))
                      for f in judge(i, op, canon(o))}

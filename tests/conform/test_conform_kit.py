@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pcspec.model.variants import FIXED  # MIGRATE
 
 from pcspec.conform import golden
 from pcspec.conform.canon import Canon, differences
@@ -17,7 +18,6 @@ from pcspec.conform.protocol import decode_state, encode_state
 from pcspec.conform.scenarios import BASE_CONFIG, chat
 from pcspec.conform.session import Session, sanitizer_findings
 from pcspec.core.trace import Trace
-from pcspec.model.variants import FIXED
 
 CASE = next(c for c in golden.cases() if c.name == "base")
 

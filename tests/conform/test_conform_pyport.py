@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from pcspec.model.variants import FIXED  # MIGRATE
 
 from pcspec.cli import main
 from pcspec.conform import golden
 from pcspec.conform.case import Case
 from pcspec.conform.fuzz import traces
 from pcspec.conform.session import Divergence, compare
-from pcspec.model.variants import FIXED
 from tests.support.paths import TESTS
 from tests.support.pyport import BREAKS, Core
 

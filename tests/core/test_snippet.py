@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pcspec.model.variants import MASTER, Accounting, SaveProtocol  # MIGRATE
 
 from pcspec.core.snippet import pytest_snippet as _bare_snippet
 from pcspec.core.trace import Trace, parse
 from pcspec.model.config import Config, MemoryKind
-from pcspec.model.variants import MASTER, Accounting, SaveProtocol
 from pcspec.properties.judge import replay, where_shown
 from tests.support.common import PERF1_OPS, trace_text
 
@@ -40,7 +40,7 @@ def load(source: str) -> dict[str, Any]:
 def test_the_steps_are_python_not_a_json_string() -> None:
     source = pytest_snippet(perf1_trace(), "master__PERF-1")
     assert "TRACE = " not in source and "parse(" not in source
-    assert 'VARIANT = get_variant("master")' in source
+    assert 'VARIANT = get_design("master")' in source
     assert "memory=MemoryKind.RECURRENT" in source
     assert '{"op": "request", "spans": [8], "tokens": [*range(1, 20)]},  # 0\n' in source
     assert '{"op": "request", "tokens": [*range(100, 110)]},  # 2  <- PERF-1 shows here' in source
@@ -62,8 +62,8 @@ def test_a_variant_of_ones_own_is_written_as_its_seams() -> None:
     seams = {"accounting": Accounting.UNIQUE, "save_protocol": SaveProtocol.TRANSACTIONAL}
     mine = dataclasses.replace(MASTER, name="mine", **seams)
     source = pytest_snippet(perf1_trace(mine), "mine__PERF-1")
-    assert "from pcspec.model.variants import Accounting, SaveProtocol, get_variant" in source
-    assert 'get_variant("master"),\n    name="mine",\n' in source
+    assert "from pcspec.model.variants import Accounting, SaveProtocol, get_design" in source
+    assert 'get_design("master"),\n    name="mine",\n' in source
     assert "accounting=Accounting.UNIQUE," in source and "save_protocol=SaveProtocol.TRANSACTIONAL," in source
     assert load(source)["VARIANT"] == mine
 
@@ -87,5 +87,5 @@ def test_the_file_fails_while_the_violation_reproduces_and_passes_once_edited(tm
 
     assert pytest_exit() == 1
     # Editing it as a person would: the master design becomes fixed, which has no PERF-1.
-    path.write_text(path.read_text().replace('get_variant("master")', 'get_variant("fixed")'))
+    path.write_text(path.read_text().replace('get_design("master")', 'get_design("fixed")'))
     assert pytest_exit() == 0

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
+from pcspec.model.variants import FIXED  # MIGRATE
 
 from pcspec.engines.hypothesis import PROFILES, machine_for
-from pcspec.model.variants import FIXED
 from pcspec.properties.catalogue import CATALOGUE
 
 TestFixedHoldsEverything = machine_for(FIXED, targets=[p.id for p in CATALOGUE]).TestCase

@@ -13,13 +13,14 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis.stateful import run_state_machine_as_test
+from pcspec.model.designs import named
+from pcspec.model.variants import FIXED, RULE_SETS  # MIGRATE
 
 from pcspec.core.draw import Bool, Choice, Domain, Int, Lists
 from pcspec.engines import walker
 from pcspec.engines.hypothesis import PROFILES, machine_for, strategy
 from pcspec.engines.search import hunt
 from pcspec.model.config import Config
-from pcspec.model.variants import ALL, FIXED, RULE_SETS
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import replay, shrink_trace
 from pcspec.properties.rules import RULES, SETUP, configs, rules_for
@@ -96,8 +97,8 @@ def _digest(w: walker.Walker, seeds: range) -> list[str]:
 
 
 def test_same_seed_same_trace() -> None:
-    w = walker.Walker(ALL["pr30137"])
-    assert _digest(w, range(5)) == _digest(walker.Walker(ALL["pr30137"]), range(5))
+    w = walker.Walker(named()["pr30137"])
+    assert _digest(w, range(5)) == _digest(walker.Walker(named()["pr30137"]), range(5))
     assert _digest(w, range(5)) != _digest(w, range(5, 10))
 
 
@@ -107,8 +108,8 @@ def test_same_trace_under_another_hash_seed_and_without_hypothesis() -> None:
     has installed."""
     code = (
         "import sys; sys.modules['hypothesis'] = None;"
-        "import json; from pcspec.engines import walker; from pcspec.model.variants import ALL;"
-        "w = walker.Walker(ALL['master']);"
+        "import json; from pcspec.engines import walker; from pcspec.model.variants import named();"
+        "w = walker.Walker(named()['master']);"
         "print(json.dumps([w.example(s).ops for s in range(4)], sort_keys=True))"
     )
     outs = []
@@ -120,19 +121,19 @@ def test_same_trace_under_another_hash_seed_and_without_hypothesis() -> None:
 
 
 def test_a_walk_is_a_function_of_seed_and_budget() -> None:
-    a = walker.Walker(ALL["mutant:undercount"]).walk(0, 30)
-    b = walker.Walker(ALL["mutant:undercount"]).walk(0, 30)
+    a = walker.Walker(named()["mutant:undercount"]).walk(0, 30)
+    b = walker.Walker(named()["mutant:undercount"]).walk(0, 30)
     assert (a.examples, a.rules, a.steps) == (b.examples, b.rules, b.steps)
     assert {p: (f.example_seed, f.ops) for p, f in a.first.items()} == {
         p: (f.example_seed, f.ops) for p, f in b.first.items()
     }
     # walk seed s runs example seeds s * STRIDE + i
-    c = walker.Walker(ALL["mutant:undercount"]).run_seeds([walker.example_seed(0, i) for i in range(30)])
+    c = walker.Walker(named()["mutant:undercount"]).run_seeds([walker.example_seed(0, i) for i in range(30)])
     assert c.steps == a.steps
 
 
 def test_a_hunt_finds_shrinks_and_replays() -> None:
-    v = ALL["mutant:undercount"]
+    v = named()["mutant:undercount"]
     w = walker.hunt(v, "ACC-1", seed=0, examples=200)
     assert w.hit is not None and w.complete
     trace = shrink_trace(w.hit.trace(v), "ACC-1")
@@ -144,7 +145,7 @@ def test_a_hunt_finds_shrinks_and_replays() -> None:
 def test_a_hunts_trace_ends_at_its_targets_violation() -> None:
     """A target's violation ends the example where it shows: the last operation of the find
     is the one whose model operation broke the target (no exception needed to stop it)."""
-    v = ALL["mutant:undercount"]
+    v = named()["mutant:undercount"]
     w = walker.hunt(v, "ACC-1", seed=0, examples=200)
     assert w.hit is not None
     steps = replay(w.hit.trace(v), [get_property("ACC-1")]).steps
@@ -159,7 +160,7 @@ def test_a_time_cap_leaves_the_walk_incomplete() -> None:
 def test_a_verify_hunt_keeps_the_shortest_of_its_finds() -> None:
     """Seed 0's first UNINIT-1 find on noinit-unchecked needs a dozen server steps at the
     right moments (15 operations once shrunk); the next finds show it in four."""
-    v = ALL["mutant:noinit-unchecked"]
+    v = named()["mutant:noinit-unchecked"]
     run, hit = hunt(v, "UNINIT-1", 0, 4000, 120.0)
     assert hit is not None and hit.shrunk and run.complete
     assert len(hit.trace.ops) <= 6

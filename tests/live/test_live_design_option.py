@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 
 import pytest
+from pcspec.model.variants import MASTER, OCTOBER, PR27451, PR30137  # MIGRATE
 
 from pcspec.cli import main
 from pcspec.live import build, calibrate
 from pcspec.live.designs import design_of
-from pcspec.model.variants import MASTER, OCTOBER, PR27451, PR30137
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:

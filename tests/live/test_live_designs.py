@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from pcspec.model.designs import DESIGNS
 
 from pcspec.live import build
 from pcspec.live.designs import (
@@ -33,7 +34,6 @@ from pcspec.live.designs import (
     design_of,
     with_faults,
 )
-from pcspec.model.variants import DESIGNS as MODEL_DESIGNS
 from tests.support.paths import ROOT
 
 PATCHED = tuple(name for name, d in DESIGNS.items() if d.patches)
@@ -114,20 +114,20 @@ def test_a_port_is_a_format_patch_in_llama_cpp_style(name: str) -> None:
 # The seams of model/variants.py each patch of ``fixed`` implements, in the order they apply, and
 # how its message names them.
 FIXED_SEAMS: dict[str, tuple[set[str], str]] = {
-    "0002": ({"cache_update_busy_slot"}, "Variant.cache_update_busy_slot = False"),
+    "0002": ({"cache_update_busy_slot"}, "Design.cache_update_busy_slot = False"),
     "0003": ({"accounting"}, "Accounting.UNIQUE"),
     "0004": ({"save_protocol", "alloc_scope"}, "SaveProtocol.TRANSACTIONAL"),  # (it builds the entry in the try)
-    "0005": ({"record_payload_pos_min"}, "Variant.record_payload_pos_min"),
-    "0006": ({"consult_cache_for_empty_pinned"}, "Variant.consult_cache_for_empty_pinned"),
+    "0005": ({"record_payload_pos_min"}, "Design.record_payload_pos_min"),
+    "0006": ({"consult_cache_for_empty_pinned"}, "Design.consult_cache_for_empty_pinned"),
     # contain_failures in two patches: the cache load, then the checkpoints and the truncation
-    "0007": (set(), "the cache-load part of Variant.contain_failures"),
-    "0008": ({"shrink_limit_on_bad_alloc"}, "Variant.shrink_limit_on_bad_alloc = False"),
-    "0009": ({"contain_failures"}, "the checkpoint and truncation part of Variant.contain_failures"),
-    "0010": ({"resync_on_file_restore"}, "Variant.resync_on_file_restore"),
-    "0011": ({"resync_draft_on_file_restore"}, "Variant.resync_draft_on_file_restore"),
-    "0012": ({"invalidate_n_prefix"}, "Variant.invalidate_n_prefix"),  # (a seam of the tree: designs.py)
-    "0013": ({"keep_restored"}, "Variant.keep_restored"),
-    "0014": ({"resume_best", "restore_only_prefixes"}, "Variant.resume_best and Variant.restore_only_prefixes"),
+    "0007": (set(), "the cache-load part of Design.contain_failures"),
+    "0008": ({"shrink_limit_on_bad_alloc"}, "Design.shrink_limit_on_bad_alloc = False"),
+    "0009": ({"contain_failures"}, "the checkpoint and truncation part of Design.contain_failures"),
+    "0010": ({"resync_on_file_restore"}, "Design.resync_on_file_restore"),
+    "0011": ({"resync_draft_on_file_restore"}, "Design.resync_draft_on_file_restore"),
+    "0012": ({"invalidate_n_prefix"}, "Design.invalidate_n_prefix"),  # (a seam of the tree: designs.py)
+    "0013": ({"keep_restored"}, "Design.keep_restored"),
+    "0014": ({"resume_best", "restore_only_prefixes"}, "Design.resume_best and Design.restore_only_prefixes"),
 }
 
 
@@ -148,8 +148,9 @@ def test_the_patches_of_fixed_implement_its_seams_and_no_other() -> None:
     """``pcspec live --design fixed`` compares the build with ``fixed@0c1e570``: the model's
     design with master's rule where no patch goes (designs.py, not_ported). Its seams beyond
     pr30137's are exactly those the patches name."""
+    from pcspec.model.variants import seam_differences  # MIGRATE
+
     from pcspec.live import calibrate
-    from pcspec.model.variants import seam_differences
 
     ours, base = calibrate.variant("fixed@0c1e570"), calibrate.variant("pr30137@0c1e570")
     assert set(seam_differences(ours, base)) == set().union(*(seams for seams, _ in FIXED_SEAMS.values()))

@@ -37,6 +37,8 @@ from pcspec.live.schedule import ServerFacts, read_facts
 pytestmark = pytest.mark.live
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 
+from pcspec.model.variants import DESIGNS  # noqa: E402  # MIGRATE
+
 from pcspec.live import calibrate  # noqa: E402
 from pcspec.live.allocfaults import AllocCalls  # noqa: E402
 from pcspec.live.client import Client, Reply, generated, top_logprobs  # noqa: E402
@@ -46,7 +48,6 @@ from pcspec.live.transparency import compare  # noqa: E402
 from pcspec.model import events as ev  # noqa: E402
 from pcspec.model.config import Config  # noqa: E402
 from pcspec.model.server import Server  # noqa: E402
-from pcspec.model.variants import DESIGNS  # noqa: E402
 from pcspec.properties.catalogue import CATALOGUE, get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
 from tests.support.live import build_or_skip  # noqa: E402

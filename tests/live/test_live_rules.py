@@ -8,13 +8,14 @@ import stat
 from pathlib import Path
 
 import pytest
+from pcspec.model.rulesets import NEWEST
+from pcspec.model.variants import RULE_SETS  # MIGRATE
 
 from pcspec.cli import build_parser, main
 from pcspec.commands import live as live_cmd
 from pcspec.live import build
 from pcspec.live.buildinfo import FALLBACK, rules_for_server, rules_for_text
 from pcspec.logcheck.builds import choose
-from pcspec.model.variants import NEWEST_RULE_SET, RULE_SETS
 
 
 def fake_server(tmp_path: Path, number: int, commit: str) -> Path:
@@ -49,10 +50,10 @@ def test_a_newer_build_gets_the_newest_rule_set_with_a_warning(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     args = parsed("--server", str(fake_server(tmp_path, 12000, "0123abc")))
     live_cmd._server(args)
-    assert args.variant == NEWEST_RULE_SET
+    assert args.variant == NEWEST
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("pcspec live: warning: build 12000 is newer")
-    assert NEWEST_RULE_SET in err[0]
+    assert NEWEST in err[0]
 
 
 def test_a_server_that_names_nothing_gets_october_and_the_offer_of_rules(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pcspec.model.designs import get_design
 
 from pcspec.live import build
 from pcspec.live.client import Reply, completion_body
@@ -24,7 +25,6 @@ from pcspec.model.config import Config, MemoryKind
 from pcspec.model.events import logged as model_logged
 from pcspec.model.logged import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Selected
 from pcspec.model.server import Server
-from pcspec.model.variants import get_variant
 from tests.support.paths import DATA
 
 REAL_LOGS = DATA / "real"
@@ -140,7 +140,7 @@ def test_log_and_model_records_of_the_same_run_agree_on_a_real_log() -> None:
 
 def test_model_records() -> None:
     cfg = Config(memory=MemoryKind.SWA, n_ctx_checkpoints=4, checkpoint_min_step=16, cache_ram=1 << 20)
-    srv = Server(cfg, get_variant("master"))
+    srv = Server(cfg, get_design("master"))
     srv.request(tuple(range(300)), n_predict=2)
     srv.run()
     srv.request(tuple(range(290)), n_predict=2)

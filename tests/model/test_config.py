@@ -10,11 +10,11 @@ import json
 from typing import Any
 
 import pytest
+from pcspec.model.designs import DESIGNS
 
 from pcspec.core.errors import PcspecError
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
-from pcspec.model.variants import DESIGNS
 
 INVALID: list[tuple[dict[str, Any], tuple[str, ...]]] = [
     ({"cache_ram": -2}, ("cache_ram",)),

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pcspec.model.design import Design
+from pcspec.model.variants import FIXED, OCTOBER  # MIGRATE
+
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
-from pcspec.model.variants import FIXED, OCTOBER, Variant
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import Judge
 
@@ -33,7 +35,7 @@ A40 = tuple(range(100, 140))
 FAILED = "decode() failed: failed to process speculative batch"
 
 
-def _marker_run(variant: Variant) -> tuple[Server, list[str]]:
+def _marker_run(variant: Design) -> tuple[Server, list[str]]:
     srv = Server(RECURRENT, variant)
     judge = Judge(srv, [get_property("CKPT-1")])
     srv.request(A40, n_predict=3)
@@ -69,7 +71,7 @@ def test_fixed_refuses_the_file_instead() -> None:
     assert ckpt1 == []
 
 
-def _draft_run(variant: Variant) -> Server:
+def _draft_run(variant: Design) -> Server:
     srv = Server(KV_DRAFT, variant)
     srv.request(tuple(range(100, 130)), n_predict=3)
     srv.run()

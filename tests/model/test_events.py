@@ -10,6 +10,7 @@ import pickle
 import re
 
 import pytest
+from pcspec.model.designs import DESIGNS
 
 from pcspec.live.predict import model_records
 from pcspec.logcheck import parse_text
@@ -19,7 +20,6 @@ from pcspec.model import logged as lg
 from pcspec.model.config import Config
 from pcspec.model.heap import Heap
 from pcspec.model.server import Server
-from pcspec.model.variants import DESIGNS
 
 
 def _erase(**extra: object) -> ev.CkptErase:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import struct
 
 import pytest
+from pcspec.model.designs import DESIGNS
+from pcspec.model.rulesets import NEWEST, PARENTS, get_rule_set
+from pcspec.model.variants import RULE_SETS, rule_set_differences, seam_differences  # MIGRATE
 
 from pcspec.core.loop import replay
 from pcspec.core.trace import load
@@ -13,15 +16,6 @@ from pcspec.model.config import Config
 from pcspec.model.errors import PcspecError
 from pcspec.model.server import Server
 from pcspec.model.state_versions import RESTORE_LOAD_FAILED
-from pcspec.model.variants import (
-    DESIGNS,
-    NEWEST_RULE_SET,
-    RULE_SET_PARENTS,
-    RULE_SETS,
-    get_rule_set,
-    rule_set_differences,
-    seam_differences,
-)
 from tests.support.paths import DATA
 
 # What each tree changed, as seams (docs/RULESETS.md cites the lines).
@@ -36,8 +30,8 @@ EXPECTED = {
 
 
 def test_each_rule_set_is_its_parent_with_the_seams_its_tree_changed() -> None:
-    assert list(RULE_SETS) == list(RULE_SET_PARENTS) == list(EXPECTED)
-    assert list(RULE_SETS)[-1] == NEWEST_RULE_SET
+    assert list(RULE_SETS) == list(PARENTS) == list(EXPECTED)
+    assert list(RULE_SETS)[-1] == NEWEST
     for name in RULE_SETS:
         assert rule_set_differences(name) == EXPECTED[name], name
         assert not RULE_SETS[name].mutant

@@ -10,6 +10,8 @@ passes (server-context.cpp:4825 and 5415-5425 of b11549); b11434 and the October
 from __future__ import annotations
 
 import pytest
+from pcspec.model.designs import DESIGNS
+from pcspec.model.variants import RULE_SETS  # MIGRATE
 
 from pcspec.core.loop import apply
 from pcspec.live.client import completion_body
@@ -18,7 +20,6 @@ from pcspec.live.predict import Predictor
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
-from pcspec.model.variants import DESIGNS, RULE_SETS
 from pcspec.properties.rules import Fuzz
 from tests.support.common import events
 

@@ -19,6 +19,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from pcspec.model.designs import DESIGNS
+from pcspec.model.design import Design, Sharing
+from pcspec.model.variants import RULE_SETS  # MIGRATE
 
 from pcspec.core.loop import apply
 from pcspec.engines.walker import Walker
@@ -30,7 +33,6 @@ from pcspec.model.memory import SeqMemory
 from pcspec.model.server import Server
 from pcspec.model.slot import SlotState, TaskType
 from pcspec.model.state import type_invariant
-from pcspec.model.variants import DESIGNS, RULE_SETS, Sharing, Variant
 from pcspec.properties.checkpoints import ckpt5_batch_ends
 from pcspec.properties.judge import Judge
 from tests.support.common import events
@@ -39,7 +41,7 @@ SHARED = tuple(range(1, 30))  # 29 tokens every question shares
 QUESTIONS = [(*SHARED, 200, 201), (*SHARED, 300), (*SHARED, 400, 401, 402)]
 
 
-def server(variant: Variant, memory: MemoryKind = MemoryKind.KV, n_slots: int = 3, **kw: object) -> Server:
+def server(variant: Design, memory: MemoryKind = MemoryKind.KV, n_slots: int = 3, **kw: object) -> Server:
     args: dict[str, object] = dict(n_slots=n_slots, n_ctx_slot=96, n_batch=16, n_ubatch=4, memory=memory,
                                    n_ctx_checkpoints=4, checkpoint_min_step=2, cache_ram=-1,
                                    slot_prompt_similarity=0.1, n_rs_seq=2)
@@ -47,7 +49,7 @@ def server(variant: Variant, memory: MemoryKind = MemoryKind.KV, n_slots: int = 
     return Server(Config(**args), variant)  # type: ignore[arg-type]
 
 
-def with_decisions(design: str) -> Variant:
+def with_decisions(design: str) -> Design:
     """A design whose server offers decision tasks (the model runs a group the same way under
     every variant; only the fuzzing rules are gated by ``decision_tasks``)."""
     return dataclasses.replace(DESIGNS[design], decision_tasks=True)

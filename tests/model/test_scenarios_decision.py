@@ -13,6 +13,9 @@ The C++ of b11549 (tools/server/server-context.cpp):
 from __future__ import annotations
 
 import pytest
+from pcspec.model.designs import DESIGNS
+from pcspec.properties.mutants import MUTANTS
+from pcspec.model.variants import RULE_SETS  # MIGRATE
 
 from pcspec.core.loop import apply
 from pcspec.engines.walker import Walker
@@ -20,7 +23,6 @@ from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.slot import TaskType
-from pcspec.model.variants import DESIGNS, MUTANTS, RULE_SETS
 from pcspec.properties.rules import RULES, rules_for
 from tests.support.common import events
 

@@ -5,10 +5,10 @@ alone."""
 from __future__ import annotations
 
 import pytest
+from pcspec.model.designs import DESIGNS
 
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
-from pcspec.model.variants import DESIGNS
 
 CFG = Config(memory=MemoryKind.RECURRENT, n_ctx_slot=64, n_batch=4, n_ubatch=2, n_ctx_checkpoints=3,
              checkpoint_min_step=2, rs_bytes=64, cache_ram=-1, cache_idle_slots=False)

@@ -13,11 +13,11 @@ with ``pos_max <= pos_next`` and (``pos_min < thold`` or ``pos_min == 0``); rest
 from __future__ import annotations
 
 import pytest
+from pcspec.model.designs import DESIGNS
 
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
-from pcspec.model.variants import DESIGNS
 from tests.support.common import DESIGN_NAMES, events, recurrent_config
 from tests.support.nested_approx import approx_flat, flat
 

@@ -8,6 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pcspec.model.designs import DESIGNS
+from pcspec.model.variants import FIXED, MASTER, OCTOBER, PR27451, PR30137  # MIGRATE
 
 from pcspec.core.trace import load, parse
 from pcspec.model import events as ev
@@ -20,7 +22,6 @@ from pcspec.model.slot import SlotState
 from pcspec.model.slot_files import decode_content, encode_content
 from pcspec.model.slotfile import read_slot_file
 from pcspec.model.swa_ring import split_equal
-from pcspec.model.variants import DESIGNS, FIXED, MASTER, OCTOBER, PR27451, PR30137
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import replay
 from tests.support.paths import DATA

@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from pcspec.model.designs import get_design
 
 from pcspec.cli import main
 from pcspec.model.config import Config
@@ -19,7 +20,6 @@ from pcspec.model.slotfile import FileCheckpoint, read_slot_file, write_slot_fil
 from pcspec.model.state_layout import encode_state
 from pcspec.model.state_reader import parse_state
 from pcspec.model.state_versions import RESTORE_LOAD_FAILED, STATE_SEQ_VERSION_DEFAULT
-from pcspec.model.variants import get_variant
 from tests.support.state_builders import (
     REAL_FILES,
     as_version,
@@ -88,7 +88,7 @@ def test_the_model_restores_its_own_version_only() -> None:
     # The model's server is the October build: it writes version 3 and refuses a version 4 file
     # as that build's llama_state_seq_load_file does; the slot is cleared.
     assert STATE_SEQ_VERSION_DEFAULT == 3
-    srv = Server(Config(n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=4, cache_ram=-1), get_variant("fixed"))
+    srv = Server(Config(n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=4, cache_ram=-1), get_design("fixed"))
     srv.request(tuple(range(1, 20)), n_predict=1)
     srv.run()
     srv.slot_action("save", 0, "f.bin")
@@ -237,7 +237,7 @@ def test_inspect_other_states(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     path.write_bytes(write_slot_file([1, 2], b"STATE-BLOB", state_version=2))
     assert main(["slotfile", "inspect", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"]["located"] == "scan"
-    srv = Server(Config(n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=4, cache_ram=-1), get_variant("fixed"))
+    srv = Server(Config(n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=4, cache_ram=-1), get_design("fixed"))
     srv.request(tuple(range(1, 20)), n_predict=1)
     srv.run()
     srv.slot_action("save", 0, "f.bin")

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from pcspec.model.designs import get_design
 
 from pcspec.cli import main
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.server import Server
 from pcspec.model.slotfile import read_slot_file
-from pcspec.model.variants import get_variant
 from tests.support.common import TRACE_HEADER, trace_text
 
 TOKENS = list(range(1, 21))
@@ -24,7 +24,7 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def model_save(cfg: Config, tokens: list[int]) -> bytes:
     """What the modelled server writes, done by hand: one request, run, POST /slots/0?action=save."""
-    srv = Server(cfg, get_variant("fixed"))
+    srv = Server(cfg, get_design("fixed"))
     srv.request(tuple(tokens), n_predict=1, id_slot=0)
     srv.run()
     srv.slot_action("save", 0, "x")

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 import setuptools
+from pcspec.model.designs import get_design
 
 import pcspec
 from pcspec.cli import main
 from pcspec.core.snippet import pytest_snippet as _bare_snippet
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
-from pcspec.model.variants import get_variant
 from pcspec.properties.judge import where_shown
 from tests.support.paths import ROOT
 
@@ -53,7 +53,7 @@ def verify_like_run(checkout: Path) -> None:
     left: build/lib/pcspec-out/ and a pcspec.egg-info/ naming pcspec-out a top-level package."""
     out = checkout / "pcspec-out"
     out.mkdir(exist_ok=True)
-    trace = Trace(get_variant("pr30137"), Config(), [{"op": "step"}])
+    trace = Trace(get_design("pr30137"), Config(), [{"op": "step"}])
     trace.write(out / "pr30137__ACC-1.jsonl")
     (out / "repro_pr30137__ACC_1.py").write_text(pytest_snippet(trace, "pr30137__ACC-1"))
     stale = checkout / "build" / "lib" / "pcspec-out"

@@ -7,11 +7,11 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from pcspec.model.design import Design
 
 from pcspec.conform import protocol
 from pcspec.conform.judge import JUDGED, NOT_JUDGED
 from pcspec.model.heap import Faults
-from pcspec.model.variants import Variant
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.tools import specgen
 from tests.support.paths import ROOT
@@ -44,7 +44,7 @@ def test_every_fault_site_and_seam_is_described() -> None:
     assert set(specgen.FAULT_EFFECTS) == set(Faults.SITES)
     core_sites = {s for op in protocol.OPS for s in op.sites}
     assert core_sites <= set(Faults.SITES)
-    seams = {f.name for f in dataclasses.fields(Variant)} - {"name", "summary", "mutant", "base"}
+    seams = {f.name for f in dataclasses.fields(Design)} - {"name", "summary", "mutant", "base"}
     assert set(specgen.SEAM_OPS) == seams, "a seam of model/variants.py is missing from specgen.SEAM_OPS (or gone)"
 
 

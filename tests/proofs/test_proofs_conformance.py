@@ -11,9 +11,9 @@ import pytest
 import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pcspec.model.designs import get_design
 
 from pcspec.model import policy
-from pcspec.model.variants import get_variant
 from pcspec.proofs import cache_ops, rules
 from pcspec.proofs import conform_cache as cc
 from pcspec.proofs import conform_world as cw
@@ -56,21 +56,21 @@ def cache_scenes(draw: st.DrawFn) -> cc.Scene:
 
 @functools.cache
 def cache_relation(variant: str, op: str) -> cc.Relation:
-    return cc.Relation(get_variant(variant), op)
+    return cc.Relation(get_design(variant), op)
 
 
 @pytest.mark.parametrize("variant", CACHE_VARIANTS)
 @SETTINGS
 @given(scene=cache_scenes())
 def test_cache_save_conforms(variant: str, scene: cc.Scene) -> None:
-    assert cache_relation(variant, "save").agrees(*cc.run_save(scene, get_variant(variant))) == ""
+    assert cache_relation(variant, "save").agrees(*cc.run_save(scene, get_design(variant))) == ""
 
 
 @pytest.mark.parametrize("variant", CACHE_VARIANTS)
 @SETTINGS
 @given(scene=cache_scenes())
 def test_cache_update_conforms(variant: str, scene: cc.Scene) -> None:
-    assert cache_relation(variant, "update").agrees(*cc.run_update(scene, get_variant(variant))) == ""
+    assert cache_relation(variant, "update").agrees(*cc.run_update(scene, get_design(variant))) == ""
 
 
 @pytest.mark.parametrize("variant", ("master", "pr30137", "pr27451", "fixed"))
@@ -82,7 +82,7 @@ def test_cache_removal_and_cleared_main_conform(variant: str, scene: cc.Scene, f
     if not scene.entries:
         return
     scene.fault = fault
-    pre, inputs, post, outputs = cc.run_remove(scene, get_variant(variant))
+    pre, inputs, post, outputs = cc.run_remove(scene, get_design(variant))
     op = "clear_main" if any(v for k, v in inputs.items() if k.startswith("cleared")) else "remove"
     flag = "cleared" if op == "clear_main" else "gone"
     chosen = {k: v for k, v in inputs.items() if k.startswith(flag)}
@@ -114,7 +114,7 @@ def world_scenes(draw: st.DrawFn, op: str) -> cw.WorldScene:
 
 @functools.cache
 def world_relation(variant: str, op: str) -> cw.Relation:
-    return cw.Relation(get_variant(variant), op)
+    return cw.Relation(get_design(variant), op)
 
 
 @pytest.mark.parametrize("variant", WORLD_VARIANTS)
@@ -123,7 +123,7 @@ def world_relation(variant: str, op: str) -> cw.Relation:
 @given(data=st.data())
 def test_world_operation_conforms(variant: str, op: str, data: st.DataObject) -> None:
     scene = data.draw(world_scenes(op))
-    assert world_relation(variant, op).agrees(*cw.run(scene, get_variant(variant), op)) == ""
+    assert world_relation(variant, op).agrees(*cw.run(scene, get_design(variant), op)) == ""
 
 
 # Scenes that take every path of a save, so that none is left to the draw's luck: (variant,
@@ -150,7 +150,7 @@ PATHS = [
 
 @pytest.mark.parametrize(("variant", "scene", "shown"), PATHS)
 def test_cache_save_paths_conform(variant: str, scene: cc.Scene, shown: tuple[str, bool]) -> None:
-    pre, inputs, post, outputs = cc.run_save(scene, get_variant(variant))
+    pre, inputs, post, outputs = cc.run_save(scene, get_design(variant))
     assert outputs[shown[0]] == shown[1]
     assert cache_relation(variant, "save").agrees(pre, inputs, post, outputs) == ""
 

@@ -5,8 +5,8 @@ hold."""
 from __future__ import annotations
 
 import z3
+from pcspec.model.variants import FIXED, MASTER  # MIGRATE
 
-from pcspec.model.variants import FIXED, MASTER
 from pcspec.proofs import cache_proofs
 from pcspec.proofs.build import Build
 from pcspec.proofs.obligations import BY_ID

@@ -12,12 +12,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from pcspec.model.designs import DESIGNS, get_design
+from pcspec.properties.mutants import MUTANTS
 
 from pcspec.core.trace import Trace
 from pcspec.engines.search import hunt
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
-from pcspec.model.variants import DESIGNS, MUTANTS, get_variant
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import base_violates, first_violation, replay
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
@@ -75,7 +76,7 @@ RESTORE2 = get_property("RESTORE-2")
 
 
 def _trace(variant: str, cfg: Config, ops: list[dict[str, Any]]) -> Trace:
-    return Trace(get_variant(variant), cfg, ops)
+    return Trace(get_design(variant), cfg, ops)
 
 
 def _violations(variant: str, cfg: Config, ops: list[dict[str, Any]]) -> list[str]:
@@ -119,12 +120,12 @@ def test_a_violation_the_base_shares_does_not_catch() -> None:
     # master deep-copies checkpoints on a save (PERF-1); a mutant of master violates PERF-1 on
     # that trace too, but so does master: it is not the mutant's doing.
     cfg = Config(**{k: v for k, v in TRACE_HEADER["config"].items() if k != "memory"}, memory=MemoryKind.RECURRENT)
-    trace = Trace(get_variant("mutant:thold-minus-one-always"), cfg, list(PERF1_OPS))
+    trace = Trace(get_design("mutant:thold-minus-one-always"), cfg, list(PERF1_OPS))
     assert first_violation(trace, "PERF-1") is not None
     assert base_violates(trace, "PERF-1")
     # A design has no base; a mutant of fixed (which holds PERF-1) is caught by any violation.
     assert not base_violates(Trace(DESIGNS["master"], cfg, list(PERF1_OPS)), "PERF-1")
-    assert not base_violates(Trace(get_variant("mutant:free-shared"), cfg, list(PERF1_OPS)), "PERF-1")
+    assert not base_violates(Trace(get_design("mutant:free-shared"), cfg, list(PERF1_OPS)), "PERF-1")
 
 
 def test_every_mutant_names_its_base() -> None:
@@ -136,7 +137,7 @@ def test_a_hunt_walks_past_finds_its_base_shares() -> None:
     # master violates PERF-1 within a few examples (a save deep-copies the checkpoints); a mutant
     # of master that changes only the restore threshold shares most such finds: its hunt walks
     # past them, and what it returns (if anything) is a trace master holds PERF-1 on.
-    mutant = get_variant("mutant:thold-minus-one-always")
+    mutant = get_design("mutant:thold-minus-one-always")
     run, first = hunt(replace(mutant, base=None), "PERF-1", 0, 30)  # (judged as a design: found)
     assert first is not None
     assert base_violates(Trace(mutant, first.trace.config, list(first.trace.ops)), "PERF-1")

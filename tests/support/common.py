@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
+from pcspec.model.designs import DESIGNS
+
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.model.variants import DESIGNS
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import Judge
 

@@ -32,6 +32,8 @@ import struct
 import weakref
 from dataclasses import dataclass, field
 
+from pcspec.model.designs import named
+
 from pcspec.core.errors import PcspecError
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
@@ -39,7 +41,6 @@ from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.model.slot_files import _peek_state_size  # what the restore passes as state_size
 from pcspec.model.slotfile import SLOT_CKPT_MAX_COUNT, ReadStats, field_map, read_slot_file
-from pcspec.model.variants import ALL
 from pcspec.properties.base import Events
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.files import file1_round_trip_and_rejection
@@ -152,7 +153,7 @@ _JUDGES: weakref.WeakKeyDictionary[Server, Judge] = weakref.WeakKeyDictionary()
 
 @functools.cache
 def build(kind: MemoryKind, draft: bool, variant: str) -> Base:
-    srv = Server(config(kind, draft), ALL[variant])
+    srv = Server(config(kind, draft), named()[variant])
     _JUDGES[srv] = Judge(srv, [get_property("FILE-1")])
     srv.request(tuple(range(1, 41)), spans=(0, 20), n_predict=3, id_slot=0)
     srv.run()

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from pcspec.model.variants import FIXED  # MIGRATE
 
 from pcspec.cli import main
 from pcspec.commands import prove as prove_command
 from pcspec.model.config import Config
-from pcspec.model.variants import FIXED
 from pcspec.properties import accounting
 from pcspec.properties.base import Events
 from tests.support.paths import ROOT

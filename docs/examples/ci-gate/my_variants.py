@@ -4,7 +4,7 @@ back (the C++'s pre-#30137 save). pcspec has no expectations of it: it must hold
 
 import dataclasses
 
-from pcspec.model.variants import FIXED, SaveProtocol
+from pcspec.model.variants import FIXED, SaveProtocol  # MIGRATE
 
 NOROLLBACK = dataclasses.replace(FIXED, name="norollback", save_protocol=SaveProtocol.APPEND_FILL)
 
