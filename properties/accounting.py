@@ -1,10 +1,11 @@
 """ACC and LIMIT families: the cache counts what it holds, each buffer once (point 1 of the
 #30137 review; #27451's description keeps per-holder counting on purpose; docs/SOURCES.md).
 
-ACC-1 compares the variant's accounting with unique bytes; ACC-2 and ACC-3 judge each
-rejection and eviction with the numbers the model recorded at that moment (unique bytes of
-the cache plus the candidate, the limit); LIMIT-1 bounds unique bytes and tokens; LIVE-1
-flags a limit that a transient failure reduced for good.
+ACC-1 compares the design's accounting with unique bytes; ACC-2 and ACC-3 judge each
+rejection, admission and eviction with the judge's own numbers, taken from the state at that
+moment (``history``: unique bytes of the cache, of the entry, of the candidate a save makes
+room for, the limit), never with a number or a reason the design reported; LIMIT-1 bounds
+unique bytes and tokens; LIVE-1 flags a limit that a transient failure reduced for good.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 from pcspec.model import events as ev
 from pcspec.model.events import Event
 from pcspec.model.server import Server
-from pcspec.properties.base import also_reads, events_of, memo, on_events, on_storage
+from pcspec.properties.base import also_reads, events_of, history_of, memo, needs, on_events, on_storage
+from pcspec.properties.history import EXCUSED_EVICTIONS
 
 
 # What several checks read of the cache, computed once per judgement (``memo``).
@@ -38,32 +40,31 @@ def acc1_accounted_equals_unique(srv: Server, events: Sequence[Event]) -> list[s
 
 
 @on_events(ev.SaveRejectOversize, ev.EntryInsert)
+@needs("cache")
 def acc2_reject_iff_oversize(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
-    for r in events_of(events, ev.SaveRejectOversize):
-        if r.own_unique <= r.limit:
-            out.append(
-                f"an entry of {r.own_unique} unique bytes was rejected as oversize "
-                f"though the limit is {r.limit} (counted as {r.size})"
-            )
-    for e in events_of(events, ev.EntryInsert):
-        limit = e.limit
-        if limit > 0 and e.own_unique > limit:
-            out.append(f"entry #{e.entry} of {e.own_unique} unique bytes admitted over the limit {limit}")
+    for a in history_of(events).admissions:
+        if a.rejected and a.own_unique <= a.limit:
+            out.append(f"an entry of {a.own_unique} unique bytes was rejected as oversize though the limit is "
+                       f"{a.limit} (counted as {a.counted})")
+        elif not a.rejected and a.limit > 0 and a.own_unique > a.limit:
+            out.append(f"entry #{a.entry} of {a.own_unique} unique bytes admitted over the limit {a.limit}")
     return out
 
 
 @on_events(ev.EntryEvict)
+@needs("cache")
 def acc3_minimal_eviction(srv: Server, events: Sequence[Event]) -> list[str]:
-    return [
-        f"entry #{e.entry} evicted ({e.reason}) though unique bytes "
-        f"{e.unique_total} were within the limit {e.limit}"
-        for e in events_of(events, ev.EntryEvict)
-        if e.reason in ("make_room", "limit_bytes")
-        and e.unique_total is not None
-        and e.limit is not None
-        and e.unique_total <= e.limit
-    ]
+    out: list[str] = []
+    for e in history_of(events).evictions:
+        if e.why is not None and e.why in EXCUSED_EVICTIONS + ("limit_tokens",):
+            continue
+        if e.unique <= e.limit or e.limit <= 0:
+            said = "" if e.why is not None else f" (given as {e.reason!r}, which the state does not bear out)"
+            out.append(f"entry #{e.entry} evicted ({e.reason}) though unique bytes {e.unique} were within the "
+                       f"limit {e.limit}{said}" if e.limit > 0 else
+                       f"entry #{e.entry} evicted ({e.reason}) though the cache has no byte limit{said}")
+    return out
 
 
 def _token_limit(size: int, n_tokens: int, limit_size: int, limit_tokens: int) -> int:
@@ -80,15 +81,16 @@ def _token_limit(size: int, n_tokens: int, limit_size: int, limit_tokens: int) -
 
 @on_storage
 @also_reads(ev.EntryInsert)
+@needs("cache")
 def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
     cache = srv.cache
     if cache is None:
         return []
     out: list[str] = []
     limit = cache.limit_size
-    for e in events_of(events, ev.EntryInsert):
-        if limit > 0 and e.unique_after > limit:
-            out.append(f"entry #{e.entry} published with {e.unique_after} unique bytes over the limit {limit}")
+    for a in history_of(events).admissions if events_of(events, ev.EntryInsert) else ():
+        if not a.rejected and a.limit > 0 and a.unique_after > a.limit:
+            out.append(f"entry #{a.entry} published with {a.unique_after} unique bytes over the limit {a.limit}")
     uniq = _unique(srv, events)
     if limit > 0 and uniq > limit:
         out.append(f"the cache holds {uniq} unique bytes over the limit {limit}")

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pcspec.model import events as ev
-from pcspec.model.cache import CacheEntry, lcp
+from pcspec.model.cache import CacheEntry, lcp, unique_bytes
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.events import Event
 from pcspec.model.heap import Buffer
-from pcspec.model.memory import SeqMemory, Tokens
+from pcspec.model.memory import FULL, SeqMemory, Tokens
 from pcspec.model.server import Server
 from pcspec.model.slot import Slot, TaskType
 
@@ -36,6 +36,7 @@ PARTS: dict[str, tuple[type[Event], ...]] = {
     "starts": (ev.PromptBegin, ev.PromptStart),  # REUSE-1, PERF-3, RESTORE-1, RESTORE-2
     "loads": (ev.Select, ev.LoadScan),  # REUSE-2
     "files": (ev.FileWrite, ev.FileRestore),  # FILE-1
+    "cache": (ev.Op, ev.SaveBegin, ev.SaveEnd, ev.EntryInsert, ev.EntryEvict, ev.SaveRejectOversize),  # ACC-2/3, LIMIT-1
 }
 
 
@@ -137,6 +138,41 @@ class Restore:
     restored: tuple[Any, ...]
 
 
+@dataclass(frozen=True)
+class Eviction:
+    """An entry that left the cache, as the judge saw it at that moment (its own numbers, none
+    the design reported): ``why`` is the reason it was given, or ``None`` where the judge found
+    that reason false; ``unique`` the cache's unique bytes with the entry still in it (and the
+    candidate a save was making room for), ``limit`` the byte limit then."""
+
+    entry: int
+    reason: str
+    why: str | None
+    unique: int
+    limit: int
+    n_tokens: int  # the cache's tokens with the entry still in it
+    limit_tokens: int
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A save's outcome at the cache's door, by the judge's numbers: an entry ``rejected`` as
+    oversize, or published (``entry``), with its own unique bytes, the cache's unique bytes
+    after it (published) and the limit then."""
+
+    rejected: bool
+    entry: int | None
+    own_unique: int
+    unique_after: int
+    limit: int
+    counted: int = 0  # what the design counted it as (shown, never judged)
+
+
+# The reasons an entry may leave the cache that are not about room (each checked against the
+# state where the state can tell: ``Eviction.why``).
+EXCUSED_EVICTIONS = ("obsolete", "loaded", "pop_back", "load_failed", "wake")
+
+
 @dataclass
 class History:
     srv: Server
@@ -147,6 +183,14 @@ class History:
     starts: list[Start] = field(default_factory=list)
     loads: list[Load] = field(default_factory=list)
     restores: list[Restore] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    admissions: list[Admission] = field(default_factory=list)
+    # the save in progress: its slot and the entries the cache held when it began
+    _saving: list[tuple[int, frozenset[int]]] = field(default_factory=list)
+    # every entry object the judge has seen in the cache, by id (an evicted one is gone from
+    # the cache's list when its eviction is announced)
+    _entries: dict[int, CacheEntry] = field(default_factory=dict)
+    _op: str = ""
     # file name -> the bytes the server last wrote there and what they hold (file_summary)
     _written: dict[str, tuple[bytes, tuple[Any, ...]]] = field(default_factory=dict)
     _save_began: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
@@ -160,6 +204,9 @@ class History:
             "starts": {ev.PromptBegin: self._on_prompt_begin, ev.PromptStart: self._on_prompt_start},
             "loads": {ev.Select: self._on_select, ev.LoadScan: self._on_load_scan},
             "files": {ev.FileWrite: self._on_file_write, ev.FileRestore: self._on_file_restore},
+            "cache": {ev.Op: self._on_op, ev.SaveBegin: self._on_cache_save_begin, ev.SaveEnd: self._on_cache_save_end,
+                      ev.EntryInsert: self._on_insert, ev.EntryEvict: self._on_evict,
+                      ev.SaveRejectOversize: self._on_reject},
         }
         for part in sorted(self.parts):
             for kind, handler in handlers[part].items():
@@ -176,6 +223,13 @@ class History:
             self.loads = []
         if self.restores:
             self.restores = []
+        if self.evictions:
+            self.evictions = []
+        if self.admissions:
+            self.admissions = []
+        if "cache" in self.parts:
+            self._saving.clear()
+            self._entries = {e.id: e for e in self.srv.cache.entries} if self.srv.cache is not None else {}
         # (a save or a prompt start an abort cut short never ends)
         self._save_began.clear()
         self._began.clear()
@@ -262,6 +316,88 @@ class History:
         saved = written[1] if written is not None and pristine else None
         self.restores.append(Restore(e.slot, e.filename, saved, file_summary(self.srv.slots[e.slot])))
 
+    # -- the cache's door (ACC-2, ACC-3, LIMIT-1): the judge's own numbers --------------------------
+
+    def _on_op(self, e: Event) -> None:
+        assert isinstance(e, ev.Op)
+        self._op = e.name
+        if "cache" in self.parts and self.srv.cache is not None:
+            self._entries.update((x.id, x) for x in self.srv.cache.entries)
+
+    def _on_cache_save_begin(self, e: Event) -> None:
+        assert isinstance(e, ev.SaveBegin)
+        cache = self.srv.cache
+        held = frozenset(x.id for x in cache.entries) if cache is not None else frozenset()
+        if cache is not None:
+            self._entries.update((x.id, x) for x in cache.entries)
+        self._saving.append((e.slot, held))
+
+    def _on_cache_save_end(self, e: Event) -> None:
+        if self._saving:
+            self._saving.pop()
+
+    def _candidate(self) -> tuple[int, list[Buffer]]:
+        """What the save in progress would add: the saving slot's state sizes (the contexts'
+        own ``get_size``) and its checkpoints' buffers (a copy of a list shares them or is
+        made of new ones: either way none the cache holds already, unless shared)."""
+        if not self._saving:
+            return 0, []
+        slot = self.srv.slots[self._saving[-1][0]]
+        data = sum(ctx.get_size(slot.id, FULL) for ctx in self.srv.contexts())
+        return data, [b for ck in slot.prompt.checkpoints for b in ck.buffers()]
+
+    def _on_insert(self, e: Event) -> None:
+        assert isinstance(e, ev.EntryInsert)
+        cache = self.srv.cache
+        if cache is None:
+            return
+        entry = next((x for x in cache.entries if x.id == e.entry), None)
+        if entry is not None:
+            self._entries[entry.id] = entry
+        own = unique_bytes([entry]) if entry is not None else 0
+        self.admissions.append(Admission(False, e.entry, own, unique_bytes(cache.entries), cache.limit_size))
+
+    def _on_reject(self, e: Event) -> None:
+        assert isinstance(e, ev.SaveRejectOversize)
+        cache = self.srv.cache
+        if cache is None:
+            return
+        data, bufs = self._candidate()
+        self.admissions.append(Admission(True, None, data + sum({b.id: b.size for b in bufs}.values()), 0,
+                                         cache.limit_size, e.size))
+
+    def _on_evict(self, e: Event) -> None:
+        assert isinstance(e, ev.EntryEvict)
+        cache = self.srv.cache
+        if cache is None:
+            return
+        gone = self._entries.get(e.entry)
+        with_it = [*cache.entries, *([gone] if gone is not None else [])]
+        unique = unique_bytes(with_it)
+        why: str | None = e.reason
+        saving = self._saving[-1] if self._saving else None
+        slot = self.srv.slots[saving[0]] if saving is not None else None
+        if e.reason == "make_room":
+            data, bufs = self._candidate()
+            unique = unique_bytes(with_it, bufs) + data if saving is not None else unique
+        elif e.reason == "obsolete":
+            tokens = gone.prompt.tokens if gone is not None else None
+            if slot is None or tokens is None or lcp(tokens, slot.prompt.tokens) != len(tokens):
+                why = None  # not a prefix of the prompt being saved
+        elif e.reason == "pop_back":
+            if saving is None or e.entry in saving[1]:
+                why = None  # not the entry this save published
+        elif e.reason == "loaded":
+            if gone is not None and gone.prompt.tokens:
+                why = None  # its prompt did not go to a slot
+        elif e.reason == "wake":
+            if self._op != "sleep_wake":
+                why = None  # only a sleep loses the cache
+        elif e.reason not in ("limit_bytes", "limit_tokens", "load_failed"):
+            why = None
+        n_tokens = sum(x.prompt.n_tokens for x in with_it)
+        self.evictions.append(Eviction(e.entry, e.reason, why, unique, cache.limit_size, n_tokens, cache.limit_tokens))
+
     def _settle_pending(self) -> None:
         if self._pending is not None:
             self.loads.append(self._pending)
@@ -269,7 +405,10 @@ class History:
 
 
 __all__ = [
+    "EXCUSED_EVICTIONS",
     "PARTS",
+    "Admission",
+    "Eviction",
     "History",
     "Load",
     "Restore",

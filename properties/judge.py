@@ -58,10 +58,18 @@ class Judge:
         props: Iterable[Property] = CATALOGUE,
         shortcuts: bool = True,
         incremental: bool | None = None,
+        reference: bool | None = None,
     ) -> None:
         self.srv = srv
         self.props = tuple(props)
         self.seen = len(srv.heap.events)
+        # The reference judge (``reference``: by default for a design that is not pcspec's own)
+        # runs every check after every operation: no table of event kinds, no storage epochs, no
+        # carried findings. Those shortcuts rest on what pcspec's designs do (every change of
+        # storage emits an event); a design of one's own is judged without them.
+        self.reference = not is_pcspecs(srv.design) if reference is None else reference
+        if self.reference:
+            shortcuts, incremental = False, False
         self.incremental = shortcuts if incremental is None else incremental
         # (id, check, after_crash, the event kinds it needs or None, whether it reads only the
         # storage and its findings are carried over, and the events it also reads): read once,
@@ -108,7 +116,7 @@ class Judge:
         log = srv.heap.events
         new = log[self.seen :]
         self.seen = len(log)
-        if len(new) == 1 and new[0].kind == "op":
+        if len(new) == 1 and new[0].kind == "op" and not self.reference:
             # The operation changed nothing (an idle step, an armed fault): the state is the
             # one already judged, and there are no new events to judge.
             return []
@@ -154,6 +162,8 @@ class Judge:
         operation crashed, and the checks to run, each as (id, check, whether its findings are
         carried over, whether these findings may be kept for the epoch)."""
         crashed = "crash" in kinds
+        if self.reference:
+            return False, crashed, tuple((p[0], p[1], False, False) for p in self._plan if p[2] or not crashed)
         if kinds <= DECODE_STEP_KINDS:
             plan = self._decode_plan
         elif self._watched.isdisjoint(kinds):
@@ -168,6 +178,12 @@ class Judge:
             and (needs is None or not needs.isdisjoint(kinds))
         )
         return kinds <= STORAGE_NEUTRAL_KINDS, crashed, chosen
+
+
+def is_pcspecs(design: object) -> bool:
+    """Whether a design is pcspec's own (a built-in, a rule set's model, a mutant): the judge's
+    shortcut tables were shown sound for those (tests/properties/test_judge_shortcuts.py)."""
+    return type(design).__module__.startswith("pcspec.")
 
 
 def replay(

@@ -192,8 +192,10 @@ class Fuzz:
         targets: Iterable[str] = (),
         deadline: float = float("inf"),
         n_predict: int = 3,
+        reference: bool | None = None,
     ) -> None:
         self.variant = variant
+        self.reference = reference  # the judge's mode (Judge: None, by the design)
         self.props = tuple(props)
         self.targets = frozenset(targets)
         self.deadline = deadline  # time.monotonic() after which no operation is applied
@@ -225,7 +227,7 @@ class Fuzz:
         self.cfg0 = cfg  # the trace's: what the server started with
         self.sites = sites
         self.srv = Server(cfg, self.variant)
-        self.judge = Judge(self.srv, self.props)
+        self.judge = Judge(self.srv, self.props, reference=self.reference)
 
     def do(self, op: dict[str, Any]) -> None:
         """Record ``op``, apply it and judge after every model operation it performs."""

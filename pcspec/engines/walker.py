@@ -174,8 +174,10 @@ def example_seed(seed: int, i: int) -> int:
 class Walker:
     """Runs examples of one variant; reused across examples and walks."""
 
-    def __init__(self, variant: Design, props: Sequence[Property] = CATALOGUE, targets: Iterable[str] = ()) -> None:
+    def __init__(self, variant: Design, props: Sequence[Property] = CATALOGUE, targets: Iterable[str] = (),
+                 reference: bool | None = None) -> None:
         self.variant = variant
+        self.reference = reference  # the judge's mode (properties/judge.py: Judge)
         self.props = tuple(props)
         self.targets = frozenset(targets)
         # the rules of this variant (rules_for): a rule that does not apply draws nothing
@@ -185,7 +187,7 @@ class Walker:
         """Run the example of this example seed. A target's violation ends it (``Fuzz.hit``),
         so does the time cap (``Fuzz.out_of_time``)."""
         rng = random.Random(seed)
-        fuzz = Fuzz(self.variant, self.props, self.targets, deadline)
+        fuzz = Fuzz(self.variant, self.props, self.targets, deadline, reference=self.reference)
         fuzz.setup(**{name: d(rng) for name, d in _SETUP})
         rules = self._swarm(rng)
         n = 1 + below(rng, steps)

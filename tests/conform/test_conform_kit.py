@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pcspec.model.variants import FIXED  # MIGRATE
 
 from pcspec.conform import golden
 from pcspec.conform.canon import Canon, differences
@@ -18,7 +17,9 @@ from pcspec.conform.protocol import decode_state, encode_state
 from pcspec.conform.scenarios import BASE_CONFIG, chat
 from pcspec.conform.session import Session, sanitizer_findings
 from pcspec.core.trace import Trace
+from pcspec.model.designs import DESIGNS
 
+FIXED = DESIGNS["fixed"]
 CASE = next(c for c in golden.cases() if c.name == "base")
 
 

@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from pcspec.model.variants import FIXED  # MIGRATE
 
 from pcspec.cli import main
 from pcspec.conform import golden
 from pcspec.conform.case import Case
 from pcspec.conform.fuzz import traces
 from pcspec.conform.session import Divergence, compare
+from pcspec.model.designs import DESIGNS
 from tests.support.paths import TESTS
 from tests.support.pyport import BREAKS, Core
 
@@ -48,7 +48,7 @@ def test_python_port_conforms_on_the_golden_suite() -> None:
 @pytest.mark.slow
 def test_python_port_conforms_on_fuzzed_traces() -> None:
     n = 0
-    for trace in traces(FIXED, 25, seed=11):
+    for trace in traces(DESIGNS["fixed"], 25, seed=11):
         case = Case.from_trace("fuzz", trace)
         d = run_in_process(case)
         assert d is None, f"fuzzed trace {n}: operation {d.index}: {d.diffs[:3]}"

@@ -20,7 +20,7 @@ from pcspec.cli import main
 def test_a_survey_is_the_same_with_and_without_hypothesis_importable() -> None:
     code = (
         "import sys, json;{block}"
-        "from pcspec.engines.search import survey; from pcspec.model.variants import get_design;"
+        "from pcspec.engines.search import survey; from pcspec.model.designs import get_design;"
         "run, hits = survey(get_design('pr30137'), examples=40);"
         "print(json.dumps([run.steps, sorted(f'{{p}}:{{h.trace.dumps()}}' for p, h in hits.items())]))"
     )

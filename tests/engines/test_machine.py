@@ -1,23 +1,32 @@
 """The Hypothesis machine as users bind it: `fixed` holds every property in the ci profile,
-and a variant of one's own with a seam broken is caught; runs return what they found."""
+and a design of one's own with a point broken is caught; runs return what they found."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
-from pcspec.model.variants import FIXED  # MIGRATE
 
 from pcspec.engines.hypothesis import PROFILES, machine_for
+from pcspec.model.design import Design
+from pcspec.model.designs import DESIGNS, Fixed
 from pcspec.properties.catalogue import CATALOGUE
+
+FIXED = DESIGNS["fixed"]
+
+
+class Mine(Fixed):
+    """fixed without its kept checkpoint: the restored checkpoint is swept and re-created like any other."""
+
+    name = "mine"
+    kept_checkpoint = Design.kept_checkpoint
+
 
 TestFixedHoldsEverything = machine_for(FIXED, targets=[p.id for p in CATALOGUE]).TestCase
 TestFixedHoldsEverything.settings = PROFILES["ci"]
 
 
 def test_user_variant_without_keep_restored_is_caught() -> None:
-    mine = dataclasses.replace(FIXED, name="mine", keep_restored=False)
+    mine = Mine()
     machine = machine_for(mine, targets=["PERF-2"])
     with pytest.raises(AssertionError, match="PERF-2"):
         run_state_machine_as_test(machine, settings=PROFILES["ci"])  # type: ignore[no-untyped-call]

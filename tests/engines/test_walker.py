@@ -13,17 +13,19 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis.stateful import run_state_machine_as_test
-from pcspec.model.designs import named
-from pcspec.model.variants import FIXED, RULE_SETS  # MIGRATE
 
 from pcspec.core.draw import Bool, Choice, Domain, Int, Lists
 from pcspec.engines import walker
 from pcspec.engines.hypothesis import PROFILES, machine_for, strategy
 from pcspec.engines.search import hunt
 from pcspec.model.config import Config
+from pcspec.model.designs import DESIGNS, RULE_SET_MODELS
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import replay, shrink_trace
+from pcspec.properties.mutants import MUTANTS
 from pcspec.properties.rules import RULES, SETUP, configs, rules_for
+
+FIXED = DESIGNS["fixed"]
 
 
 def test_both_engines_run_the_same_rules() -> None:
@@ -37,7 +39,7 @@ def test_both_engines_run_the_same_rules() -> None:
         method = getattr(machine, r.name)
         assert callable(method) and method.__name__ == r.name and method.__doc__ == r.body.__doc__
     assert {r.name for r in rules_for(FIXED)} == {d.rule.name for d in walker.Walker(FIXED).table}
-    assert "decide" in vars(machine_for(RULE_SETS["b11549"]))
+    assert "decide" in vars(machine_for(RULE_SET_MODELS["b11549"]))
     run_state_machine_as_test(machine, settings=settings(PROFILES["ci"], max_examples=20))  # type: ignore[no-untyped-call]
     assert machine.record.steps > 0 and machine.record.coverage
 
@@ -97,8 +99,8 @@ def _digest(w: walker.Walker, seeds: range) -> list[str]:
 
 
 def test_same_seed_same_trace() -> None:
-    w = walker.Walker(named()["pr30137"])
-    assert _digest(w, range(5)) == _digest(walker.Walker(named()["pr30137"]), range(5))
+    w = walker.Walker(DESIGNS["pr30137"])
+    assert _digest(w, range(5)) == _digest(walker.Walker(DESIGNS["pr30137"]), range(5))
     assert _digest(w, range(5)) != _digest(w, range(5, 10))
 
 
@@ -108,8 +110,8 @@ def test_same_trace_under_another_hash_seed_and_without_hypothesis() -> None:
     has installed."""
     code = (
         "import sys; sys.modules['hypothesis'] = None;"
-        "import json; from pcspec.engines import walker; from pcspec.model.variants import named();"
-        "w = walker.Walker(named()['master']);"
+        "import json; from pcspec.engines import walker; from pcspec.model.designs import DESIGNS;"
+        "w = walker.Walker(DESIGNS['master']);"
         "print(json.dumps([w.example(s).ops for s in range(4)], sort_keys=True))"
     )
     outs = []
@@ -121,19 +123,19 @@ def test_same_trace_under_another_hash_seed_and_without_hypothesis() -> None:
 
 
 def test_a_walk_is_a_function_of_seed_and_budget() -> None:
-    a = walker.Walker(named()["mutant:undercount"]).walk(0, 30)
-    b = walker.Walker(named()["mutant:undercount"]).walk(0, 30)
+    a = walker.Walker(MUTANTS["mutant:undercount"]).walk(0, 30)
+    b = walker.Walker(MUTANTS["mutant:undercount"]).walk(0, 30)
     assert (a.examples, a.rules, a.steps) == (b.examples, b.rules, b.steps)
     assert {p: (f.example_seed, f.ops) for p, f in a.first.items()} == {
         p: (f.example_seed, f.ops) for p, f in b.first.items()
     }
     # walk seed s runs example seeds s * STRIDE + i
-    c = walker.Walker(named()["mutant:undercount"]).run_seeds([walker.example_seed(0, i) for i in range(30)])
+    c = walker.Walker(MUTANTS["mutant:undercount"]).run_seeds([walker.example_seed(0, i) for i in range(30)])
     assert c.steps == a.steps
 
 
 def test_a_hunt_finds_shrinks_and_replays() -> None:
-    v = named()["mutant:undercount"]
+    v = MUTANTS["mutant:undercount"]
     w = walker.hunt(v, "ACC-1", seed=0, examples=200)
     assert w.hit is not None and w.complete
     trace = shrink_trace(w.hit.trace(v), "ACC-1")
@@ -145,7 +147,7 @@ def test_a_hunt_finds_shrinks_and_replays() -> None:
 def test_a_hunts_trace_ends_at_its_targets_violation() -> None:
     """A target's violation ends the example where it shows: the last operation of the find
     is the one whose model operation broke the target (no exception needed to stop it)."""
-    v = named()["mutant:undercount"]
+    v = MUTANTS["mutant:undercount"]
     w = walker.hunt(v, "ACC-1", seed=0, examples=200)
     assert w.hit is not None
     steps = replay(w.hit.trace(v), [get_property("ACC-1")]).steps
@@ -160,7 +162,7 @@ def test_a_time_cap_leaves_the_walk_incomplete() -> None:
 def test_a_verify_hunt_keeps_the_shortest_of_its_finds() -> None:
     """Seed 0's first UNINIT-1 find on noinit-unchecked needs a dozen server steps at the
     right moments (15 operations once shrunk); the next finds show it in four."""
-    v = named()["mutant:noinit-unchecked"]
+    v = MUTANTS["mutant:noinit-unchecked"]
     run, hit = hunt(v, "UNINIT-1", 0, 4000, 120.0)
     assert hit is not None and hit.shrunk and run.complete
     assert len(hit.trace.ops) <= 6

@@ -10,19 +10,16 @@ scenarios of the two ways the binaries reach it, without a binary.
   ``decode() failed: failed to process speculative batch`` and the slot is not cleared, so the
   next extension fails too.
 
-``fixed`` refuses the file (``resync_on_file_restore``) and re-decodes the draft
-(``resync_draft_on_file_restore``): nothing is refused.
+``fixed`` refuses the file (``file_restore_refuses``) and re-decodes the draft
+(``sync_draft``): nothing is refused.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from pcspec.model.design import Design
-from pcspec.model.variants import FIXED, OCTOBER  # MIGRATE
-
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.design import Design
+from pcspec.model.designs import DESIGNS, RULE_SET_MODELS, Fixed
 from pcspec.model.server import Server
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import Judge
@@ -33,6 +30,15 @@ KV_DRAFT = Config(n_slots=1, n_ctx_slot=512, n_batch=64, n_ubatch=64, memory=Mem
                   cache_ram=0, has_draft=True, draft_memory=MemoryKind.KV).validate()
 A40 = tuple(range(100, 140))
 FAILED = "decode() failed: failed to process speculative batch"
+FIXED, OCTOBER = DESIGNS["fixed"], RULE_SET_MODELS["october"]
+
+
+class FixedWithoutDraftSync(Fixed):
+    """fixed without the draft's resynchronisation after a file restore, and without its own resume."""
+
+    name = "fixed-without-the-draft-seam"
+    sync_draft = Design.sync_draft
+    resume = Design.resume
 
 
 def _marker_run(variant: Design) -> tuple[Server, list[str]]:
@@ -103,6 +109,5 @@ def test_fixed_resynchronises_the_draft() -> None:
     # without the seam (and without fixed's own resume, which finds that the draft's memory serves
     # no resume and processes the first extension from 0) the draft is left behind, as on the
     # build of fixed, which ports neither
-    build = _draft_run(replace(FIXED, name="fixed-without-the-draft-seam", resync_draft_on_file_restore=False,
-                               resume_best=False))
+    build = _draft_run(FixedWithoutDraftSync())
     assert [e.error for e in build.heap.events if isinstance(e, ev.Release)][-2:] == [FAILED, FAILED]

@@ -10,8 +10,6 @@ passes (server-context.cpp:4825 and 5415-5425 of b11549); b11434 and the October
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import DESIGNS
-from pcspec.model.variants import RULE_SETS  # MIGRATE
 
 from pcspec.core.loop import apply
 from pcspec.live.client import completion_body
@@ -19,6 +17,7 @@ from pcspec.live.ops import LiveOp
 from pcspec.live.predict import Predictor
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS, RULE_SET_MODELS
 from pcspec.model.server import Server
 from pcspec.properties.rules import Fuzz
 from tests.support.common import events
@@ -30,7 +29,7 @@ SPANS = (8, 20)
 def swa(variant: str) -> Server:
     cfg = Config(n_slots=1, n_ctx_slot=96, n_batch=16, n_ubatch=4, memory=MemoryKind.SWA, n_swa=4, swa_cells=8,
                  n_ctx_checkpoints=4, checkpoint_min_step=2, cache_ram=-1)
-    return Server(cfg, {**DESIGNS, **RULE_SETS}[variant])
+    return Server(cfg, {**DESIGNS, **RULE_SET_MODELS}[variant])
 
 
 def spans_seen(variant: str, op: dict[str, object]) -> tuple[int, ...]:
@@ -63,7 +62,7 @@ def test_a_raw_completion_keeps_its_delimiters_spans_where_the_field_is_read(var
 
 def test_the_fuzzing_rules_mark_their_chat_requests_where_spans_come_from_the_chat_session() -> None:
     for variant, marked in (("b11549", True), ("master", False)):
-        f = Fuzz({**DESIGNS, **RULE_SETS}[variant], props=())
+        f = Fuzz({**DESIGNS, **RULE_SET_MODELS}[variant], props=())
         f.setup(swa(variant).cfg, ["ckpt.alloc"])
         f.new_prompt(0, 10, -1, True, -1)
         assert f.trace[-1]["spans"] == [8] and f.trace[-1].get("chat", False) is marked
@@ -74,7 +73,7 @@ def test_live_sends_no_delimiters_and_the_model_predicts_no_spans() -> None:
     request with no spans, so for b11549 the two agree."""
     body = completion_body(list(PROMPT), n_predict=2)
     assert "message_delimiters" not in body
-    p = Predictor(swa("b11549").cfg, RULE_SETS["b11549"])
+    p = Predictor(swa("b11549").cfg, RULE_SET_MODELS["b11549"])
     p.arrive(LiveOp("request", id=0, segments=(("lit", PROMPT),), n_predict=2))
     p.run()
     assert all(b.spans == () for b in events(p.srv, ev.Batch))

@@ -19,17 +19,17 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from pcspec.model.designs import DESIGNS
-from pcspec.model.design import Design, Sharing
-from pcspec.model.variants import RULE_SETS  # MIGRATE
 
 from pcspec.core.loop import apply
 from pcspec.engines.walker import Walker
 from pcspec.model import events as ev
 from pcspec.model import policy
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.design import Design, Sharing
+from pcspec.model.designs import DESIGNS, RULE_SET_MODELS
 from pcspec.model.errors import PcspecError
 from pcspec.model.memory import SeqMemory
+from pcspec.model.rulesets import SPEC
 from pcspec.model.server import Server
 from pcspec.model.slot import SlotState, TaskType
 from pcspec.model.state import type_invariant
@@ -51,8 +51,8 @@ def server(variant: Design, memory: MemoryKind = MemoryKind.KV, n_slots: int = 3
 
 def with_decisions(design: str) -> Design:
     """A design whose server offers decision tasks (the model runs a group the same way under
-    every variant; only the fuzzing rules are gated by ``decision_tasks``)."""
-    return dataclasses.replace(DESIGNS[design], decision_tasks=True)
+    every variant; only the fuzzing rules are gated by the rule set's ``decision_tasks``)."""
+    return type(DESIGNS[design])(dataclasses.replace(SPEC, decision_tasks=True))
 
 
 def test_the_grouping_is_server_decision_group_tasks() -> None:
@@ -67,7 +67,7 @@ def test_the_grouping_is_server_decision_group_tasks() -> None:
 
 
 def test_three_decisions_on_np3_share_the_parents_memory_at_the_shared_prefix() -> None:
-    srv = server(RULE_SETS["b11549"])
+    srv = server(RULE_SET_MODELS["b11549"])
     srv.request((*SHARED, 200), n_predict=2)  # the first question's first 30 tokens, and a reply
     srv.run()
     holder = next(s.id for s in srv.slots if s.prompt.tokens)
@@ -105,7 +105,7 @@ def test_three_decisions_on_np3_share_the_parents_memory_at_the_shared_prefix() 
 
 
 def test_the_parent_stops_its_fill_at_the_shared_prefix_and_ckpt5_names_that_end() -> None:
-    srv = server(RULE_SETS["b11549"], n_batch=8)
+    srv = server(RULE_SET_MODELS["b11549"], n_batch=8)
     ids = srv.request_group(QUESTIONS)
     srv.run()
     batches = [b for b in events(srv, ev.Batch) if b.task == ids[0]]
@@ -119,7 +119,7 @@ def test_the_parent_stops_its_fill_at_the_shared_prefix_and_ckpt5_names_that_end
 
 
 def test_too_few_free_slots_defer_the_parent_until_a_release() -> None:
-    srv = server(RULE_SETS["b11549"])
+    srv = server(RULE_SET_MODELS["b11549"])
     srv.request(tuple(range(500, 530)), n_predict=8)  # one slot busy for a while
     start = len(srv.heap.events)
     ids = srv.request_group(QUESTIONS)
@@ -136,7 +136,7 @@ def test_the_child_is_a_new_holder_of_checkpoint_copies_by_the_sharing_seam(desi
     """A recurrent parent holds checkpoints of its completion; the clone copies the list as
     the seam copies it: deep copies allocate (and PERF-1 counts them), shared payloads and
     shared objects take references. The copies live until the child's release."""
-    variant = RULE_SETS[design] if design in RULE_SETS else with_decisions(design)
+    variant = RULE_SET_MODELS[design] if design in RULE_SET_MODELS else with_decisions(design)
     srv = server(variant, MemoryKind.RECURRENT)
     srv.request(SHARED, n_predict=2)
     srv.run()
@@ -186,7 +186,7 @@ def test_a_recurrent_child_shares_the_parents_tail_cell_until_either_decodes() -
     ``seq_rm`` calls come only after a prompt start whose restore branch read a state or reset
     to 0, or in generation (speculative rollback), which no child reaches. So the group runs
     without an abort, and the refusal shows only when the memory is called directly."""
-    srv = server(RULE_SETS["b11549"], MemoryKind.RECURRENT, n_batch=8, has_draft=True,
+    srv = server(RULE_SET_MODELS["b11549"], MemoryKind.RECURRENT, n_batch=8, has_draft=True,
                  draft_memory=MemoryKind.RECURRENT)
     shares: list[tuple[frozenset[int], ...]] = []
 
@@ -202,7 +202,7 @@ def test_a_recurrent_child_shares_the_parents_tail_cell_until_either_decodes() -
     assert all(e.task in ids for e in events(srv, ev.Release))
 
     # the mechanism, on the memory itself
-    srv2 = server(RULE_SETS["b11549"], MemoryKind.RECURRENT)
+    srv2 = server(RULE_SET_MODELS["b11549"], MemoryKind.RECURRENT)
     ctx = srv2.ctx_tgt
     ctx.decode([(0, SHARED)])
     ctx.seq_cp(0, 1)
@@ -221,7 +221,7 @@ def test_an_iswa_child_takes_a_copy_of_the_parents_stream() -> None:
     """iSWA, one stream per sequence: ``seq_cp`` copies the SWA stream (src/llama-kv-cache.cpp:
     512-555 of b11549): the child's cells are the parent's at the same indices, relabelled, and
     its window starts where the parent's does."""
-    srv = server(RULE_SETS["b11549"], MemoryKind.SWA, n_swa=4, swa_cells=8, kv_unified=False)
+    srv = server(RULE_SET_MODELS["b11549"], MemoryKind.SWA, n_swa=4, swa_cells=8, kv_unified=False)
     seen: list[tuple[object, ...]] = []
 
     def cells(e: ev.Event) -> None:
@@ -242,7 +242,7 @@ def test_an_iswa_child_takes_a_copy_of_the_parents_stream() -> None:
 
 
 def test_an_iswa_group_with_kv_unified_is_refused_and_ungrouped_decisions_are_not() -> None:
-    srv = server(RULE_SETS["b11549"], MemoryKind.SWA, n_swa=4, swa_cells=8, kv_unified=True)
+    srv = server(RULE_SET_MODELS["b11549"], MemoryKind.SWA, n_swa=4, swa_cells=8, kv_unified=True)
     with pytest.raises(PcspecError, match="iSWA"):
         srv.request_group(QUESTIONS)
     assert srv.heap.op == 0  # refused before anything happened
@@ -257,7 +257,7 @@ def test_a_bad_alloc_in_the_clone_releases_the_parent_and_cancels_the_children()
     """server-context.cpp:3472, 3082-3092 of b11549: ``prompt.clone()`` throws inside the per-slot
     ``iterate``: the parent is released with the error; the request's reader cancels the rest
     (server-queue.cpp:602-621), which releases the waiting child (its prompt cleared)."""
-    srv = server(RULE_SETS["b11549"], MemoryKind.RECURRENT)
+    srv = server(RULE_SET_MODELS["b11549"], MemoryKind.RECURRENT)
     srv.request(SHARED, n_predict=2)
     srv.run()
     ids = srv.request_group(QUESTIONS)
@@ -276,7 +276,7 @@ def test_a_bad_alloc_in_the_clone_releases_the_parent_and_cancels_the_children()
 
 
 def test_a_child_too_long_fails_and_the_others_are_cancelled() -> None:
-    srv = server(RULE_SETS["b11549"], n_ctx_slot=64)
+    srv = server(RULE_SET_MODELS["b11549"], n_ctx_slot=64)
     long = (*SHARED, *range(600, 640))  # 69 tokens: over the context
     ids = srv.request_group([QUESTIONS[0], long, QUESTIONS[2]])
     srv.run()
@@ -307,7 +307,7 @@ def test_a_parent_that_reaches_its_end_with_children_waiting_fails_the_assert() 
         {"op": "request", "tokens": list(range(500, 529)), "n_predict": 2, "id_slot": 0},
         {"op": "run"},
     ]
-    for name, variant in (("b11549", RULE_SETS["b11549"]), ("fixed", with_decisions("fixed"))):
+    for name, variant in (("b11549", RULE_SET_MODELS["b11549"]), ("fixed", with_decisions("fixed"))):
         srv = server(variant, n_batch=8, cache_idle_slots=True)
         for op in ops[:-2]:
             apply(srv, op, list)
@@ -323,7 +323,7 @@ def test_a_parent_that_reaches_its_end_with_children_waiting_fails_the_assert() 
 
 
 def test_a_walk_of_b11549_makes_groups_and_stays_typed() -> None:
-    w = Walker(RULE_SETS["b11549"])
+    w = Walker(RULE_SET_MODELS["b11549"])
     groups = copies = 0
     for seed in range(30):
         ex = w.example(seed)
@@ -334,7 +334,7 @@ def test_a_walk_of_b11549_makes_groups_and_stays_typed() -> None:
 
 
 def test_the_type_invariant_names_a_broken_group() -> None:
-    srv = server(RULE_SETS["b11549"], MemoryKind.RECURRENT)
+    srv = server(RULE_SET_MODELS["b11549"], MemoryKind.RECURRENT)
     srv.request_group(QUESTIONS)
     child = next(s for s in srv.slots if s.state == SlotState.WAIT_OTHER)
     parent = next(s for s in srv.slots if s.task is not None and s.task.is_parent)
@@ -362,7 +362,7 @@ def test_the_type_invariant_names_a_broken_group() -> None:
 
 
 def test_a_decision_type_goes_with_a_group() -> None:
-    srv = server(RULE_SETS["b11549"])
+    srv = server(RULE_SET_MODELS["b11549"])
     srv.request_group(QUESTIONS)
     assert all(s.task is not None and s.task.type == TaskType.DECISION for s in srv.slots)
 
@@ -376,7 +376,7 @@ def test_a_waiting_child_holds_its_old_prompt_only() -> None:
     from pcspec.model.memory import PARTIAL_ONLY
     from pcspec.properties.checkpoints import ckpt2_describes_prefix
 
-    srv = server(RULE_SETS["b11549"], MemoryKind.RECURRENT)
+    srv = server(RULE_SET_MODELS["b11549"], MemoryKind.RECURRENT)
     srv.request_group(QUESTIONS)
     child = next(s for s in srv.slots if s.state == SlotState.WAIT_OTHER)
     assert child.task is not None
@@ -401,9 +401,9 @@ def test_a_trace_of_a_group_replays_and_shrinks() -> None:
     from pcspec.core.shrink import simpler_op
     from pcspec.core.trace import Trace, parse
 
-    cfg = server(RULE_SETS["b11549"]).cfg
+    cfg = server(RULE_SET_MODELS["b11549"]).cfg
     op = {"op": "request_group", "prompts": [list(q) for q in QUESTIONS]}
-    text = Trace(RULE_SETS["b11549"], cfg, [op, {"op": "run"}]).dumps()
+    text = Trace(RULE_SET_MODELS["b11549"], cfg, [op, {"op": "run"}]).dumps()
     trace = parse(text)
     result = replay(trace, Judge)
     assert result.server.crash is None and events(result.server, ev.CopyPrompt)
@@ -428,7 +428,7 @@ def test_an_entry_longer_than_the_parents_prompt_stalls_it_and_the_children_wait
         {"op": "request", "tokens": list(range(500, 539)), "n_predict": 2, "id_slot": 0},
         {"op": "run", "max_steps": 50},
     ]
-    srv = server(RULE_SETS["b11549"], n_batch=8, cache_idle_slots=True)
+    srv = server(RULE_SET_MODELS["b11549"], n_batch=8, cache_idle_slots=True)
     for op in ops:
         apply(srv, op, list)
     assert srv.crash is None and srv.idle
@@ -447,7 +447,7 @@ def test_the_model_runs_the_logged_case_of_docs_live_as_b11549_did() -> None:
     its prompt of 159 tokens cleared at its release."""
     shared = tuple(range(1, 135))
     parent, child = (*shared, *range(200, 220)), (*shared, *range(300, 325))
-    srv = server(RULE_SETS["b11549"], n_slots=2, n_ctx_slot=1024, n_batch=64, n_ubatch=64)
+    srv = server(RULE_SET_MODELS["b11549"], n_slots=2, n_ctx_slot=1024, n_batch=64, n_ubatch=64)
     ids = srv.request_group([parent, child])
     srv.run()
     launches = [(e.slot, e.task) for e in events(srv, ev.Launch)]

@@ -13,16 +13,15 @@ The C++ of b11549 (tools/server/server-context.cpp):
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import DESIGNS
-from pcspec.properties.mutants import MUTANTS
-from pcspec.model.variants import RULE_SETS  # MIGRATE
 
 from pcspec.core.loop import apply
 from pcspec.engines.walker import Walker
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS, RULE_SET_MODELS
 from pcspec.model.server import Server
 from pcspec.model.slot import TaskType
+from pcspec.properties.mutants import MUTANTS
 from pcspec.properties.rules import RULES, rules_for
 from tests.support.common import events
 
@@ -34,7 +33,7 @@ def swa_server(rule_set: str, n_slots: int = 1, idle: bool = False) -> Server:
     cfg = Config(n_slots=n_slots, n_ctx_slot=96, n_batch=16, n_ubatch=4, memory=MemoryKind.SWA, n_swa=4,
                  swa_cells=8, n_ctx_checkpoints=4, checkpoint_min_step=2, cache_ram=-1,
                  cache_idle_slots=idle, slot_prompt_similarity=0.0)
-    return Server(cfg, RULE_SETS[rule_set])
+    return Server(cfg, RULE_SET_MODELS[rule_set])
 
 
 @pytest.mark.parametrize("rule_set", ["b11434", "b11549", "november"])
@@ -89,7 +88,7 @@ def test_the_idle_slot_save_saves_the_prompt_a_decision_left() -> None:
 def test_decisions_are_drawn_only_for_the_rule_sets_whose_tree_has_them() -> None:
     decide = [r for r in RULES if r.name in ("decide", "decide_group")]
     assert len(decide) == 2
-    for name, variant in {**DESIGNS, **RULE_SETS, **MUTANTS}.items():
+    for name, variant in {**DESIGNS, **RULE_SET_MODELS, **MUTANTS}.items():
         for r in decide:
             assert (r in rules_for(variant)) == (name in ("b11434", "b11549", "november")), (name, r.name)
     # the designs' walkers draw from the table they had before the rules existed
@@ -97,7 +96,7 @@ def test_decisions_are_drawn_only_for_the_rule_sets_whose_tree_has_them() -> Non
 
 
 def test_a_walk_of_b11549_sends_decisions_and_replays() -> None:
-    w = Walker(RULE_SETS["b11549"])
+    w = Walker(RULE_SET_MODELS["b11549"])
     sent = 0
     for seed in range(40):
         ex = w.example(seed)

@@ -13,10 +13,11 @@ with ``pos_max <= pos_next`` and (``pos_min < thold`` or ``pos_min == 0``); rest
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.design import runs
+from pcspec.model.designs import DESIGNS, Fixed
 from pcspec.model.server import Server
 from tests.support.common import DESIGN_NAMES, events, recurrent_config
 from tests.support.nested_approx import approx_flat, flat
@@ -152,9 +153,9 @@ C = A + tuple(range(5000, 5018))
 
 def logged(srv: Server, expected: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     """The checkpoints the real log shows, as this design records them: the C++ records the
-    SWA cache's pos_min; ``fixed`` (seam ``record_payload_pos_min``) the first of the n_swa
+    SWA cache's pos_min; ``fixed`` (its point ``checkpoint_pos_min``) the first of the n_swa
     cells its payload holds."""
-    if not srv.variant.record_payload_pos_min:
+    if not runs(srv.design, "checkpoint_pos_min", Fixed):
         return expected
     return [(n, max(lo, hi - 32 + 1), hi) for n, lo, hi in expected]
 

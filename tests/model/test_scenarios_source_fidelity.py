@@ -8,13 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from pcspec.model.designs import DESIGNS
-from pcspec.model.variants import FIXED, MASTER, OCTOBER, PR27451, PR30137  # MIGRATE
 
 from pcspec.core.trace import load, parse
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.context import Context
+from pcspec.model.designs import DESIGNS, RULE_SET_MODELS
 from pcspec.model.errors import PcspecError
 from pcspec.model.memory import FULL, PARTIAL_ONLY, SeqMemory, StateImage
 from pcspec.model.server import Server
@@ -25,6 +24,9 @@ from pcspec.model.swa_ring import split_equal
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import replay
 from tests.support.paths import DATA
+
+MASTER, PR30137, PR27451, FIXED = (DESIGNS[name] for name in ("master", "pr30137", "pr27451", "fixed"))
+OCTOBER = RULE_SET_MODELS["october"]
 
 
 def kinds(srv: Server, since: int = 0) -> list[str]:

@@ -8,18 +8,18 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from pcspec.model.designs import named
-from pcspec.model.variants import FIXED  # MIGRATE
 
 from pcspec.engines.walker import Walker
 from pcspec.model import checkpoint
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS
 from pcspec.model.server import Server
 from pcspec.model.state import VARIABLES, type_invariant
 from pcspec.properties import rules
+from tests.support.common import ALL
 
 
-@pytest.mark.parametrize("variant", sorted(named()))
+@pytest.mark.parametrize("variant", sorted(ALL))
 def test_the_type_invariant_holds_after_every_operation(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     broken: list[str] = []
     judged = rules.Fuzz._judged
@@ -30,7 +30,7 @@ def test_the_type_invariant_holds_after_every_operation(variant: str, monkeypatc
         return judged(self)
 
     monkeypatch.setattr(rules.Fuzz, "_judged", check_then_judge)
-    walk = Walker(named()[variant], props=()).walk(0, 15)
+    walk = Walker(ALL[variant], props=()).walk(0, 15)
     assert walk.steps > 100
     assert broken == []
 
@@ -43,7 +43,7 @@ def test_every_variable_is_declared_with_what_it_is() -> None:
 
 
 def _server() -> Server:
-    srv = Server(Config(memory=MemoryKind.RECURRENT, checkpoint_min_step=4, n_ctx_checkpoints=3), FIXED)
+    srv = Server(Config(memory=MemoryKind.RECURRENT, checkpoint_min_step=4, n_ctx_checkpoints=3), DESIGNS["fixed"])
     srv.request(tuple(range(1, 40)), spans=(8,), n_predict=2)
     srv.run()
     return srv

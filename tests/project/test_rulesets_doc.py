@@ -1,12 +1,10 @@
-"""docs/RULESETS.md lists every seam where a rule set departs from its parent, with a line of C++."""
+"""docs/RULESETS.md lists every field where a rule set departs from its parent, with a line of C++."""
 
 from __future__ import annotations
 
 import re
 
-from pcspec.model.rulesets import PARENTS
-from pcspec.model.variants import RULE_SETS, rule_set_differences  # MIGRATE
-
+from pcspec.model.rulesets import PARENTS, RULE_SETS, differences
 from tests.support.paths import ROOT
 
 TEXT = (ROOT / "docs" / "RULESETS.md").read_text(encoding="utf-8")
@@ -25,17 +23,17 @@ def summary_row(name: str) -> str:
 
 def test_every_difference_of_every_rule_set_is_listed_with_its_line() -> None:
     for name in RULE_SETS:
-        diffs = rule_set_differences(name)
+        diffs = differences(name)
         assert diffs, f"{name} does not differ from its parent"
         row = summary_row(name)
         assert f"`{PARENTS[name]}`" in row
         listed = set(re.findall(r"`(\w+)`", row.split("|")[4]))
         assert listed == set(diffs), (name, listed, set(diffs))
         text = section(name)
-        for seam in diffs:
-            line = next((x for x in text.splitlines() if x.startswith(f"| `{seam}` |")), None)
-            assert line is not None, f"docs/RULESETS.md, {name}: no row for {seam}"
-            assert CITATION.search(line) or "#30137's merged diff" in line, (name, seam)
+        for field in diffs:
+            line = next((x for x in text.splitlines() if x.startswith(f"| `{field}` |")), None)
+            assert line is not None, f"docs/RULESETS.md, {name}: no row for {field}"
+            assert CITATION.search(line) or "#30137's merged diff" in line, (name, field)
 
 
 def test_the_doc_names_no_rule_set_that_is_not_one() -> None:

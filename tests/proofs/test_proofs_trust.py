@@ -5,14 +5,17 @@ hold."""
 from __future__ import annotations
 
 import z3
-from pcspec.model.variants import FIXED, MASTER  # MIGRATE
 
+from pcspec.model.designs import DESIGNS
 from pcspec.proofs import cache_proofs
 from pcspec.proofs.build import Build
+from pcspec.proofs.encoded import encode
 from pcspec.proofs.obligations import BY_ID
 from pcspec.proofs.pairs import PROVED, UNKNOWN, Pair
 from pcspec.proofs.run import RunConfig, Runner
 from pcspec.proofs.solver import Settings, solve, solve_blocks
+
+MASTER, FIXED = DESIGNS["master"], DESIGNS["fixed"]
 
 
 def _hard() -> str:
@@ -57,7 +60,9 @@ def test_a_timed_out_obligation_is_unknown_and_not_ok() -> None:
 
 
 def test_the_same_query_gives_the_same_answer_for_any_seed() -> None:
-    qs = cache_proofs.acc2(FIXED, cache_proofs.Bounds(4, 4))
+    facts, unknown = encode(FIXED)
+    assert unknown == {}
+    qs = cache_proofs.acc2(facts, cache_proofs.Bounds(4, 4))
     for seed in (0, 1, 7):
         assert {solve_blocks(q.blocks(), Settings(seed=seed)).status for q in qs} == {"unsat"}
 

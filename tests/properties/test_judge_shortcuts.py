@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pcspec.model.designs import named
-from pcspec.model.variants import Accounting  # MIGRATE
 
 from pcspec.core.results import Finding, violation
 from pcspec.engines.walker import Walker
 from pcspec.model import events
 from pcspec.model.cache import unique_bytes
+from pcspec.model.design import runs
+from pcspec.model.designs import Fixed
 from pcspec.model.server import Server
 from pcspec.properties import coverage, rules
 from pcspec.properties import judge as judge_module
@@ -30,6 +30,7 @@ from pcspec.properties.base import (
 )
 from pcspec.properties.history import checkpoint_fingerprint, entry_fingerprint
 from pcspec.properties.judge import Judge
+from tests.support.common import ALL
 
 pytestmark = pytest.mark.slow  # fuzzed states of every design and mutant, seconds a test
 
@@ -150,7 +151,7 @@ def _same_as_the_plain_definitions(srv: Server) -> None:
             tuple(checkpoint_fingerprint(ck) for ck in e.prompt.checkpoints),
         )
     assert unique_bytes(entries) == sum({b.id: b.size for e in entries for b in e.buffers()}.values())
-    if srv.variant.accounting == Accounting.UNIQUE:
+    if runs(srv.design, "entry_sizes", Fixed):  # fixed's unique accounting
         seen: set[int] = set()
         sizes = []
         for e in reversed(entries):
@@ -158,11 +159,11 @@ def _same_as_the_plain_definitions(srv: Server) -> None:
         assert srv.cache.accounted_sizes() == sizes[::-1]
 
 
-@pytest.mark.parametrize("variant", sorted(named()))
+@pytest.mark.parametrize("variant", sorted(ALL))
 def test_the_judge_finds_what_each_check_finds(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rules, "Judge", CheckedJudge)
     CheckedJudge.judgements = CheckedJudge.decode_skips = CheckedJudge.neutral = 0
-    walk = Walker(named()[variant]).walk(0, EXAMPLES)
+    walk = Walker(ALL[variant]).walk(0, EXAMPLES)
     assert walk.examples == EXAMPLES
     assert CheckedJudge.judgements > 100
     assert CheckedJudge.decode_skips > 100
@@ -177,7 +178,7 @@ def test_a_storage_change_in_a_neutral_operation_is_caught(monkeypatch: pytest.M
     monkeypatch.setattr(judge_module, "STORAGE_NEUTRAL_KINDS", wider)
     monkeypatch.setattr(rules, "Judge", CheckedJudge)
     with pytest.raises(AssertionError, match="storage-neutral operation"):
-        Walker(named()["fixed"]).walk(0, EXAMPLES)
+        Walker(ALL["fixed"]).walk(0, EXAMPLES)
 
 
 def test_coverage_decides_by_event_classes_of_the_vocabulary() -> None:

@@ -1,7 +1,8 @@
 """Helpers the test files share (``from tests.support.common import ...``).
 
 * ``events``: the events of one kind a server emitted, from a point on;
-* ``DESIGN_NAMES``, ``CPP_DESIGNS``: the designs tests are parametrized over;
+* ``DESIGN_NAMES``, ``CPP_DESIGNS``, ``ALL``: the designs tests are parametrized over (``ALL``:
+  every design pcspec names, the rule sets' models and the mutants too);
 * the small KV server of the eviction and bad_alloc scenarios (``kv_server``, ``X``, ``run``,
   ``cached``, ``ENTRY``): 10-byte cells, so an entry of ten tokens is 116 bytes;
 * the recurrent configuration of the sharing, save-failure and restore scenarios
@@ -17,17 +18,20 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from pcspec.model.designs import DESIGNS
-
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
+from pcspec.model.design import Design
+from pcspec.model.designs import DESIGNS, RULE_SET_MODELS
 from pcspec.model.events import Event
 from pcspec.model.server import Server
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import Judge
+from pcspec.properties.mutants import MUTANTS
 
 E = TypeVar("E", bound=Event)
 
 DESIGN_NAMES = tuple(DESIGNS)  # master, pr30137, pr27451, fixed
+# Every design pcspec names: the built-in designs, the models of the rule sets, the mutants.
+ALL: dict[str, Design] = {**DESIGNS, **RULE_SET_MODELS, **MUTANTS}
 CPP_DESIGNS = tuple(name for name in DESIGNS if name != "fixed")  # the three C++ designs
 
 

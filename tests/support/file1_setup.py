@@ -32,8 +32,6 @@ import struct
 import weakref
 from dataclasses import dataclass, field
 
-from pcspec.model.designs import named
-
 from pcspec.core.errors import PcspecError
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
@@ -46,6 +44,7 @@ from pcspec.properties.catalogue import get_property
 from pcspec.properties.files import file1_round_trip_and_rejection
 from pcspec.properties.judge import Judge
 from pcspec.properties.state import state1_memory_matches_tokens
+from tests.support.common import ALL
 
 FILE = "f.bin"
 VARIANTS = ("fixed", "master")
@@ -153,7 +152,7 @@ _JUDGES: weakref.WeakKeyDictionary[Server, Judge] = weakref.WeakKeyDictionary()
 
 @functools.cache
 def build(kind: MemoryKind, draft: bool, variant: str) -> Base:
-    srv = Server(config(kind, draft), named()[variant])
+    srv = Server(config(kind, draft), ALL[variant])
     _JUDGES[srv] = Judge(srv, [get_property("FILE-1")])
     srv.request(tuple(range(1, 41)), spans=(0, 20), n_predict=3, id_slot=0)
     srv.run()

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from pcspec.model.variants import FIXED  # MIGRATE
 
 from pcspec.cli import main
 from pcspec.commands import prove as prove_command
 from pcspec.model.config import Config
+from pcspec.model.designs import DESIGNS
 from pcspec.properties import accounting
 from pcspec.properties.base import Events
 from tests.support.paths import ROOT
@@ -81,7 +81,8 @@ def test_a_counterexample_to_ones_own_variant_fails_prove(project: Path, capsys:
 def test_the_reproduction_file_imports_the_users_variant(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     main(["fuzz", "--variant-module", "my_variants:NOROLLBACK", "--property", "RB-1", "--out", "out"])
     repro = project / "out" / "repro_norollback__RB_1.py"
-    assert "from my_variants import NOROLLBACK as VARIANT" in repro.read_text()
+    text = repro.read_text()
+    assert "from my_variants import NOROLLBACK\n" in text and "VARIANT = NOROLLBACK\n" in text
     done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(repro)], project)
     assert done.returncode == 1, done.stdout  # it fails while the violation reproduces
 
@@ -110,7 +111,7 @@ def test_the_plugin_fails_on_a_broken_variant_with_the_trace(project: Path) -> N
 @pytest.mark.slow
 def test_the_plugin_passes_a_variant_that_holds_and_is_inert_without_its_option(project: Path) -> None:
     (project / "fine.py").write_text(
-        "import dataclasses\nfrom pcspec.model.variants import FIXED\nFINE = dataclasses.replace(FIXED, name='fine')\n"
+        "from pcspec.model.designs import Fixed\n\n\nclass Fine(Fixed):\n    name = 'fine'\n\n\nFINE = Fine()\n"
     )
     (project / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
     done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pcspec-variant", "fine:FINE"],
@@ -209,7 +210,7 @@ def test_the_licence_is_there_and_the_readme_says_how_long_the_main_job_takes() 
 def test_a_limit_set_where_there_was_none_says_so() -> None:
     from pcspec.model.server import Server
 
-    srv = Server(Config(cache_ram=-1), FIXED)
+    srv = Server(Config(cache_ram=-1), DESIGNS["fixed"])
     assert srv.cfg.limit_size == 0 and srv.cache is not None
     srv.cache.limit_size = 1
     (msg,) = accounting.live1_limit_not_reduced(srv, Events([]))
