@@ -37,6 +37,10 @@ CHOOSING = frozenset({
     "bytes_reported", "file_restore_refuses", "file_checkpoint_refused", "cache_update_busy_slot",
     "get_available_slot", "checkpoint_pos_min",
 })
+# The claims that hold whichever entries make room or the limits evict (an eviction takes a whole
+# entry, after the admission and never inside a fill): RB-1 (no partial entry), RB-3 (a bad_alloc
+# caught), ACC-2 (the admission, decided before any eviction).
+WHICH_GO = CHOOSING | {"make_room", "update_evictions"}
 # ... and, for the world's obligations (which hold for any cache contents), which entries make
 # room, which the limits evict, what is over the limit, how entries are counted and the limit
 # after a bad_alloc: the world's evict takes any entry at any time.
@@ -135,6 +139,7 @@ OBLIGATIONS: tuple[Obligation, ...] = (
         "After any save, update or removal, no cache entry holds a partially filled data buffer (weak "
         "rollback: no partial entry).",
         cache_proofs.rb1,
+        abstracts=WHICH_GO,
     ),
     _cache_obligation(
         "RB-2",
@@ -149,6 +154,7 @@ OBLIGATIONS: tuple[Obligation, ...] = (
         "An allocation failure at any allocation site of a save (data.main, data.drft, the entry and its "
         "checkpoint copies) is caught: the process survives.",
         cache_proofs.rb3,
+        abstracts=WHICH_GO,
     ),
     _cache_obligation(
         "ACC-1",
@@ -174,6 +180,7 @@ OBLIGATIONS: tuple[Obligation, ...] = (
         "The admission lemma: a save is rejected as oversize only if the entry's own unique bytes exceed "
         "the limit, and an admitted entry's do not; a rejection evicts nothing.",
         cache_proofs.acc2,
+        abstracts=WHICH_GO,
     ),
     _cache_obligation(
         "ACC-3",

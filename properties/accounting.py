@@ -57,7 +57,7 @@ def acc2_reject_iff_oversize(srv: Server, events: Sequence[Event]) -> list[str]:
 def acc3_minimal_eviction(srv: Server, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for e in history_of(events).evictions:
-        if e.why is not None and e.why in EXCUSED_EVICTIONS + ("limit_tokens",):
+        if e.why is not None and e.why in (*EXCUSED_EVICTIONS, "limit_tokens"):
             continue
         if e.unique <= e.limit or e.limit <= 0:
             said = "" if e.why is not None else f" (given as {e.reason!r}, which the state does not bear out)"

@@ -36,7 +36,8 @@ PARTS: dict[str, tuple[type[Event], ...]] = {
     "starts": (ev.PromptBegin, ev.PromptStart),  # REUSE-1, PERF-3, RESTORE-1, RESTORE-2
     "loads": (ev.Select, ev.LoadScan),  # REUSE-2
     "files": (ev.FileWrite, ev.FileRestore),  # FILE-1
-    "cache": (ev.Op, ev.SaveBegin, ev.SaveEnd, ev.EntryInsert, ev.EntryEvict, ev.SaveRejectOversize),  # ACC-2/3, LIMIT-1
+    # ACC-2, ACC-3, LIMIT-1
+    "cache": (ev.Op, ev.SaveBegin, ev.SaveEnd, ev.EntryInsert, ev.EntryEvict, ev.SaveRejectOversize),
 }
 
 

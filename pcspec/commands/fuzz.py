@@ -12,6 +12,7 @@ from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.design import Design
 from pcspec.model.designs import get_design
 from pcspec.properties.catalogue import get_property
+from pcspec.tools.point_coverage import counting, own_points, report
 from pcspec.tools.user_variant import add_expect_option, add_variant_options, chosen_variant, declared_violations
 from pcspec.tools.verdicts import Matrix, fuzz_variant
 
@@ -21,6 +22,8 @@ def register(sub: Any) -> None:
     add_variant_options(p, "a design or mutant:NAME (default fixed)", default="fixed")
     add_expect_option(p)
     p.add_argument("--property", action="append", help="only these property IDs (repeatable)")
+    p.add_argument("--coverage", action="store_true",
+                   help="print how often the runs reached each extension point your design defines itself")
     add_budget_args(p)  # shared with verify; the time budgets are argtypes.seconds there
     p.set_defaults(func=run)
 
@@ -33,11 +36,18 @@ def run(args: argparse.Namespace) -> int:
     ref = args.variant_module
     declared = declared_violations(args.expect, [ref] if ref is not None else []).get(ref, frozenset())
     ensure_writable_dir(args.out, "--out")
-    cells = fuzz_variant(v, budget_of(args), args.out, props, plain_lines(not args.json), None, declared, ref)
+    budget = budget_of(args)
+    with counting(v) as calls:
+        cells = fuzz_variant(v, budget, args.out, props, plain_lines(not args.json), None, declared, ref)
     result = Matrix(cells)
+    ran = {"engine": "walker", "seed": budget.seed, "survey_examples": budget.survey_examples,
+           "hunt_examples": budget.hunt_examples, "operations_judged": max((c.steps for c in cells), default=0)}
     if args.json:
-        print(json.dumps({"schema": 1, "ok": result.ok, "unknown": len(result.unknown),
-                          "fuzz": [c.to_json() for c in cells]}, indent=1))
+        out: dict[str, Any] = {"schema": 1, "ok": result.ok, "unknown": len(result.unknown), "ran": ran,
+                               "fuzz": [c.to_json() for c in cells]}
+        if args.coverage:
+            out["points"] = {p: calls[p] for p in own_points(v)}
+        print(json.dumps(out, indent=1))
     else:
         for c in cells:
             if c.verdict == "unknown":
@@ -51,4 +61,10 @@ def run(args: argparse.Namespace) -> int:
             )
             if c.message:
                 print(f"           {c.message}")
+        print(f"ran: the seeded walker, seed {budget.seed}: a survey of {budget.survey_examples} examples, then up "
+              f"to {budget.hunt_examples} examples per hunt of an expected violation the survey did not see; "
+              f"{ran['operations_judged']} model operations judged for the longest cell")
+        if args.coverage:
+            print(f"extension points of {v.name}'s own (calls during the runs):")
+            print("\n".join(report(v, calls)) or "  none: it defines no point of its own")
     return result.exit_code

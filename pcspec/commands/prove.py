@@ -84,7 +84,10 @@ def config_of(args: argparse.Namespace) -> RunConfig:
 
 
 def line(r: Row) -> str:
-    mark = "" if r.ok else "   <-- " + ("expected " + r.expected if r.expected else "not settled")
+    if r.result == "not covered":
+        mark = "   <-- no proof of code the encodings do not know (never a pass)"
+    else:
+        mark = "" if r.ok else "   <-- " + ("expected " + r.expected if r.expected else "not settled")
     rep = "" if r.replayed is None else ("  replayed" if r.replayed else "  NOT replayed")
     return f"  {r.obligation:<16s} {r.variant:<24s} {r.result:<15s} {r.seconds:6.3f}s{rep}{mark}"
 

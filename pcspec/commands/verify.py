@@ -17,7 +17,9 @@ from pcspec.core.outdir import ensure_writable_dir
 from pcspec.model.designs import get_design, named
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.coverage import DECISIONS, UNREACHABLE, missing, never_reached
-from pcspec.tools.verdicts import PROFILES, Budget, Cell, Matrix, verify
+from pcspec.tools.columns import describe
+from pcspec.tools.user_variant import add_expect_option, declared_violations, load_variant
+from pcspec.tools.verdicts import PROFILES, Budget, Cell, Matrix, Mine, verify
 from pcspec.tools.workers import verify_in_workers
 
 SYMBOL = {"violated": "x", "holds": ".", "unknown": "?"}
@@ -47,6 +49,10 @@ def budget_of(args: argparse.Namespace) -> Budget:
 def register(sub: Any) -> None:
     p = sub.add_parser("verify", help="fuzz every variant and mutant against the oracle; print the verdict matrix")
     p.add_argument("--variant", action="append", help="only these variants/mutants (repeatable)")
+    p.add_argument("--variant-module", action="append", default=[], metavar="MODULE:NAME",
+                   help="a design of your own as an extra column (repeatable): a Design subclass NAME in MODULE, "
+                   "found from the current folder; judged against the violations it declares")
+    add_expect_option(p)
     p.add_argument(
         "--coverage",
         action="store_true",
@@ -85,6 +91,8 @@ def print_matrix(m: Matrix) -> None:
                 c = by.get((d, pid))
                 row += f"{'' if c is None else SYMBOL[c.verdict] + ('' if c.ok else '!'):>10s}"
             print(f"  {pid:<{width}s}{row}")
+        for d in designs:
+            print(f"  {describe(named()[d])}")
         print()
     for c in m.cells:
         if c.verdict == "violated":
@@ -172,13 +180,16 @@ def print_proofs(m: Matrix) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.variant:
         args.variant = [get_design(name).name for name in args.variant]  # unknown: lists the valid ones
+    by_ref = declared_violations(args.expect, args.variant_module)
+    mine = [Mine(load_variant(ref).name, ref, by_ref[ref]) for ref in args.variant_module]
     ensure_writable_dir(args.out)  # refused before any fuzzing, not after it
     t0 = time.monotonic()
     with verify_progress(not args.json) as show:
         if args.workers == 1:  # in this process, unit after unit
-            m = verify(budget_of(args), args.out, args.variant, show, config_of(args))
+            m = verify(budget_of(args), args.out, args.variant, show, config_of(args), mine)
         else:
-            m = verify_in_workers(budget_of(args), args.out, args.variant, show, config_of(args), args.workers)
+            m = verify_in_workers(budget_of(args), args.out, args.variant, show, config_of(args), args.workers,
+                                  mine=mine)
     if args.json:
         out = m.to_json()
         out["seconds"] = round(time.monotonic() - t0, 1)

@@ -302,23 +302,54 @@ class Tick:
     steps: int
 
 
-def selected(variants: Sequence[str] | None) -> tuple[list[Design], list[Design], int]:
+@dataclass(frozen=True)
+class Mine:
+    """A design of the user's in the matrix: its name, where it is imported from
+    (``MODULE:NAME``, as ``--variant-module`` takes it; a worker process imports it again) and
+    the violations its author declared (``--expect``, ``PCSPEC_EXPECT``): its column is judged
+    against those, every other property must hold."""
+
+    name: str
+    ref: str
+    declared: frozenset[str] = frozenset()
+
+    def design(self) -> Design:
+        from pcspec.tools.user_variant import load_variant
+
+        return load_variant(self.ref)
+
+
+def selected(variants: Sequence[str] | None, mine: Sequence[Mine] = ()) -> tuple[list[Design], list[Design], int]:
     """The designs and the mutants ``verify`` runs (all, or those ``variants`` names), and how
     many cells they make. The designs are the oracle's rows: the model's designs and the
-    upstream build b11549 (its rule set, properties/oracle.py)."""
+    upstream build b11549 (its rule set, properties/oracle.py); then the user's (``mine``)."""
     designs = [named()[name] for name in ORACLE if not variants or name in variants]
+    designs += [m.design() for m in mine]
     mutants = [v for name, v in MUTANTS.items() if not variants or name in variants]
     return designs, mutants, len(designs) * len(CATALOGUE) + sum(len(MUTANT_TARGETS[v.name]) for v in mutants)
+
+
+def declared_of(name: str, mine: Sequence[Mine]) -> tuple[frozenset[str], str | None]:
+    """(the declared violations, the import reference) of a design of the user's; none else."""
+    m = next((x for x in mine if x.name == name), None)
+    return (m.declared, m.ref) if m is not None else (frozenset(), None)
 
 
 # What ``verify`` proves after the fuzzing unless told otherwise: pcspec prove's defaults.
 PROOFS = RunConfig()
 
 
-def proof_rows(proofs: RunConfig, out: Path | None, variants: Sequence[str] | None) -> list[Row]:
-    """The proof obligations whose variant is among ``variants`` (all when None); their traces
-    in a folder of their own (the fuzzing's are one per violated cell)."""
-    return run_suite(proofs, out=None if out is None else out / "proofs", only=variants).rows
+def proof_rows(proofs: RunConfig, out: Path | None, variants: Sequence[str] | None,
+               mine: Sequence[Mine] = ()) -> list[Row]:
+    """The proof obligations whose variant is among ``variants`` (all when None), then every
+    obligation against each design of the user's (``mine``: proved, a replayed counterexample,
+    or not covered); their traces in a folder of their own (the fuzzing's are one per cell)."""
+    where = None if out is None else out / "proofs"
+    rows = run_suite(proofs, out=where, only=variants).rows
+    if mine:
+        rows += run_suite(proofs, variants=[m.design() for m in mine], out=where,
+                          declared={m.name: m.declared for m in mine}).rows
+    return rows
 
 
 def verify(
@@ -327,18 +358,21 @@ def verify(
     variants: Sequence[str] | None = None,
     progress: Callable[[Tick], None] = lambda _tick: None,
     proofs: RunConfig | None = PROOFS,
+    mine: Sequence[Mine] = (),
 ) -> Matrix:
-    """Fuzz every design and mutant (or ``variants``), then run the proof obligations whose
-    variant is among them (``proofs``: None runs none)."""
+    """Fuzz every design and mutant (or ``variants``), and the user's (``mine``), then run the
+    proof obligations whose variant is among them (``proofs``: None runs none)."""
     m = Matrix()
-    designs, mutants, total = selected(variants)
+    designs, mutants, total = selected(variants, mine)
 
     def tell(msg: str) -> None:
         progress(Tick(msg, len(m.cells), total, sum(c.steps for c in m.cells)))
 
     for v in designs:
         m.coverage[v.name] = Counter()
-        m.cells += fuzz_variant(v, budget, out, progress=tell, coverage=m.coverage[v.name])
+        declared, ref = declared_of(v.name, mine)
+        m.cells += fuzz_variant(v, budget, out, progress=tell, coverage=m.coverage[v.name], declared=declared,
+                                variant_ref=ref)
     for v in mutants:
         # Every target is hunted: besides catching the mutant, this is where the properties
         # that hold on all four designs are shown to be able to fail at all.
@@ -348,6 +382,6 @@ def verify(
         m.mutants[v.name] = caught_by(m.cells, v.name)
     if proofs is not None:
         tell("proofs")
-        m.proofs = proof_rows(proofs, out, variants)
+        m.proofs = proof_rows(proofs, out, variants, mine)
     tell("done")
     return m

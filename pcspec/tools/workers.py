@@ -41,9 +41,11 @@ from pcspec.tools.verdicts import (
     Budget,
     Cell,
     Matrix,
+    Mine,
     Surveyed,
     Tick,
     caught_by,
+    declared_of,
     held_cell,
     hunt_cell,
     mutant_cell,
@@ -82,6 +84,7 @@ class Job:
     out: Path | None
     proofs: RunConfig | None
     variants: tuple[str, ...] | None
+    mine: tuple[Mine, ...] = ()  # the user's designs (a worker imports each again)
 
 
 Result = Surveyed | tuple[Cell, Counter[str]] | Cell | list[Row]
@@ -92,13 +95,14 @@ def run_unit(job: Job, unit: Unit) -> Result:
     """A unit as one worker runs it: the same functions ``verdicts.verify`` calls in turn."""
     if unit.kind == PROOFS:
         assert job.proofs is not None
-        return proof_rows(job.proofs, job.out, job.variants)
-    v = get_design(unit.variant)
+        return proof_rows(job.proofs, job.out, job.variants, job.mine)
+    declared, ref = declared_of(unit.variant, job.mine)
+    v = next((m.design() for m in job.mine if m.name == unit.variant), None) or get_design(unit.variant)
     if unit.kind == SURVEY:
-        return survey_cells(v, job.budget, job.out, [p.id for p in CATALOGUE])
+        return survey_cells(v, job.budget, job.out, [p.id for p in CATALOGUE], declared, ref)
     if unit.kind == HUNT:
         assert unit.surveyed is not None
-        return hunt_cell(v, unit.pid, unit.expected, unit.surveyed, job.budget, job.out)
+        return hunt_cell(v, unit.pid, unit.expected, unit.surveyed, job.budget, job.out, ref)
     return mutant_cell(v, unit.pid, job.budget, job.out)
 
 
@@ -156,11 +160,12 @@ def verify_in_workers(
     proofs: RunConfig | None = None,
     workers: int = 2,
     work: Work = run_unit,
+    mine: Sequence[Mine] = (),
 ) -> Matrix:
     """``verdicts.verify`` on ``workers`` processes: the same matrix. ``work`` runs one unit in
     a worker (a module-level function: it is pickled by name)."""
-    designs, mutants, total = selected(variants)
-    job = Job(budget, out, proofs, None if variants is None else tuple(variants))
+    designs, mutants, total = selected(variants, mine)
+    job = Job(budget, out, proofs, None if variants is None else tuple(variants), tuple(mine))
     order = [Unit(SURVEY, v.name) for v in designs]
     order += [Unit(MUTANT, v.name, pid) for v in mutants for pid in MUTANT_TARGETS[v.name]]
     order += [Unit(PROOFS)] if proofs is not None else []

@@ -17,6 +17,7 @@ import pytest
 from pcspec.cli import main
 from pcspec.commands import prove as prove_command
 from pcspec.model.config import Config
+from pcspec.model import designs
 from pcspec.model.designs import DESIGNS
 from pcspec.properties import accounting
 from pcspec.properties.base import Events
@@ -28,10 +29,13 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A user's project: the example's variant module, the current folder."""
+    """A user's project: the example's variant module, the current folder; pcspec knows the
+    designs it knew before the test (a user's command is a process of its own: the design a
+    test's commands loaded by name is forgotten after it, as its module is)."""
     shutil.copy(EXAMPLE / "my_variants.py", tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(designs, "_NAMED", dict(designs._NAMED))
     yield tmp_path
     sys.modules.pop("my_variants", None)
 
