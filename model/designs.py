@@ -278,14 +278,19 @@ RULE_SET_MODELS: dict[str, Design] = {name: Baseline(r, name=name) for name, r i
 
 
 def design_at(name: str, tree: str) -> Design:
-    """``DESIGN@TREE``: a built-in design under the rule set of the tree pcspec builds it on (a
-    design's patches on the October tree: ``pr30137@0c1e570`` is #30137 with no file appendix,
-    the October invalidation and aborting loads, where its patch does not port them)."""
-    if name not in BUILT_IN:
+    """``DESIGN@TREE``: a design under the rule set of a tree pcspec builds (a design's patches
+    on the October tree: ``pr30137@0c1e570`` is #30137 with no file appendix, the October
+    invalidation and aborting loads, where its patch does not port them), or ``DESIGN@RULES``
+    under a rule set by name (``mine@november``). ``name`` is a built-in design or one known
+    by name (``register``)."""
+    cls = BUILT_IN.get(name) or (type(_NAMED[name]) if name in _NAMED and not _NAMED[name].mutant else None)
+    if cls is None:
         raise PcspecError(f"unknown design {name!r}; built-in designs: {', '.join(BUILT_IN)}")
-    if tree not in TREE_RULE_SETS:
-        raise PcspecError(f"unknown tree {tree!r}; known: {', '.join(TREE_RULE_SETS)}")
-    return BUILT_IN[name](RULE_SETS[TREE_RULE_SETS[tree]], name=f"{name}@{tree}")
+    rules = RULE_SETS.get(TREE_RULE_SETS.get(tree, tree))
+    if rules is None:
+        raise PcspecError(f"unknown tree or rule set {tree!r}; trees: {', '.join(TREE_RULE_SETS)}; rule sets: "
+                          f"{', '.join(RULE_SETS)}")
+    return cls(rules, name=f"{name}@{tree}")
 
 
 # Every design a trace may name, by name: the built-in designs, the models of the rule sets, and
@@ -344,6 +349,6 @@ def get_design(name: str) -> Design:
     if f"mutant:{name}" in _NAMED:
         return _NAMED[f"mutant:{name}"]
     base, at, tree = name.partition("@")
-    if at and base in BUILT_IN:
+    if at and (base in BUILT_IN or base in _NAMED):
         return design_at(base, tree)
     raise PcspecError(f"unknown variant {name!r}; valid variants: {', '.join(_NAMED)}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pcspec.bench.measure import MIB, Run, load_average, run_design
-from pcspec.bench.predict import Predicted, predict
+from pcspec.bench.predict import Predicted, predict, variant
 from pcspec.bench.workload import LIVE_LIMITS, MODEL_LIMITS, Workload
 from pcspec.core.errors import PcspecError
 from pcspec.live import build as live_build
@@ -41,10 +41,21 @@ def binary_of(design: str) -> tuple[Path | None, str]:
     return found, ""
 
 
+@dataclass(frozen=True)
+class Server:
+    """A server of one's own to measure: its column's name, the binary, and the model it is
+    predicted by (a design's name, ``DESIGN@RULES``, or a rule set's model)."""
+
+    name: str
+    binary: Path
+    model: str
+
+
 @dataclass
 class DesignResult:
     design: str
     binary: str = ""
+    model: str = ""  # what predicts it (a built-in design's column: the design on the October tree)
     not_built: str = ""
     runs: list[Run] = field(default_factory=list)
     predicted: list[Predicted] = field(default_factory=list)
@@ -66,17 +77,20 @@ class BenchResult:
 
 
 def bench(w: Workload, designs: list[str], *, model_only: bool, workdir: Path,
-          model_dir: Path | None = None, progress: Any = None) -> BenchResult:
+          model_dir: Path | None = None, progress: Any = None, servers: list[Server] | None = None) -> BenchResult:
+    """The workload on each design's build and on each server of one's own (``servers``), each
+    beside its model's prediction."""
     w.validate(MODEL_LIMITS if model_only else LIVE_LIMITS)
     for name in designs:
         if name not in DESIGNS:
             raise PcspecError(f"--design: unknown design {name!r}; designs: {', '.join(DESIGNS)}")
     t0 = time.monotonic()
-    out = BenchResult(w, model_only, [DesignResult(d) for d in designs],
+    out = BenchResult(w, model_only, [DesignResult(d, model=variant(d).name) for d in designs],
                       started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+    out.designs += [DesignResult(s.name, str(s.binary), model=s.model) for s in servers or ()]
     for d in out.designs:
-        d.predicted, d.model_seconds = predict(w, d.design)
-        if not model_only:
+        d.predicted, d.model_seconds = predict(w, d.model)
+        if not model_only and not d.binary:
             b, why = binary_of(d.design)
             d.binary, d.not_built = (str(b) if b else ""), why
     if not model_only and any(d.binary for d in out.designs):

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pcspec.bench import report
-from pcspec.bench.run import DESIGNS, bench, to_json
+from pcspec.bench.run import DESIGNS, Server, bench, to_json
 from pcspec.bench.workload import LIVE_LIMITS, MODEL_LIMITS, PRESETS, load
 from pcspec.commands.progress import plain_lines
 from pcspec.core.errors import PcspecError
+from pcspec.live.buildinfo import rules_for_server
+from pcspec.tools.user_variant import load_variant
 
 # the parameters a command line may change, for every workload it names
 PARAMS = ("turns", "first_tokens", "turn_tokens", "reply_tokens", "n_predict", "ctx_checkpoints",
@@ -41,6 +45,12 @@ def register(sub: Any) -> None:
     p.add_argument("workload", nargs="+", help=f"a preset ({', '.join(PRESETS)}) or a .toml file")
     p.add_argument("--design", action="append", metavar="D",
                    help=f"a design ({', '.join(DESIGNS)}); repeatable (default: all four)")
+    p.add_argument("--server", type=Path, metavar="PATH",
+                   help="also measure this llama-server binary (a build of your own), predicted by the model of "
+                        "the build it names, or by --variant-module's design")
+    p.add_argument("--variant-module", metavar="MODULE:NAME",
+                   help="with --server: the design of your own the binary was built from (a Design subclass NAME "
+                        "in MODULE, found from the current folder), whose model predicts it")
     p.add_argument("--model-only", action="store_true",
                    help="run the model alone (no server): sizes this machine cannot hold")
     for name in PARAMS:
@@ -55,8 +65,27 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _servers(args: argparse.Namespace) -> list[Server]:
+    """``--server`` (and ``--variant-module``) as a column of its own."""
+    if args.server is None:
+        if args.variant_module is not None:
+            raise PcspecError("--variant-module names the design a --server binary was built from: give --server PATH")
+        return []
+    path = args.server.resolve() if args.server.exists() else args.server
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise PcspecError("no such llama-server binary (or not executable)", f"--server {args.server}")
+    chosen = rules_for_server(path)
+    if chosen.warning:
+        print(f"pcspec bench: warning: {chosen.warning}", file=sys.stderr)
+    if args.variant_module is None:
+        return [Server(path.name, path, chosen.rule_set)]
+    mine = load_variant(args.variant_module)
+    return [Server(mine.name, path, f"{mine.name}@{chosen.rule_set}")]
+
+
 def run(args: argparse.Namespace) -> int:
-    designs = args.design or list(DESIGNS)
+    servers = _servers(args)
+    designs = args.design or ([] if servers else list(DESIGNS))
     for d in designs:
         if d not in DESIGNS:
             raise PcspecError(f"--design: unknown design {d!r}; designs: {', '.join(DESIGNS)}")
@@ -77,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
             raise PcspecError(f"{opt}: {path.parent} is not a folder")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pcspec-bench-"))
     show = plain_lines(not args.json)
-    results = [bench(w, designs, model_only=args.model_only, workdir=workdir, progress=show) for w in workloads]
+    results = [bench(w, designs, model_only=args.model_only, workdir=workdir, progress=show, servers=servers)
+               for w in workloads]
     if args.save is not None:
         try:
             args.save.write_text(json.dumps([to_json(r) for r in results], indent=1) + "\n", encoding="utf-8")

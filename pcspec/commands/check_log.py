@@ -22,9 +22,12 @@ from typing import Any
 from pcspec.core.errors import PcspecError
 from pcspec.logcheck import TraceWriter, check_log, parse_options
 from pcspec.logcheck.checker import CheckResult
-from pcspec.logcheck.options import CHOICES, with_rules
+from pcspec.logcheck.options import CHOICES, options_for, with_rules
 from pcspec.logcheck.report import render_plain, render_rich, rules_help, to_json
+from pcspec.model.design import Design
+from pcspec.model.designs import DESIGNS
 from pcspec.model.rulesets import RULE_SETS
+from pcspec.tools.user_variant import load_variant
 
 EXIT_CODES = (
     "exit codes: 0 no deviation; 1 a deviation; 2 bad input (not a readable llama-server log: "
@@ -64,7 +67,20 @@ def register(sub: Any) -> None:
     p.add_argument("--rules", metavar="NAME", default=None,
                    help=f"the rule set of the build that wrote the logs ({', '.join(RULE_SETS)}; default: "
                         "from the build line the log shows, docs/RULESETS.md)")
+    design = p.add_mutually_exclusive_group()
+    design.add_argument("--design", metavar="NAME", default=None,
+                        help="the design the server runs, a built-in (master, pr30137, pr27451, fixed): the rules its "
+                             "points change are judged its way")
+    design.add_argument("--variant-module", metavar="MODULE:NAME", default=None,
+                        help="the design of your own the server runs (a Design subclass NAME in MODULE, found from "
+                             "the current folder): its decision points judge the log; the rules that hang on an "
+                             "effect point it overrides are reported as not judged")
     p.set_defaults(func=run)
+
+
+def _unknown_design(name: str) -> Design:
+    raise PcspecError(f"unknown design {name!r}; built-in designs: {', '.join(DESIGNS)} (a design of your own: "
+                      "--variant-module MODULE:NAME)", "--design")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -83,6 +99,11 @@ def _warn(results: list[CheckResult]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = with_rules(parse_options(args.option), args.rules)
+    if args.variant_module is not None:
+        options = options_for(load_variant(args.variant_module), options)
+    elif args.design is not None:
+        options = options_for(DESIGNS[args.design] if args.design in DESIGNS else _unknown_design(args.design),
+                              options)
     with ExitStack() as stack:
         trace: TraceWriter | None = None
         if args.trace:

@@ -23,6 +23,7 @@ from pcspec.live.buildinfo import rules_for_server
 from pcspec.live.designs import DESIGNS, DesignUnavailable, design_of, with_faults
 from pcspec.live.models import KINDS, ensure_model
 from pcspec.model.rulesets import RULE_SETS, get_rule_set
+from pcspec.tools.user_variant import load_variant
 
 DEFAULT_OUT = Path("pcspec-out") / "live"
 
@@ -65,6 +66,10 @@ def register(sub: Any) -> None:
         help="the rule set or design the server is compared with (default: the rule set of the build the "
              "server names, or the --design's rules)",
     )
+    p.add_argument("--variant-module", metavar="MODULE:NAME", default=None,
+                   help="your own design (a Design subclass NAME in MODULE, found from the current folder) that the "
+                        "server at --server PATH was built from: the server is compared with it, under the rule set "
+                        "of the build the server names unless the class sets its own")
     p.add_argument("--rules", metavar="NAME", default=None,
                    help=f"the rule set of the server's build ({', '.join(RULE_SETS)}; default: the one its "
                         "build names, docs/RULESETS.md)")
@@ -124,8 +129,16 @@ def _server(args: argparse.Namespace) -> Path:
         return _design_server(args)
     if args.rules is not None:
         get_rule_set(args.rules)  # a bad name fails before anything is looked up or built
+    mine = load_variant(args.variant_module) if args.variant_module is not None else None
+    if mine is not None and args.variant is not None:
+        raise PcspecError("--variant-module names the design the server is compared with: drop --variant")
     binary = _binary(args)
     _choose_rules(args, binary)
+    if mine is not None:
+        # the design under the rule set of the server's build (a class that names its own keeps it)
+        own_rules = any("rules" in k.__dict__ for k in type(mine).__mro__ if not k.__module__.startswith("pcspec."))
+        args.variant = mine.name if own_rules else f"{mine.name}@{args.variant}"
+        calibrate.variant(args.variant)  # (a name that does not resolve fails here, before any server)
     return binary
 
 

@@ -39,9 +39,8 @@ from pcspec.live.transparency import Reference
 from pcspec.live.waste import WasteWatch
 from pcspec.logcheck import Options, check_events, parse_bytes
 from pcspec.logcheck.logged import logged
-from pcspec.model.design import Design, runs
-from pcspec.model.design import Design as _Design
-from pcspec.model.designs import RULE_SET_MODELS, Fixed
+from pcspec.logcheck.options import options_for
+from pcspec.model.design import Design
 from pcspec.model.logged import Logged, Served, SlotFile
 from pcspec.model.processing import VOCAB_GEN
 
@@ -199,21 +198,9 @@ def _sources(run: Run, predictor: Predictor, before: int) -> list[Source]:
 
 
 def logcheck_options(variant: Design | None) -> Options:
-    """The log checker's options for a server the model predicts under ``variant``: the rule set
-    the model follows (a design's variant is no rule set: the checker then reads the build from
-    the log itself), and the rules a design's patches change (``fixed``'s: 0005 records an SWA
-    checkpoint's data start, 0003 counts each checkpoint once, 0012 brings the November
-    invalidation to an October build, 0013 keeps the checkpoint a task restored)."""
-    if variant is None:
-        return Options()
-    name = variant.name
-    n_prefix = runs(variant, "invalidated", Fixed) or (runs(variant, "invalidated", _Design)
-                                                        and variant.rules.invalidate_n_prefix)
-    return Options(rules=name if name in RULE_SET_MODELS else "auto",
-                   pos_min="payload" if runs(variant, "checkpoint_pos_min", Fixed) else "memory",
-                   accounting="unique" if runs(variant, "entry_sizes", Fixed) else "per-holder",
-                   invalidation="n-prefix" if name not in RULE_SET_MODELS and n_prefix else "auto",
-                   restored_owner="restorer" if runs(variant, "kept_checkpoint", Fixed) else "creator")
+    """The log checker's options for a server the model predicts under ``variant``
+    (``pcspec.logcheck.options.options_for``: its rule set, the rules its points change)."""
+    return options_for(variant)
 
 
 def _logcheck(a: Analysis, run: Run, log: bytes, options: Options) -> None:

@@ -32,6 +32,7 @@ from pcspec.logcheck.slots import SlotChecker
 from pcspec.logcheck.state import Ckpt, Entry
 from pcspec.logcheck.stats import avoidable_evictions, shared_with_slots_mib, unique_mib
 from pcspec.model import policy
+from pcspec.model.design import Design
 
 SAVE_LINES = (
     ev.CacheAlreadyCached, ev.CacheOversize, ev.CacheObsoleteRemoved, ev.CacheMakeRoom,
@@ -53,6 +54,8 @@ class _Save:
     before_room: list[Entry] | None = None
     room: list[ev.CacheMakeRoom] = field(default_factory=list)
     obsolete_from: int = 0
+    # A design's own make_room: the entries each view of its sizes makes it evict, in order
+    planned: list[list[Entry]] | None = None
 
 
 @dataclass(slots=True)
@@ -195,7 +198,11 @@ class CacheChecker:
                 t.before_room = list(self.entries)
             t.room.append(e)
             ctx.stats.evict_make_room += 1
-            self._pop_front(e.line, e.size_mib, "cache-make-room", "making room")
+            design = ctx.rules.own("make_room")
+            if design is None:
+                self._pop_front(e.line, e.size_mib, "cache-make-room", "making room")
+            else:
+                self._pop_planned(t, e, design)
         elif isinstance(e, ev.CacheAllocFailed):
             t.outcome = "failed"
             ctx.stats.cache_alloc_failed += 1
@@ -322,9 +329,17 @@ class CacheChecker:
             return
         # an unsettled obsolete removal (L2): the count must fit one of its views
         new = t.ckpts or ()
-        fits = [(policy.make_room([s.bytes_lo() for s in self._counted(v, new)], t.new_size.bytes_lo(), lim[1]),
-                 policy.make_room([s.bytes_hi() for s in self._counted(v, new)], t.new_size.bytes_hi(), lim[0]))
+        design = ctx.rules.own("make_room")
+
+        def room(sizes: list[int], new_size: int, limit: int) -> int:
+            if design is None:
+                return policy.make_room(sizes, new_size, limit)
+            return len(design.make_room(sizes, new_size, limit)) if limit > 0 else 0
+
+        fits = [(room([s.bytes_lo() for s in self._counted(v, new)], t.new_size.bytes_lo(), lim[1]),
+                 room([s.bytes_hi() for s in self._counted(v, new)], t.new_size.bytes_hi(), lim[0]))
                 for v in self._views(before)]
+        fits = [(min(a, b), max(a, b)) for a, b in fits]
         n_lo, n_hi = next(((lo, hi) for lo, hi in fits if lo <= n <= hi), fits[0])
         if not n_lo <= n <= n_hi:
             want = str(n_lo) if n_lo == n_hi else f"{n_lo}..{n_hi}"
@@ -651,6 +666,41 @@ class CacheChecker:
         return None
 
     # ---- helpers -----------------------------------------------------------------------------
+
+    def _pop_planned(self, t: _Save, e: ev.CacheMakeRoom, design: Design) -> None:
+        """A make-room eviction of a design with its own ``make_room``: the k-th such line of a
+        save must evict the k-th entry the design picks (over the sizes as the log bounds them,
+        either end), not the oldest."""
+        lim = self.ctx.config.limit_bytes()
+        before = t.before_room or []
+        if t.planned is None:
+            if lim is None or not self.exact:
+                self.ctx.weaken("make-room: the design's own make_room over a cache or limit not in the log")
+                t.planned = []
+            else:
+                new = t.ckpts or ()
+                counted = self._counted(before, new)
+                t.planned = [[before[i] for i in design.make_room([s.bytes_lo() for s in counted],
+                                                                   t.new_size.bytes_lo(), lim[1])],
+                             [before[i] for i in design.make_room([s.bytes_hi() for s in counted],
+                                                                   t.new_size.bytes_hi(), lim[0])]]
+        k = len(t.room) - 1
+        logged = Approx.logged(e.size_mib)
+        picks = [p[k] for p in t.planned if k < len(p) and p[k] in self.entries and p[k].size.overlaps(logged)]
+        if picks:
+            self.entries.remove(picks[0])
+            return
+        if not t.planned or not self.exact:
+            self._pop_front(e.line, e.size_mib, "cache-make-room", "making room")
+            return
+        want = sorted({f"{p[k].n_tokens} tokens ({p[k].size.show()})" for p in t.planned if k < len(p)})
+        self.ctx.deviate(e.line, "cache-make-room",
+                         f"evicted an entry of {e.size_mib:.3f} MiB (making room) but {design.name}'s make_room "
+                         f"evicts {' or '.join(want) if want else 'nothing more'} as its eviction {k + 1}")
+        # (then the checker adopts what the log shows: the entry of that size, else the oldest)
+        gone = next((x for x in self.entries if x.size.overlaps(logged)), self.entries[0] if self.entries else None)
+        if gone is not None:
+            self.entries.remove(gone)
 
     def _pop_front(self, line: int, size_mib: float, rule: str, why: str) -> None:
         logged = Approx.logged(size_mib)

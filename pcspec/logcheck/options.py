@@ -61,6 +61,8 @@ from dataclasses import asdict, dataclass, replace
 from pcspec.core.errors import PcspecError
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.scan import RunSummary
+from pcspec.model.design import Design, defined_by, runs
+from pcspec.model.designs import RULE_SET_MODELS, Fixed
 from pcspec.model.rulesets import get_rule_set
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -76,8 +78,10 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """Requested rule variants (``auto`` = decide from the log)."""
+    """Requested rule variants (``auto`` = decide from the log), and the design the log's server
+    runs (``design``: its own decision points judge the log, ``options_for``)."""
 
+    design: Design | None = None
     sweep: str = "auto"
     invalidation: str = "auto"
     rules: str = "auto"  # a rule set's name (--rules), or auto: from the build line and messages
@@ -92,6 +96,10 @@ class Options:
 class Rules:
     """The rule variants in force for one server run (in the order of the report's JSON)."""
 
+    # A design of one's own: the checker applies its decision points (``decide``) and does not
+    # judge the rules that hang on an effect point it overrides (``skipped``: rule -> the point).
+    design: Design | None = None
+    skipped: tuple[tuple[str, str], ...] = ()
     era: str
     era_evidence: str
     build: str = "unknown"  # the rule set (RULE_SETS), or unknown when more than one remains
@@ -115,8 +123,18 @@ class Rules:
         """Builds that may predate #24110 / #24411 (see the module docstring)."""
         return self.era in ("pre-25078", "pre-20287")
 
-    def as_dict(self) -> dict[str, str | bool]:
-        return asdict(self)
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {k: v for k, v in asdict(self).items() if k not in ("design", "skipped")}
+        if self.design is not None:
+            out["design"] = self.design.name
+            out["not_judged"] = {rule: point for rule, point in self.skipped}
+        return out
+
+    def own(self, point: str) -> Design | None:
+        """The design, where it runs its own code at ``point`` (not pcspec's): the checker then
+        applies that code to the log's numbers."""
+        d = self.design
+        return d if d is not None and not defined_by(d, point).__module__.startswith("pcspec.") else None
 
 
 def parse_options(items: Sequence[str] | None) -> Options:
@@ -136,7 +154,58 @@ def parse_options(items: Sequence[str] | None) -> Options:
                 f"option {key} must be one of {', '.join(CHOICES[key])}, not {value!r}"
             )
         values[key.replace("-", "_")] = value
-    return Options(**values)
+    return replace(Options(), **values)  # type: ignore[arg-type]  # (every key is a str field: CHOICES)
+
+
+# The log rules that hang on an effect point (a design's own code there is not something the
+# checker can replay from a log's numbers): those rules are not judged for such a design.
+EFFECT_RULES: dict[str, tuple[str, ...]] = {
+    "resume": ("restore-threshold", "restore-choice", "restore-position", "restore-scan"),
+    "restore_failed": ("restore-choice",),
+    "entry_sizes": ("cache-make-room", "cache-evict", "cache-limit", "cache-summary", "cache-oversize"),
+    "candidate_size": ("cache-make-room", "cache-oversize"),
+    "kept_checkpoint": ("ckpt-sweep", "ckpt-cap-evict", "ckpt-count"),
+    "checkpoint_pos_min": ("restore-scan", "restore-choice"),
+    "prompt_save": ("cache-make-room", "cache-limit", "cache-summary", "cache-contain"),
+    "load_entry": ("load-choice", "load-scan"),
+    "seq_rm_refused": ("n-past",),
+    "copy_checkpoints": ("cache-summary",),
+    "release_evicted": ("cache-summary",),
+}
+
+
+def options_for(design: Design | None, base: Options | None = None) -> Options:
+    """The log checker's configuration for a server that runs ``design``: the rule set when it
+    is a rule set's model, and the rules its points change where they are pcspec's own
+    (``fixed``'s: patches 0003 unique accounting, 0005 an SWA checkpoint's data start, 0012 the
+    November invalidation on any tree, 0013 the restored checkpoint kept); a point of the user's
+    own is applied as code (``Rules.own``) or, for an effect, leaves its rules unjudged."""
+    opts = base or Options()
+    if design is None:
+        return opts
+    name = design.name
+    n_prefix = runs(design, "invalidated", Fixed) or (runs(design, "invalidated", Design)
+                                                       and design.rules.invalidate_n_prefix)
+    return replace(
+        opts,
+        design=design,
+        rules=name if name in RULE_SET_MODELS else opts.rules,
+        pos_min="payload" if runs(design, "checkpoint_pos_min", Fixed) else opts.pos_min,
+        accounting="unique" if runs(design, "entry_sizes", Fixed) else opts.accounting,
+        invalidation="n-prefix" if name not in RULE_SET_MODELS and n_prefix else opts.invalidation,
+        restored_owner="restorer" if runs(design, "kept_checkpoint", Fixed) else opts.restored_owner,
+    )
+
+
+def _skipped(design: Design | None) -> tuple[tuple[str, str], ...]:
+    if design is None:
+        return ()
+    out: dict[str, str] = {}
+    for point, rules in EFFECT_RULES.items():
+        if not defined_by(design, point).__module__.startswith("pcspec."):
+            for rule in rules:
+                out.setdefault(rule, point)
+    return tuple(sorted(out.items()))
 
 
 def with_rules(options: Options, name: str | None) -> Options:
@@ -179,6 +248,8 @@ def resolve(options: Options, run: RunSummary) -> Rules:
         invalidation = _invalidation(candidates)
     supersede = options.supersede == "on" or (options.supersede == "auto" and current)
     return Rules(
+        design=options.design,
+        skipped=_skipped(options.design),
         era=era,
         era_evidence=evidence,
         sweep=sweep,

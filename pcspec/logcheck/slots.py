@@ -389,7 +389,9 @@ class SlotChecker:
             pairs = [(c.n_tokens or 0, self._owner(s, c, e.task)) for c in s.ckpts]
             # the "always" sweep of the August 2026 code is the same walk without the
             # list-is-full condition
-            expected = policy.sweep_too_close(pairs, e.task, ctx.config.min_step, cap, rule == "when-full")
+            own = ctx.rules.own("sweep_too_close")
+            expected = (own.sweep_too_close(pairs, e.task, ctx.config.min_step, cap) if own is not None
+                        else policy.sweep_too_close(pairs, e.task, ctx.config.min_step, cap, rule == "when-full"))
         if expected is not None and sorted(observed) != expected:
             line = sweep[0].line if sweep else e.line
             ctx.deviate(line, "ckpt-sweep",
@@ -415,7 +417,9 @@ class SlotChecker:
                     self._erase_logged(s, y, e.task)
                 return
         if cap is not None:
-            expected = min(policy.cap_evictions(len(s.ckpts), cap), len(order))
+            own = ctx.rules.own("cap_evictions")
+            expected = min(own.cap_evictions(len(s.ckpts), cap) if own is not None
+                           else policy.cap_evictions(len(s.ckpts), cap), len(order))
             if expected != len(old):
                 line = old[0].line if old else e.line
                 ctx.deviate(line, "ckpt-cap-evict",
@@ -634,8 +638,10 @@ class SlotChecker:
         ckpts = s.ckpts
         exact = s.exact
         # the threshold of the "against" number (update_slots, #24110)
+        own_thold = rules.own("pos_min_threshold")
         if thold is not None and n_swa is not None:
-            expect = policy.pos_min_threshold(p, n_swa, p < n_task)
+            expect = (own_thold.pos_min_threshold(p, n_swa, p < n_task) if own_thold is not None
+                      else policy.pos_min_threshold(p, n_swa, p < n_task))
             legacy = policy.pos_min_threshold(p, n_swa, True)  # before #24110: no has_new_tokens term
             if thold != expect and not (rules.legacy_restore and thold == legacy):
                 return (0, "restore-threshold",
@@ -654,7 +660,13 @@ class SlotChecker:
             chosen = ckpts[idx] if idx is not None else None
         if branch and exact and thold is not None:
             ranges = [(c.pos_min, c.pos_max) for c in ckpts]
-            allowed = {policy.restore_choice(ranges, p, thold)}
+            own_choice = rules.own("restore_choice")
+            if own_choice is not None:
+                triples = [(c.pos_min, c.pos_max, c.n_tokens if c.n_tokens is not None else c.pos_max + 1)
+                           for c in ckpts]
+                allowed = {own_choice.restore_choice(triples, p, thold, p, n_task, n_swa or 0)}
+            else:
+                allowed = {policy.restore_choice(ranges, p, thold)}
             if rules.legacy_restore:
                 allowed.add(policy.restore_choice(ranges, _BIG, thold))
             got = find(ckpts, st.restored.pos_min, st.restored.pos_max, st.restored.n_tokens) \
@@ -696,7 +708,12 @@ class SlotChecker:
             n_prefix_rule = invalidation == "n-prefix"
             pairs = [(c.pos_max, c.n_tokens if c.n_tokens is not None else c.pos_max + 1)
                      for c in ckpts]
-            expected = set(policy.invalidated(pairs, pos_next, p, n_prefix_rule))
+            own_inv = rules.own("invalidated")
+            if own_inv is not None:
+                triples = [(c.pos_min, c.pos_max, n) for c, (_, n) in zip(ckpts, pairs, strict=True)]
+                expected = set(own_inv.invalidated(triples, pos_next, p, thold if thold is not None else 0))
+            else:
+                expected = set(policy.invalidated(pairs, pos_next, p, n_prefix_rule))
             # n_prefix not in the log: the pos_max rule alone is accepted too
             pos_max_only = (set(policy.invalidated(pairs, pos_next, p, False))
                             if not prefix_known and n_prefix_rule else expected)
