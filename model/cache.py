@@ -196,12 +196,17 @@ class PromptCache:
                 self.evict(e, "obsolete")
 
     def _make_room(self, new_size: int, new_bufs: list[Buffer]) -> None:
-        """alloc step 5 (only with a byte limit): the design's ``make_room``."""
+        """alloc step 5 (only with a byte limit): the design's ``make_room``, asked again over
+        the sizes as they are after each round of evictions until it evicts nothing (the C++
+        ``while`` loop; for the FIFO rule the first round is the whole answer)."""
         if self.limit_size <= 0:
             return
-        picked = self.design.make_room(self.accounted_sizes(new_bufs), new_size, self.limit_size)
         data_new = new_size - sum({b.id: b.size for b in new_bufs}.values())
-        self._evict_all(self._entries_at(picked), "make_room", new_bufs, max(0, data_new))
+        while self.entries:
+            picked = self.design.make_room(self.accounted_sizes(new_bufs), new_size, self.limit_size)
+            if not picked:
+                return
+            self._evict_all(self._entries_at(picked), "make_room", new_bufs, max(0, data_new))
 
     def _entries_at(self, picked: Sequence[int]) -> list[CacheEntry]:
         """The entries a decision point named by index, in its order; an index out of range or
@@ -212,12 +217,20 @@ class PromptCache:
         return [self.entries[i] for i in picked]
 
     def _contained(self, tokens: Tokens) -> bool:
-        """alloc step 1: the prompt is a prefix of (or equal to) an entry."""
+        """alloc step 1: the prompt is a prefix of (or equal to) an entry (``Design.on_contained``)."""
         for e in self.entries:
             if lcp(e.prompt.tokens, tokens) == len(tokens):
                 self.heap.emit(ev.SaveSkipContained(entry=e.id))
+                self.design.on_contained(self, e)
                 return True
         return False
+
+    def refresh(self, e: CacheEntry) -> None:
+        """Move ``e`` to the back of the list (the newest): a use, for a design that counts one
+        (the C++ never reorders)."""
+        self.entries.remove(e)
+        self.entries.append(e)
+        self.heap.emit(ev.EntryRefresh(entry=e.id))
 
     def _rejects(self, new_size: int, own_unique: int, new_bufs: list[Buffer]) -> bool:
         """alloc step 3: the design's ``is_oversize``."""

@@ -212,6 +212,11 @@ class Design:
             entry.drft = None
         return True
 
+    def on_contained(self, cache: PromptCache, entry: CacheEntry) -> None:
+        """EFFECT. ``alloc`` step 1 found the prompt inside ``entry``: the save is skipped
+        (server-task.cpp:1716-1722). The C++ leaves the cache as it is; a design that counts this
+        as a use may move the entry to the back (``cache.refresh``)."""
+
     # == the save and its publication ===========================================================
 
     def prompt_save(self, srv: Server, slot: Slot, size_tgt: int, size_dft: int) -> bool:
@@ -257,7 +262,10 @@ class Design:
     def make_room(self, sizes: Sequence[int], new_size: int, limit: int) -> list[int]:
         """DECISION. ``alloc`` step 5 (server-task.cpp:1738-1740; #25070): the entries evicted so
         that the new one fits, as indices into the cache front (oldest) first, in the order they
-        go: the oldest first while the cache and the new entry exceed the limit."""
+        go: the oldest first while the cache and the new entry exceed the limit. ``sizes`` are
+        the entries' as the cache counts them (``entry_sizes``). The model asks again after the
+        evictions, over the sizes as they are then, until the answer is empty (the C++'s
+        ``while`` loop): a design may answer one entry at a time."""
         return list(range(policy.make_room(sizes, new_size, limit)))
 
     def update_evictions(self, sizes: Sequence[int], n_tokens: Sequence[int], limit_size: int,
@@ -442,7 +450,7 @@ DECISION_POINTS = (
 # Effects whose only outcome is the choice they return (they read the state, change nothing).
 CHOICE_POINTS = ("get_available_slot", "checkpoint_pos_min", "kept_checkpoint", "reuse_payload")
 EFFECT_POINTS = (
-    "copy_checkpoints", "load_entry", "prompt_save", "entry_sizes", "candidate_size", "release_evicted",
+    "copy_checkpoints", "load_entry", "on_contained", "prompt_save", "entry_sizes", "candidate_size", "release_evicted",
     "checkpoint_create_failed", "resume", "checkpoint_load_failed", "restore_failed", "sync_draft", "seq_rm_refused",
     "file_read", "file_restore_begin",
 )

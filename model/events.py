@@ -248,6 +248,14 @@ class SaveSkipContained(Event, kind="save_skip_contained"):
 
 
 @dataclass(frozen=True, slots=True)
+class EntryRefresh(Event, kind="entry_refresh"):
+    """Model-only: an entry moved to the back of the cache (the newest), as a design that
+    counts a use may do (``PromptCache.refresh``; the C++ never reorders)."""
+
+    entry: int
+
+
+@dataclass(frozen=True, slots=True)
 class SaveRejectOversize(Event, kind="save_reject_oversize"):
     """``- prompt state size ... exceeds cache size limit ..., skipping``
     (server-task.cpp:1732): ``size`` as the variant counts it, ``own_unique`` what the entry

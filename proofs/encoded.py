@@ -95,6 +95,7 @@ KNOWN: dict[str, dict[object, tuple[tuple[str, object], ...]]] = {
     },
     "copy_checkpoints": {_f(Design, "copy_checkpoints"): ()},
     "release_evicted": {_f(Design, "release_evicted"): ()},
+    "on_contained": {_f(Design, "on_contained"): ()},
 }
 # Attributes: every value of the attribute's type is encoded.
 ATTRIBUTES: dict[str, str] = {"sharing": "sharing", "zero_init": "zero_init", "alloc_scope": "alloc_scope"}

@@ -162,7 +162,8 @@ OBLIGATIONS: tuple[Obligation, ...] = (
         "In every cache of the design's shape -- so after any save, update or removal -- the bytes the "
         "cache accounts equal its unique bytes.",
         cache_proofs.acc1,
-        abstracts=CHOOSING | {"is_oversize", "make_room", "update_evictions", "limit_after_bad_alloc"},
+        abstracts=CHOOSING | {"is_oversize", "make_room", "update_evictions", "limit_after_bad_alloc",
+                              "on_contained"},
     ),
     _cache_obligation(
         "ACC-1",
@@ -172,7 +173,8 @@ OBLIGATIONS: tuple[Obligation, ...] = (
         lambda v, bounds: setsum.queries(v),
         id="ACC-1/unbounded",
         scope="unbounded: any number of entries and buffers; bytes of a set axiomatized as a set sum",
-        abstracts=CHOOSING | {"is_oversize", "make_room", "update_evictions", "limit_after_bad_alloc"},
+        abstracts=CHOOSING | {"is_oversize", "make_room", "update_evictions", "limit_after_bad_alloc",
+                              "on_contained"},
     ),
     _cache_obligation(
         "ACC-2",

@@ -32,7 +32,7 @@ from pcspec.model.slot import Slot, TaskType
 # The parts of the history, and the events each listens to.
 PARTS: dict[str, tuple[type[Event], ...]] = {
     "seals": (ev.PublishCkpt, ev.SaveEnd),  # IMM-1, IMM-2
-    "saves": (ev.SaveBegin, ev.SaveEnd),  # RB-2
+    "saves": (ev.SaveBegin, ev.SaveEnd, ev.SaveSkipContained),  # RB-2
     "starts": (ev.PromptBegin, ev.PromptStart),  # REUSE-1, PERF-3, RESTORE-1, RESTORE-2
     "loads": (ev.Select, ev.LoadScan),  # REUSE-2
     "files": (ev.FileWrite, ev.FileRestore),  # FILE-1
@@ -99,6 +99,7 @@ class Save:
     ok: bool
     before: tuple[Any, ...]
     after: tuple[Any, ...]
+    skipped: bool = False  # the prompt was in the cache already (alloc step 1)
 
 
 @dataclass(frozen=True)
@@ -195,13 +196,15 @@ class History:
     # file name -> the bytes the server last wrote there and what they hold (file_summary)
     _written: dict[str, tuple[bytes, tuple[Any, ...]]] = field(default_factory=dict)
     _save_began: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
+    _skipped: set[int] = field(default_factory=set)  # depths of the saves skipped as contained
     _began: dict[int, tuple[tuple[Checkpoint, ...], tuple[tuple[str, SeqMemory], ...]]] = field(default_factory=dict)
     _pending: Load | None = None  # a selection whose load decision is still to come
 
     def __post_init__(self) -> None:
         handlers: dict[str, Any] = {
             "seals": {ev.PublishCkpt: self._on_publish, ev.SaveEnd: self._seal_entries},
-            "saves": {ev.SaveBegin: self._on_save_begin, ev.SaveEnd: self._on_save_end},
+            "saves": {ev.SaveBegin: self._on_save_begin, ev.SaveEnd: self._on_save_end,
+                      ev.SaveSkipContained: self._on_skip},
             "starts": {ev.PromptBegin: self._on_prompt_begin, ev.PromptStart: self._on_prompt_start},
             "loads": {ev.Select: self._on_select, ev.LoadScan: self._on_load_scan},
             "files": {ev.FileWrite: self._on_file_write, ev.FileRestore: self._on_file_restore},
@@ -233,6 +236,7 @@ class History:
             self._entries = {e.id: e for e in self.srv.cache.entries} if self.srv.cache is not None else {}
         # (a save or a prompt start an abort cut short never ends)
         self._save_began.clear()
+        self._skipped.clear()
         self._began.clear()
 
     def settled_loads(self) -> list[Load]:
@@ -259,10 +263,17 @@ class History:
         assert isinstance(e, ev.SaveBegin)
         self._save_began.append((e.slot, cache_fingerprint(self.srv)))
 
+    def _on_skip(self, e: Event) -> None:
+        if self._save_began:
+            self._skipped.add(len(self._save_began))
+
     def _on_save_end(self, e: Event) -> None:
         assert isinstance(e, ev.SaveEnd)
+        depth = len(self._save_began)
         slot, before = self._save_began.pop()
-        self.saves.append(Save(slot, e.ok, before, cache_fingerprint(self.srv)))
+        skipped = depth in self._skipped
+        self._skipped.discard(depth)
+        self.saves.append(Save(slot, e.ok, before, cache_fingerprint(self.srv), skipped))
 
     # -- prompt starts (REUSE-1, PERF-3, RESTORE-1, RESTORE-2) --------------------------------------
 

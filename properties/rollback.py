@@ -2,7 +2,8 @@
 
 RB-1 is judged on the state (no entry holds a partial or zero-filled state), RB-2 on each save
 that returned false (the cache as the judge saw it before and after the save,
-``pcspec.properties.history``), RB-3 on crashes inside a save.
+``pcspec.properties.history``; a save skipped because the prompt is cached already may reorder
+the entries, a design's count of a use, and nothing else), RB-3 on crashes inside a save.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> lis
     for e in history_of(events).saves:
         if e.ok or e.before == e.after:
             continue
+        if e.skipped and e.before and e.after and e.before[0] == e.after[0] and sorted(e.before[1]) == sorted(
+                e.after[1]):
+            continue  # a save skipped as cached already may count a use: the same entries, reordered
         before, after = e.before, e.after
         ids_before = [t[0] for t in before[1]] if before else []
         ids_after = [t[0] for t in after[1]] if after else []

@@ -54,8 +54,6 @@ class _Save:
     before_room: list[Entry] | None = None
     room: list[ev.CacheMakeRoom] = field(default_factory=list)
     obsolete_from: int = 0
-    # A design's own make_room: the entries each view of its sizes makes it evict, in order
-    planned: list[list[Entry]] | None = None
 
 
 @dataclass(slots=True)
@@ -331,14 +329,26 @@ class CacheChecker:
         new = t.ckpts or ()
         design = ctx.rules.own("make_room")
 
-        def room(sizes: list[int], new_size: int, limit: int) -> int:
+        def room(view: list[Entry], lo: bool) -> int:
             if design is None:
-                return policy.make_room(sizes, new_size, limit)
-            return len(design.make_room(sizes, new_size, limit)) if limit > 0 else 0
+                sizes = [s.bytes_lo() if lo else s.bytes_hi() for s in self._counted(view, new)]
+                return policy.make_room(sizes, t.new_size.bytes_lo() if lo else t.new_size.bytes_hi(),
+                                        lim[1] if lo else lim[0])
+            # a design's own rule, asked again after each eviction as the model asks it
+            left, n = list(view), 0
+            while left and lim[1] > 0:
+                counted = self._counted(left, new)
+                picked = design.make_room([s.bytes_lo() if lo else s.bytes_hi() for s in counted],
+                                          t.new_size.bytes_lo() if lo else t.new_size.bytes_hi(),
+                                          lim[1] if lo else lim[0])
+                if not picked or any(not 0 <= i < len(left) for i in picked):
+                    break
+                gone = {id(left[i]) for i in picked}
+                left = [x for x in left if id(x) not in gone]
+                n += len(gone)
+            return n
 
-        fits = [(room([s.bytes_lo() for s in self._counted(v, new)], t.new_size.bytes_lo(), lim[1]),
-                 room([s.bytes_hi() for s in self._counted(v, new)], t.new_size.bytes_hi(), lim[0]))
-                for v in self._views(before)]
+        fits = [(room(v, True), room(v, False)) for v in self._views(before)]
         fits = [(min(a, b), max(a, b)) for a, b in fits]
         n_lo, n_hi = next(((lo, hi) for lo, hi in fits if lo <= n <= hi), fits[0])
         if not n_lo <= n <= n_hi:
@@ -667,36 +677,38 @@ class CacheChecker:
 
     # ---- helpers -----------------------------------------------------------------------------
 
-    def _pop_planned(self, t: _Save, e: ev.CacheMakeRoom, design: Design) -> None:
-        """A make-room eviction of a design with its own ``make_room``: the k-th such line of a
-        save must evict the k-th entry the design picks (over the sizes as the log bounds them,
-        either end), not the oldest."""
+    def _picks(self, design: Design, entries: list[Entry], t: _Save) -> list[Entry]:
+        """The entries a design's own ``make_room`` would evict next from ``entries`` (its first
+        pick over the sizes as the log bounds them, at either end), as the model asks it."""
         lim = self.ctx.config.limit_bytes()
-        before = t.before_room or []
-        if t.planned is None:
-            if lim is None or not self.exact:
-                self.ctx.weaken("make-room: the design's own make_room over a cache or limit not in the log")
-                t.planned = []
-            else:
-                new = t.ckpts or ()
-                counted = self._counted(before, new)
-                t.planned = [[before[i] for i in design.make_room([s.bytes_lo() for s in counted],
-                                                                   t.new_size.bytes_lo(), lim[1])],
-                             [before[i] for i in design.make_room([s.bytes_hi() for s in counted],
-                                                                   t.new_size.bytes_hi(), lim[0])]]
-        k = len(t.room) - 1
-        logged = Approx.logged(e.size_mib)
-        picks = [p[k] for p in t.planned if k < len(p) and p[k] in self.entries and p[k].size.overlaps(logged)]
-        if picks:
-            self.entries.remove(picks[0])
-            return
-        if not t.planned or not self.exact:
+        if lim is None or lim[1] <= 0 or not entries:
+            return []
+        counted = self._counted(entries, t.ckpts or ())
+        out: list[Entry] = []
+        for sizes, new, limit in (([s.bytes_lo() for s in counted], t.new_size.bytes_lo(), lim[1]),
+                                  ([s.bytes_hi() for s in counted], t.new_size.bytes_hi(), lim[0])):
+            picked = design.make_room(sizes, new, limit)
+            if picked and 0 <= picked[0] < len(entries) and entries[picked[0]] not in out:
+                out.append(entries[picked[0]])
+        return out
+
+    def _pop_planned(self, t: _Save, e: ev.CacheMakeRoom, design: Design) -> None:
+        """A make-room eviction of a design with its own ``make_room``: the entry the design picks
+        next (asked again after each eviction, as the model asks it), not the oldest."""
+        if not self.exact or self.ctx.config.limit_bytes() is None:
+            self.ctx.weaken("make-room: the design's own make_room over a cache or limit not in the log")
             self._pop_front(e.line, e.size_mib, "cache-make-room", "making room")
             return
-        want = sorted({f"{p[k].n_tokens} tokens ({p[k].size.show()})" for p in t.planned if k < len(p)})
+        logged = Approx.logged(e.size_mib)
+        picks = self._picks(design, self.entries, t)
+        hit = next((x for x in picks if x.size.overlaps(logged)), None)
+        if hit is not None:
+            self.entries.remove(hit)
+            return
+        want = " or ".join(f"{x.n_tokens} tokens ({x.size.show()})" for x in picks) or "nothing"
         self.ctx.deviate(e.line, "cache-make-room",
                          f"evicted an entry of {e.size_mib:.3f} MiB (making room) but {design.name}'s make_room "
-                         f"evicts {' or '.join(want) if want else 'nothing more'} as its eviction {k + 1}")
+                         f"evicts {want} next")
         # (then the checker adopts what the log shows: the entry of that size, else the oldest)
         gone = next((x for x in self.entries if x.size.overlaps(logged)), self.entries[0] if self.entries else None)
         if gone is not None:

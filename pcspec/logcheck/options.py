@@ -171,6 +171,7 @@ EFFECT_RULES: dict[str, tuple[str, ...]] = {
     "seq_rm_refused": ("n-past",),
     "copy_checkpoints": ("cache-summary",),
     "release_evicted": ("cache-summary",),
+    "on_contained": ("cache-make-room", "cache-evict", "cache-summary"),
 }
 
 

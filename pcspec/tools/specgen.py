@@ -72,6 +72,7 @@ POINT_OPS = {
     "reuse_payload": "checkpoint",
     "copy_checkpoints": "save, load, checkpoint",
     "load_entry": "load",
+    "on_contained": "save",
     "prompt_save": "save",
     "entry_sizes": "save, update",
     "candidate_size": "save",
