@@ -113,7 +113,8 @@ def _opt_float(v: str | None) -> float:
 # succeeds, with no checkpoints (the slot-file appendix of #30137)
 _APPENDIX = _slot(r".*context checkpoint appendix", lambda ln, lv, s, t, m:
                   ev.SlotFileCheckpoints(ln, lv, s, t, 0))
-_EVICT = r"removing oldest entry \(size = " + _F + r" MiB\)"
+# (``oldest`` in the C++; a design of one's own may name its own order: ``largest``, say)
+_EVICT = r"removing \w+ entry \(size = " + _F + r" MiB\)"
 
 # first word of the message (after stripping the " - " list markers) -> builder
 DISPATCH: dict[str, Builder] = {
