@@ -57,7 +57,7 @@ def erase_checkpoint(
         restored_by_task=ck is slot.restored,
         n_tokens=ck.n_tokens,
         list_len=len(slot.prompt.checkpoints),
-        pos_max=pos_max,
+        pos_max=ck.pos_max if pos_max is not None else None,
         pos_next=pos_next,
         n_prefix=n_prefix,
         cause=cause,

@@ -10,3 +10,7 @@ if __name__ != "pcspec.properties":
         f"the pcspec properties are imported as 'pcspec.properties', not {__name__!r} "
         f"(write 'from pcspec.properties import ...'; see docs/ARCHITECTURE.md, Layout)"
     )
+
+# The mutants make themselves known by name (a trace naming one reads back wherever
+# pcspec.properties is imported).
+from pcspec.properties import mutants as _mutants  # noqa: E402,F401

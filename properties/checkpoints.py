@@ -217,7 +217,9 @@ def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
     (clears and prompt replacements drop whole lists and are not ``ckpt_erase`` events):
 
     * ``invalidated``: ``pos_max > pos_next`` or ``n_tokens > n_prefix`` (#30137's merged diff),
-      judged on the numbers the erasure carries; a contained failure names its ``cause`` instead;
+      judged on the numbers the prompt start gave the erasure (the model's, and ``pos_max`` the
+      checkpoint's own); a contained failure names its ``cause`` instead; one with neither is
+      not allowed;
     * ``too_close``: the list was full or about to be (``len + 1 >= cap``) when this one went:
       the C++ walk re-checks its condition before every erasure;
     * ``cap``: the list held at least ``cap`` checkpoints;
@@ -233,6 +235,10 @@ def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
             out.append(f"{what} while the list ({e.list_len} of {cap}) was not full")
         elif e.reason == "cap" and e.list_len < cap:
             out.append(f"{what} while the list held {e.list_len} of {cap}")
+        elif e.reason == "invalidated" and e.cause is None and (
+                e.pos_max is None or e.pos_next is None or e.n_prefix is None):
+            out.append(f"{what} outside a prompt start's invalidation (no pos_next, no n_prefix to justify it)"
+                       " and with no failure named")
         elif (
             e.reason == "invalidated"
             and e.cause is None

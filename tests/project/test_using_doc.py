@@ -2,7 +2,8 @@
 
 A block whose info string has ``file=NAME`` is saved as NAME; each line of a ``sh`` block is a
 command, run with the exit status its ``# exit N`` comment gives (0 without one). ``pcspec`` and
-``python`` are this interpreter's, so the guide runs against the code under test.
+``python`` (at the start of a line or of a ``$(...)``) are this interpreter's, so the guide runs
+against the code under test.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ def command(line: str) -> tuple[str, int]:
     m = EXIT.search(line)
     if m:
         expected, line = int(m.group(1)), line[: m.start()]
-    first, _, rest = line.strip().partition(" ")
     exe = shlex.quote(sys.executable)
-    first = {"pcspec": f"{exe} -m pcspec", "python": exe}.get(first, first)
-    return f"{first} {rest}", expected
+    # (at the start of the line and of a command substitution)
+    line = re.sub(r"(^|\$\()\s*(pcspec|python) ", lambda m: m.group(1) + (f"{exe} -m pcspec " if m.group(2) == "pcspec"
+                                                                         else f"{exe} "), line.strip())
+    return line, expected
 
 
 def test_the_guide_has_files_and_commands() -> None:
