@@ -9,7 +9,9 @@ server binary, an unreadable workload).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -22,6 +24,7 @@ from pcspec.live import calibrate
 from pcspec.live.buildinfo import rules_for_server
 from pcspec.live.designs import DESIGNS, DesignUnavailable, design_of, with_faults
 from pcspec.live.models import KINDS, ensure_model
+from pcspec.live.process import ServerDied
 from pcspec.model.rulesets import RULE_SETS, get_rule_set
 from pcspec.tools.user_variant import load_variant
 
@@ -146,7 +149,8 @@ def _binary(args: argparse.Namespace) -> Path:
     if args.server and args.llama:
         raise PcspecError("--server and --llama both name the binary: give one")
     if args.server:
-        path = Path(args.server)
+        # absolute: a relative path keeps its folder (``./llama-server`` is not looked up on PATH)
+        path = Path(os.path.abspath(args.server))
         if not path.is_file():
             raise PcspecError("no such llama-server binary", str(path))
         return path
@@ -192,13 +196,41 @@ def _matrix(args: argparse.Namespace) -> int:
     return 1 if any(c.verdict == "diverged" for c in cells) else 0
 
 
+def _need_gguf() -> None:
+    """pcspec live writes its tiny models with the ``gguf`` package (the ``live`` extra)."""
+    if importlib.util.find_spec("gguf") is None:
+        raise PcspecError("pcspec live makes its tiny models with the gguf package, which is not installed: "
+                          "pip install 'pcspec[live]'")
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except ServerDied as exc:
+        raise PcspecError(_died(exc)) from None
+
+
+def _died(exc: ServerDied) -> str:
+    """A server that would not start (or died), in one line: what it said last, and its log."""
+    text = str(exc)
+    head, _, tail = text.partition("log tail:\n")
+    lines = [x.strip() for x in tail.splitlines() if x.strip()]
+    said = next((x for x in reversed(lines) if "error" in x.lower() or "invalid" in x.lower()),
+                lines[-1] if lines else "")
+    where = getattr(exc, "log", None)
+    return (f"{head.strip().rstrip(';')}: it said {said!r}" + (f" (whole log: {where})" if where else "")
+            + "; check the flags this build takes (llama-server --help)")
+
+
+def _run(args: argparse.Namespace) -> int:
     _stop_on_sigterm()
     if args.matrix:
         return _matrix(args)
     if args.faults and args.design is None:
         raise PcspecError("--faults takes the fault-point build of a design: give --design NAME")
     binary = _server(args)
+    if not args.build or args.kind or args.replay:
+        _need_gguf()
     if args.build and not args.kind and not args.replay:
         print(binary)
         return 0

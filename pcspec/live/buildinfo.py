@@ -17,6 +17,7 @@ default, and a warning offering ``--rules``.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,9 @@ class ServerRules:
 def probe(binary: Path, seconds: float = PROBE_SECONDS) -> str:
     """What ``binary --version`` prints (stdout and stderr: build-info prints to stderr)."""
     try:
-        proc = subprocess.run([str(binary), "--version"], capture_output=True, timeout=seconds, check=False)
+        # (absolute: a bare relative name would be looked up on PATH)
+        proc = subprocess.run([os.path.abspath(binary), "--version"], capture_output=True, timeout=seconds,
+                              check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"<no answer to --version: {exc}>"
     return (proc.stdout + proc.stderr).decode("utf-8", "replace")

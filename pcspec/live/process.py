@@ -77,7 +77,11 @@ def free_port() -> int:
 
 
 class ServerDied(Exception):
-    """The server process exited (a crash, a GGML_ASSERT, a failed start)."""
+    """The server process exited (a crash, a GGML_ASSERT, a failed start). ``log``: its log file."""
+
+    def __init__(self, message: str, log: Path | None = None) -> None:
+        super().__init__(message)
+        self.log = log
 
 
 class ServerProcess:
@@ -132,7 +136,7 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise ServerDied(f"{self.name} exited with {self.proc.returncode} while starting; "
-                                 f"log tail:\n{self.log_tail()}")
+                                 f"log tail:\n{self.log_tail()}", self.log)
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
                     if r.status == 200 and json.loads(r.read() or b"{}").get("status") == "ok":
@@ -142,7 +146,7 @@ class ServerProcess:
             time.sleep(0.1)
         self.stop()
         raise ServerDied(f"{self.name} did not become ready within {self.start_timeout:.0f} s; "
-                         f"log tail:\n{self.log_tail()}")
+                         f"log tail:\n{self.log_tail()}", self.log)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
