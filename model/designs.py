@@ -303,9 +303,16 @@ _NAMED: dict[str, Design] = {**DESIGNS, **RULE_SET_MODELS}
 def register(design: Design) -> None:
     """Make ``design`` known by its name (a name already taken by another design is refused)."""
     known = _NAMED.get(design.name)
-    if known is not None and known is not design and type(known) is not type(design):
-        raise PcspecError(f"a design named {design.name!r} is known already ({type(known).__qualname__})")
-    _NAMED[design.name] = design
+    if known is not None and known is not design and _identity(known) != _identity(design):
+        raise PcspecError(f"a design named {design.name!r} is known already ({_identity(known)})")
+    _NAMED[design.name] = design  # (the same class imported again replaces it)
+
+
+def _identity(design: Design) -> str:
+    """Which class a design is: ``MODULE:QUALNAME`` (a module imported again makes a new class
+    object of the same identity)."""
+    cls = type(design)
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def named() -> dict[str, Design]:

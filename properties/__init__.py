@@ -13,4 +13,4 @@ if __name__ != "pcspec.properties":
 
 # The mutants make themselves known by name (a trace naming one reads back wherever
 # pcspec.properties is imported).
-from pcspec.properties import mutants as _mutants  # noqa: E402,F401
+from pcspec.properties import mutants as _mutants  # noqa: F401

@@ -386,6 +386,12 @@ class History:
         gone = self._entries.get(e.entry)
         with_it = [*cache.entries, *([gone] if gone is not None else [])]
         unique = unique_bytes(with_it)
+        if getattr(self.srv, "observed", False) and e.unique_total is not None and e.limit is not None:
+            # A conformance replica holds a port's observation after the operation, not the
+            # cache at the eviction: it takes the numbers the port reported, which the kit's
+            # session compares with the model's (pcspec/conform/judge.py).
+            self.evictions.append(Eviction(e.entry, e.reason, e.reason, e.unique_total, e.limit, 0, 0))
+            return
         why: str | None = e.reason
         saving = self._saving[-1] if self._saving else None
         slot = self.srv.slots[saving[0]] if saving is not None else None

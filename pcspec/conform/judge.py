@@ -105,6 +105,10 @@ class Replica(Server):
     buffers keep their identity across observations (by canonical id), and a buffer whose
     part changed took a write (``version``), as the judge's fingerprints compare them."""
 
+    # (the judge's history takes a make-room eviction's numbers from the port's observation,
+    # which the session holds to the model's: properties/history.py, Eviction)
+    observed = True
+
     def __init__(self, config: dict[str, Any], tags: Tags) -> None:
         self.design = DESIGNS["fixed"]
         self.heap = Heap(host_ram=1 << 62)

@@ -22,7 +22,7 @@ from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
 from pcspec.model.design import Design
-from pcspec.model.designs import get_design, named
+from pcspec.model.designs import get_design
 
 WIDTH = 100  # a step longer than this is wrapped
 MIN_RUN = 4  # consecutive tokens written as a range from this many on
@@ -83,7 +83,7 @@ def _variant(v: Design, imports: set[str]) -> str:
     """How the file gets the design back: by name, when that name finds a design of the same
     code and rule set; else by importing its class (a design of one's own, from its module)."""
     try:
-        known = get_design(v.name)
+        known = None if v.origin is not None else get_design(v.name)
     except PcspecError:
         known = None
     if known is not None and type(known) is type(v) and known.rules == v.rules:
@@ -125,7 +125,7 @@ def pytest_snippet(
     ident = "".join(c if c.isalnum() else "_" for c in name)
     imports: set[str] = set()
     user_import = ""
-    if variant_ref is not None and trace.variant.name not in named():
+    if variant_ref is not None and not type(trace.variant).__module__.startswith("pcspec."):
         module, _, attr = variant_ref.partition(":")
         user_import = f"from {module} import {attr}\n"
         variant = f"{attr}()" if _is_class_ref(module, attr) else attr

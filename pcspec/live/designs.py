@@ -37,13 +37,6 @@ class Design:
     tree: str  # a name of pcspec.live.build.TREES
     patches: tuple[str, ...]  # in order, relative to PATCH_DIR
     ports: str  # the upstream change the patches port ("" for none)
-    # Seams of the model's design that no patch implements: the build keeps master's rule there,
-    # and ``pcspec live --design`` compares it with the model's design with those seams reset
-    # (pcspec.live.calibrate.variant).
-    not_ported: tuple[str, ...] = ()
-    # Seams where the tree's rule set departs from master's design and a patch brings master's
-    # (the November rule) back: the build keeps them at the design's value, not the tree's.
-    tree_seams_ported: tuple[str, ...] = ()
 
     def patch_paths(self) -> tuple[Path, ...]:
         return tuple(PATCH_DIR / p for p in self.patches)
@@ -57,23 +50,23 @@ DESIGNS: dict[str, Design] = {
                "#30137 (merge e152332a1)"),
         Design("pr27451", "0c1e570", ("pr27451/0001-server-share-checkpoint-state-harden-cache-oom.patch",),
                "#27451 (head 5c7018ed7)"),
-        # pcspec's design, one patch per seam (docs/DESIGNS.md, "fixed"), on the port of #30137.
+        # pcspec's design, one patch per override of Fixed (docs/DESIGNS.md, "fixed"), on the port of #30137.
         Design("fixed", "0c1e570", (
             "pr30137/0001-server-reference-counted-checkpoints.patch",
-            "fixed/0002-server-no-cache-update-on-busy-pinned-slot.patch",  # cache_update_busy_slot
-            "fixed/0003-server-unique-accounting-of-shared-checkpoints.patch",  # accounting
-            "fixed/0004-server-transactional-prompt-cache-save.patch",  # save_protocol, alloc_scope
-            "fixed/0005-server-swa-checkpoint-payload-pos-min.patch",  # record_payload_pos_min
-            "fixed/0006-server-empty-pinned-slot-consults-cache.patch",  # consult_cache_for_empty_pinned
-            "fixed/0007-server-drop-cache-entry-on-failed-load.patch",  # contain_failures (the cache load)
-            "fixed/0008-server-keep-cache-limit-on-bad-alloc.patch",  # shrink_limit_on_bad_alloc
-            "fixed/0009-server-contain-context-checkpoint-failures.patch",  # contain_failures (the rest)
-            "fixed/0010-server-check-restored-slot-file-against-its-state.patch",  # resync_on_file_restore
-            "fixed/0011-server-sync-draft-context-on-slot-restore.patch",  # resync_draft_on_file_restore
-            "fixed/0012-server-erase-checkpoints-past-the-shared-prefix.patch",  # invalidate_n_prefix (a tree seam)
-            "fixed/0013-server-keep-restored-checkpoint.patch",  # keep_restored
-            "fixed/0014-server-resume-from-best-state.patch",  # resume_best, restore_only_prefixes
-        ), "", tree_seams_ported=("invalidate_n_prefix",)),
+            "fixed/0002-server-no-cache-update-on-busy-pinned-slot.patch",  # Fixed.cache_update_busy_slot
+            "fixed/0003-server-unique-accounting-of-shared-checkpoints.patch",  # Fixed.entry_sizes, candidate_size
+            "fixed/0004-server-transactional-prompt-cache-save.patch",  # Fixed.prompt_save, alloc_scope
+            "fixed/0005-server-swa-checkpoint-payload-pos-min.patch",  # Fixed.checkpoint_pos_min
+            "fixed/0006-server-empty-pinned-slot-consults-cache.patch",  # Fixed.update_cache_on_select
+            "fixed/0007-server-drop-cache-entry-on-failed-load.patch",  # Fixed.load_entry
+            "fixed/0008-server-keep-cache-limit-on-bad-alloc.patch",  # Fixed.limit_after_bad_alloc
+            "fixed/0009-server-contain-context-checkpoint-failures.patch",  # Fixed.checkpoint_*_failed, ...
+            "fixed/0010-server-check-restored-slot-file-against-its-state.patch",  # Fixed.file_restore_*
+            "fixed/0011-server-sync-draft-context-on-slot-restore.patch",  # Fixed.sync_draft
+            "fixed/0012-server-erase-checkpoints-past-the-shared-prefix.patch",  # Fixed.invalidated
+            "fixed/0013-server-keep-restored-checkpoint.patch",  # Fixed.kept_checkpoint
+            "fixed/0014-server-resume-from-best-state.patch",  # Fixed.resume, restore_choice
+        ), ""),
     )
 }
 

@@ -68,9 +68,13 @@ def check_name(design: Design, where: str) -> None:
         raise PcspecError(f"design name {name!r} is not a plain name (no path separator); set `name` in the class",
                           where)
     known = named().get(name)
-    if known is not None and type(known) is not type(design):
-        raise PcspecError(f"design name {name!r} is pcspec's own ({known.summary}); give your design a name of its "
-                          "own (`name = ...` in the class)", where)
+    if known is None or f"{type(known).__module__}:{type(known).__qualname__}" == (
+            f"{type(design).__module__}:{type(design).__qualname__}"):
+        return  # (new, or the same class imported again)
+    whose = "pcspec's own" if type(known).__module__.startswith("pcspec.") else (
+        f"taken by {type(known).__module__}:{type(known).__qualname__}")
+    raise PcspecError(f"design name {name!r} is {whose} ({known.summary}); give your design a name of its own "
+                      "(`name = ...` in the class)", where)
 
 
 def _import(module_name: str, attr: str, where: str) -> object:

@@ -114,8 +114,8 @@ def test_a_variant_of_ones_own_needs_variant_module(tmp_path: Path, capsys: pyte
     [
         ("nocolon", None, "expected MODULE:NAME"),
         ("absent_module:X", None, "no module named 'absent_module'"),
-        ("good:NOT_THERE", "X = 1\n", "good.NOT_THERE is nothing, not a pcspec Variant"),
-        ("good:X", "X = 1\n", "good.X is a int, not a pcspec Variant"),
+        ("good:NOT_THERE", "X = 1\n", "good.NOT_THERE is nothing, not a pcspec Design"),
+        ("good:X", "X = 1\n", "good.X is a int, not a pcspec Design"),
         ("broken:X", "raise RuntimeError('boom')\n", "RuntimeError: boom (" ),
     ],
 )

@@ -79,9 +79,10 @@ def test_a_trace_of_ones_own_variant(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "myvariants.py").write_text(
-        "import dataclasses\n"
-        "from pcspec.model.variants import MASTER\n"
-        "MINE = dataclasses.replace(MASTER, name='mine')\n"
+        "from pcspec.model.designs import Baseline\n\n\n"
+        "class Mine(Baseline):\n"
+        "    name = 'mine'\n\n\n"
+        "MINE = Mine()\n"
     )
     monkeypatch.chdir(tmp_path)  # found from the current folder, as python -m would
     path = write(tmp_path, [{"property": "PERF-1", "op": perf1_op()}], variant="mine")

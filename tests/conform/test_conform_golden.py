@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from pcspec.model.designs import get_design
 
 from pcspec.conform import golden, protocol
 from pcspec.conform.canon import Canon
 from pcspec.conform.golden import scenarios
 from pcspec.conform.judge import JUDGED, Judge
 from pcspec.conform.lower import lower
+from pcspec.model.designs import get_design
 from pcspec.properties.catalogue import CATALOGUE
 from pcspec.properties.judge import replay
 

@@ -3,20 +3,31 @@ code as every replay, failing while the violation reproduces, and editable."""
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pcspec.model.variants import MASTER, Accounting, SaveProtocol  # MIGRATE
 
 from pcspec.core.snippet import pytest_snippet as _bare_snippet
 from pcspec.core.trace import Trace, parse
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS, Baseline, Fixed
+from pcspec.model.rulesets import OCTOBER
 from pcspec.properties.judge import replay, where_shown
 from tests.support.common import PERF1_OPS, trace_text
+
+MASTER = DESIGNS["master"]
+
+
+class Mine(Baseline):
+    """master with fixed's unique accounting and transactional save."""
+
+    name = "mine"
+    entry_sizes = Fixed.entry_sizes
+    candidate_size = Fixed.candidate_size
+    prompt_save = Fixed.prompt_save
 
 
 def pytest_snippet(trace, name):  # type: ignore[no-untyped-def]
@@ -58,14 +69,21 @@ def test_it_replays_to_the_same_violations() -> None:
     ]
 
 
-def test_a_variant_of_ones_own_is_written_as_its_seams() -> None:
-    seams = {"accounting": Accounting.UNIQUE, "save_protocol": SaveProtocol.TRANSACTIONAL}
-    mine = dataclasses.replace(MASTER, name="mine", **seams)
+def test_a_design_of_ones_own_is_written_as_its_class() -> None:
+    """The file imports the design's class from its module and makes it as the trace has it:
+    under its own rule set, or under another one named."""
+    mine = Mine()
     source = pytest_snippet(perf1_trace(mine), "mine__PERF-1")
-    assert "from pcspec.model.variants import Accounting, SaveProtocol, get_design" in source
-    assert 'get_design("master"),\n    name="mine",\n' in source
-    assert "accounting=Accounting.UNIQUE," in source and "save_protocol=SaveProtocol.TRANSACTIONAL," in source
-    assert load(source)["VARIANT"] == mine
+    assert "from tests.core.test_snippet import Mine\n" in source and "VARIANT = Mine()\n" in source
+    assert "get_design(" not in source and "get_rule_set" not in source
+    back = load(source)["VARIANT"]
+    assert type(back) is Mine and back.name == mine.name and back.rules is mine.rules
+    october = Mine(OCTOBER)
+    source = pytest_snippet(perf1_trace(october), "mine__PERF-1")
+    assert "from pcspec.model.rulesets import get_rule_set\n" in source
+    assert "VARIANT = Mine(get_rule_set('october'))\n" in source
+    back = load(source)["VARIANT"]
+    assert type(back) is Mine and back.name == "mine" and back.rules is OCTOBER
 
 
 def test_long_token_lists_wrap() -> None:

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.cli import main
 from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace, parse
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS
 from pcspec.properties.judge import replay
 from pcspec.properties.judge import shrink_trace as shrink
 from tests.support.common import PERF1_OPS, TRACE_HEADER, trace_text

@@ -2,8 +2,8 @@
 
 * the argument errors, one line and exit 2, with no binary needed: a design without a build, an
   unknown name, ``--design`` with ``--server``, a design not built without ``--build``;
-* the rules chosen: ``october`` for master, ``DESIGN@0c1e570`` (the design with the October
-  tree's seams) for the patched designs, and ``--variant`` still overrides;
+* the rules chosen: ``october`` for master, ``DESIGN@0c1e570`` (the design under the October
+  tree's rule set) for the patched designs, and ``--variant`` still overrides;
 * a tiny campaign on the pr30137 build (``live``: skipped when it is not cached), its report
   naming the design and the rules.
 """
@@ -14,11 +14,18 @@ import json
 from pathlib import Path
 
 import pytest
-from pcspec.model.variants import MASTER, OCTOBER, PR27451, PR30137  # MIGRATE
 
 from pcspec.cli import main
 from pcspec.live import build, calibrate
 from pcspec.live.designs import design_of
+from pcspec.model.design import POINTS, runs
+from pcspec.model.designs import DESIGNS, RULE_SET_MODELS, Fixed
+from pcspec.model.rulesets import OCTOBER
+
+MASTER, PR30137, PR27451 = DESIGNS["master"], DESIGNS["pr30137"], DESIGNS["pr27451"]
+# A checkpoint one token past the shared prefix, its positions within it, as (pos_min, pos_max,
+# n_tokens): the November invalidation erases it (n_tokens > n_prefix), the October one keeps it.
+PAST_PREFIX = [(0, 5, 6)]
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
@@ -59,22 +66,22 @@ def test_the_rules_of_each_design() -> None:
     for base in (PR30137, PR27451, MASTER):
         v = calibrate.variant(f"{base.name}@0c1e570")
         assert v.name == f"{base.name}@0c1e570"
-        # the design's seams, the October tree's invalidation and slot files
-        assert v.sharing == base.sharing and v.save_protocol == base.save_protocol
-        assert v.invalidate_n_prefix == OCTOBER.invalidate_n_prefix
-        assert v.slot_file_appendix == OCTOBER.slot_file_appendix
-    # fixed: its patches' seams, every seam of the design (designs.py: not_ported is empty)
+        # the design's code, the October tree's invalidation and slot files
+        assert type(v) is type(base)
+        assert v.rules is OCTOBER
+        assert v.invalidated(PAST_PREFIX, 5, 5, 0) == []  # OCTOBER.invalidate_n_prefix is off
+        assert v.rules.slot_file_appendix == OCTOBER.slot_file_appendix
+    # fixed: its patches' points, every point of the design
     v = calibrate.variant("fixed@0c1e570")
-    assert v.cache_update_busy_slot is False and v.record_payload_pos_min is True
-    assert v.resume_best is True and v.keep_restored is True and v.contain_failures is True
-    assert v.restore_only_prefixes is True
-    assert v.resync_on_file_restore is True and v.resync_draft_on_file_restore is True
-    # the November invalidation, which the October tree lacks: patch 0012 (designs.py: tree_seams_ported)
-    assert v.invalidate_n_prefix is True and v.slot_file_appendix == OCTOBER.slot_file_appendix
-    # master with the October seams is the October rule set
-    from dataclasses import replace
-
-    assert replace(calibrate.variant("master@0c1e570"), name="october", summary=OCTOBER.summary) == OCTOBER
+    assert all(runs(v, p, Fixed) for p in POINTS)
+    assert v.cache_update_busy_slot is False
+    # the November invalidation, which the October tree lacks: patch 0012 (fixed's own ``invalidated``)
+    assert v.invalidated(PAST_PREFIX, 5, 5, 0) == [0] and v.rules.slot_file_appendix == OCTOBER.slot_file_appendix
+    # master under the October rules is the October rule set's model
+    october = calibrate.variant("october")
+    assert october is RULE_SET_MODELS["october"]
+    master = calibrate.variant("master@0c1e570")
+    assert type(master) is type(october) and master.rules is october.rules
 
 
 @pytest.mark.live

@@ -3,7 +3,8 @@
 * every design of the model either maps to a tree and package files, or says it has no build;
 * each patch is a ``git format-patch`` file in llama.cpp's style, and a design's patches apply
   cleanly, in order, with ``patch -p1`` to its tree (skipped when the tree's sdist is not cached);
-  each patch of ``fixed`` is one seam of the model, and together they are ``fixed@0c1e570``'s;
+  each patch of ``fixed`` implements extension points of the model (``pcspec.model.design``), and
+  together they are what ``fixed@0c1e570`` runs beyond ``pr30137@0c1e570``;
 * ``python -m pcspec.live.build --design`` refuses what it cannot build in one line, exit 2;
 * a built design's server (skipped when it is not built: ``python -m pcspec.live.build --design
   NAME``) answers a completion and a slot save on a tiny model, and logs the checkpoint and
@@ -21,7 +22,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.live import build
 from pcspec.live.designs import (
@@ -34,6 +34,7 @@ from pcspec.live.designs import (
     design_of,
     with_faults,
 )
+from pcspec.model.designs import DESIGNS as MODEL_DESIGNS
 from tests.support.paths import ROOT
 
 PATCHED = tuple(name for name, d in DESIGNS.items() if d.patches)
@@ -111,49 +112,55 @@ def test_a_port_is_a_format_patch_in_llama_cpp_style(name: str) -> None:
     assert "Original-commit: " in text
 
 
-# The seams of model/variants.py each patch of ``fixed`` implements, in the order they apply, and
-# how its message names them.
-FIXED_SEAMS: dict[str, tuple[set[str], str]] = {
-    "0002": ({"cache_update_busy_slot"}, "Design.cache_update_busy_slot = False"),
-    "0003": ({"accounting"}, "Accounting.UNIQUE"),
-    "0004": ({"save_protocol", "alloc_scope"}, "SaveProtocol.TRANSACTIONAL"),  # (it builds the entry in the try)
-    "0005": ({"record_payload_pos_min"}, "Design.record_payload_pos_min"),
-    "0006": ({"consult_cache_for_empty_pinned"}, "Design.consult_cache_for_empty_pinned"),
-    # contain_failures in two patches: the cache load, then the checkpoints and the truncation
-    "0007": (set(), "the cache-load part of Design.contain_failures"),
-    "0008": ({"shrink_limit_on_bad_alloc"}, "Design.shrink_limit_on_bad_alloc = False"),
-    "0009": ({"contain_failures"}, "the checkpoint and truncation part of Design.contain_failures"),
-    "0010": ({"resync_on_file_restore"}, "Design.resync_on_file_restore"),
-    "0011": ({"resync_draft_on_file_restore"}, "Design.resync_draft_on_file_restore"),
-    "0012": ({"invalidate_n_prefix"}, "Design.invalidate_n_prefix"),  # (a seam of the tree: designs.py)
-    "0013": ({"keep_restored"}, "Design.keep_restored"),
-    "0014": ({"resume_best", "restore_only_prefixes"}, "Design.resume_best and Design.restore_only_prefixes"),
+# The extension points of model/design.py each patch of ``fixed`` implements (``Fixed``'s own, where
+# it departs from ``PR30137``), in the order they apply, and how its message names them.
+FIXED_POINTS: dict[str, tuple[set[str], str]] = {
+    "0002": ({"cache_update_busy_slot"}, "Fixed.cache_update_busy_slot = False"),
+    "0003": ({"entry_sizes", "candidate_size"}, "Fixed.entry_sizes and Fixed.candidate_size"),
+    "0004": ({"prompt_save", "alloc_scope"}, "Fixed.prompt_save"),  # (it builds the entry in the try)
+    "0005": ({"checkpoint_pos_min"}, "Fixed.checkpoint_pos_min"),
+    "0006": ({"update_cache_on_select"}, "Fixed.update_cache_on_select"),
+    # the failures contained in two patches: the cache load, then the checkpoints and the truncation
+    "0007": ({"load_entry"}, "Fixed.load_entry"),
+    "0008": ({"limit_after_bad_alloc"}, "Fixed.limit_after_bad_alloc"),
+    "0009": ({"checkpoint_create_failed", "checkpoint_load_failed", "restore_failed", "seq_rm_refused"},
+             "Fixed.checkpoint_create_failed, Fixed.checkpoint_load_failed, Fixed.restore_failed and"
+             " Fixed.seq_rm_refused"),
+    "0010": ({"file_restore_begin", "file_restore_refuses", "file_checkpoint_refused"},
+             "Fixed.file_restore_begin, Fixed.file_restore_refuses and Fixed.file_checkpoint_refused"),
+    "0011": ({"sync_draft"}, "Fixed.sync_draft"),
+    "0012": ({"invalidated"}, "Fixed.invalidated"),  # (the November rule, which the October tree lacks)
+    "0013": ({"kept_checkpoint"}, "Fixed.kept_checkpoint"),
+    "0014": ({"resume", "restore_choice"}, "Fixed.resume and Fixed.restore_choice"),
 }
 
 
 @pytest.mark.parametrize("path", [p for p in design_of("fixed").patch_paths() if p.parent.name == "fixed"],
                          ids=lambda p: p.name[:4])
-def test_a_patch_of_fixed_is_one_seam_a_maintainer_can_review(path: Path) -> None:
-    """One patch per seam: each is a format-patch in llama.cpp's style whose message says what
-    and why, and which pcspec property it makes hold (a paragraph "pcspec: ..." naming the seam)."""
+def test_a_patch_of_fixed_is_one_change_a_maintainer_can_review(path: Path) -> None:
+    """One patch per change: each is a format-patch in llama.cpp's style whose message says what
+    and why, and which pcspec property it makes hold (a paragraph "pcspec: ..." naming the
+    extension points of the model it implements)."""
     text = path.read_text(encoding="utf-8")
     _check_format_patch(text)
     message = text.split("\n---\n", 1)[0]
     pcspec = message.split("\npcspec: ", 1)[1]
     assert re.search(r"\b[A-Z]+-\d\b", pcspec), "names no property"
-    assert " ".join(pcspec.split()).startswith(FIXED_SEAMS[path.name[:4]][1])
+    assert " ".join(pcspec.split()).startswith(FIXED_POINTS[path.name[:4]][1])
 
 
-def test_the_patches_of_fixed_implement_its_seams_and_no_other() -> None:
+def test_the_patches_of_fixed_implement_its_points_and_no_other() -> None:
     """``pcspec live --design fixed`` compares the build with ``fixed@0c1e570``: the model's
-    design with master's rule where no patch goes (designs.py, not_ported). Its seams beyond
-    pr30137's are exactly those the patches name."""
-    from pcspec.model.variants import seam_differences  # MIGRATE
-
+    design under the October tree's rule set. The points where it runs
+    other code than pr30137's are exactly those the patches name, and the two run under the same
+    rule set."""
     from pcspec.live import calibrate
+    from pcspec.model.design import POINTS, implementation
 
     ours, base = calibrate.variant("fixed@0c1e570"), calibrate.variant("pr30137@0c1e570")
-    assert set(seam_differences(ours, base)) == set().union(*(seams for seams, _ in FIXED_SEAMS.values()))
+    differ = {p for p in POINTS if implementation(ours, p) != implementation(base, p)}
+    assert differ == set().union(*(points for points, _ in FIXED_POINTS.values()))
+    assert ours.rules == base.rules
 
 
 def _sdist(t: build.Tree) -> Path:
@@ -373,7 +380,7 @@ def test_the_fault_points_are_reviewable_patches_on_src_only() -> None:
 
 @pytest.mark.slow
 def test_the_model_of_fixed_s_build_breaks_only_what_its_tree_lacks() -> None:
-    """Every seam of ``fixed`` has its patch, so the model of its build (``fixed@0c1e570``)
+    """Every point of ``fixed`` has its patch, so the model of its build (``fixed@0c1e570``)
     violates only what the October tree itself lacks: FILE-1, a slot file without the
     checkpoint appendix (#26004 came after 0c1e570; docs/FINDINGS.md). 600 examples of walk 0
     (the documented 4,000 take about a minute)."""

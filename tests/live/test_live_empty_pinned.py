@@ -48,7 +48,7 @@ LOADED = " - found better prompt with f_keep"
 
 
 def _rules(design: str) -> str:
-    """The rule set of ``design``'s build on 0c1e570 (designs.py: ``not_ported``)."""
+    """The model of ``design``'s build on 0c1e570: the design under the October rules."""
     return calibrate.design_rules(design, "0c1e570")
 
 

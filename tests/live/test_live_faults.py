@@ -37,8 +37,6 @@ from pcspec.live.schedule import ServerFacts, read_facts
 pytestmark = pytest.mark.live
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 
-from pcspec.model.variants import DESIGNS  # noqa: E402  # MIGRATE
-
 from pcspec.live import calibrate  # noqa: E402
 from pcspec.live.allocfaults import AllocCalls  # noqa: E402
 from pcspec.live.client import Client, Reply, generated, top_logprobs  # noqa: E402
@@ -47,6 +45,8 @@ from pcspec.live.process import Flags, ServerProcess  # noqa: E402
 from pcspec.live.transparency import compare  # noqa: E402
 from pcspec.model import events as ev  # noqa: E402
 from pcspec.model.config import Config  # noqa: E402
+from pcspec.model.design import runs  # noqa: E402
+from pcspec.model.designs import DESIGNS, Fixed  # noqa: E402
 from pcspec.model.server import Server  # noqa: E402
 from pcspec.properties.catalogue import CATALOGUE, get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
@@ -72,7 +72,7 @@ def _run(binary: Path, workdir: Path, env: dict[str, str], prompts: tuple[list[i
 
 
 def _rules(design: str) -> str:
-    """The rule set of ``design``'s build on 0c1e570 (designs.py: ``not_ported``)."""
+    """The model of ``design``'s build on 0c1e570: the design under the October rules."""
     return calibrate.design_rules(design, "0c1e570")
 
 
@@ -164,8 +164,9 @@ def test_a_checkpoint_restore_that_fails_aborts_every_build_but_fixed(design: st
     ``LLAMA_FAULTS=state.read.partial@1``: the restore's ``llama_state_seq_set_data_ext`` fails
     and ``common_prompt_checkpoint::load_tgt`` aborts, ``checkpoint size mismatch``
     (common/common.cpp:2336-2339 at 0c1e570), on the builds of master, #27451 and #30137.
-    ``fixed`` contains the failure (``contain_failures``, its patch 0009): the checkpoint is
-    erased, the prompt processed from the start, and the answer is the uncached one."""
+    ``fixed`` contains the failure (``checkpoint_load_failed``, ``restore_failed``: its patch
+    0009): the checkpoint is erased, the prompt processed from the start, and the answer is the
+    uncached one."""
     from pcspec.live.calibrate import variant
     from pcspec.live.smoke import FLAGS as SMOKE_FLAGS
     from pcspec.live.smoke import PROMPT_A, PROMPT_B
@@ -189,7 +190,8 @@ def test_a_checkpoint_restore_that_fails_aborts_every_build_but_fixed(design: st
     statuses = [r.status for r in replies]
     assert "fault point 'state.read.partial' fired at call 1" in log
     assert "checkpoint size mismatch" in log
-    contained = variant(_rules(design)).contain_failures
+    model = variant(_rules(design))
+    contained = runs(model, "checkpoint_load_failed", Fixed) and runs(model, "restore_failed", Fixed)
     assert contained == (design == "fixed")
     if not contained:
         assert statuses[:2] == [200, 200] and statuses[2] != 200 and not alive
@@ -253,7 +255,7 @@ def test_a_failed_checkpoint_allocation_aborts_every_build_but_fixed(design: str
     facts = ServerFacts(1, 2048, 256)
     model, env, violated = _model_with_alloc_fault(design, "swa", SMOKE_FLAGS, facts, (PROMPT_A, PROMPT_B, PROMPT_A),
                                                    "ckpt.alloc", 1)
-    contained = calibrate.variant(_rules(design)).contain_failures
+    contained = runs(calibrate.variant(_rules(design)), "checkpoint_create_failed", Fixed)
     assert contained == (design == "fixed")
     assert (model.crash is None) == contained and ("NOABORT-1" in violated) != contained
     binary = build_or_skip(design, faults=True)

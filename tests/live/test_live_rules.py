@@ -8,14 +8,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from pcspec.model.rulesets import NEWEST
-from pcspec.model.variants import RULE_SETS  # MIGRATE
 
 from pcspec.cli import build_parser, main
 from pcspec.commands import live as live_cmd
 from pcspec.live import build
 from pcspec.live.buildinfo import FALLBACK, rules_for_server, rules_for_text
 from pcspec.logcheck.builds import choose
+from pcspec.model.rulesets import NEWEST, RULE_SETS
 
 
 def fake_server(tmp_path: Path, number: int, commit: str) -> Path:

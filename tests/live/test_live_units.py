@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pcspec.model.designs import get_design
 
 from pcspec.live import build
 from pcspec.live.client import Reply, completion_body
@@ -22,6 +21,7 @@ from pcspec.live.transparency import compare
 from pcspec.logcheck import read_log
 from pcspec.logcheck.logged import logged
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import get_design
 from pcspec.model.events import logged as model_logged
 from pcspec.model.logged import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Selected
 from pcspec.model.server import Server

@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pcspec.model.rulesets import NEWEST
-from pcspec.model.variants import RULE_SETS  # MIGRATE
 
 from pcspec.cli import main
 from pcspec.logcheck import Options
 from pcspec.logcheck.builds import ALL_RULE_SETS, KNOWN_BUILDS, NEWEST, choose, parse_build
 from pcspec.logcheck.options import with_rules
 from pcspec.model.errors import PcspecError
+from pcspec.model.rulesets import NEWEST as NEWEST_RULE_SET
+from pcspec.model.rulesets import RULE_SETS
 from tests.support.logs import LOGS, check, erase_at_b, found, lines_of, where
 from tests.support.paths import DATA
 
@@ -45,7 +45,7 @@ def with_build_line(lines: list[str], line: str) -> list[str]:
 
 def test_the_known_builds_are_the_models_rule_sets() -> None:
     assert tuple(RULE_SETS) == ALL_RULE_SETS
-    assert NEWEST.rule_set == NEWEST == ALL_RULE_SETS[-1]
+    assert NEWEST.rule_set == NEWEST_RULE_SET == ALL_RULE_SETS[-1]
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -74,8 +74,8 @@ def test_the_full_commit_and_its_prefixes_name_the_build(rule_set: str) -> None:
 def test_a_build_newer_than_every_known_one_gets_the_newest_rule_set_and_a_warning(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     got = choose(11600, "abcdef0")
-    assert got.candidates == (NEWEST,) and got.exact
-    assert "newer than every known build" in got.warning and NEWEST in got.warning
+    assert got.candidates == (NEWEST_RULE_SET,) and got.exact
+    assert "newer than every known build" in got.warning and NEWEST_RULE_SET in got.warning
     assert "\n" not in got.warning
     log = tmp_path / "new.log"
     line = FORMS["print_info"].format(n=11600, c="abcdef0")
@@ -84,7 +84,7 @@ def test_a_build_newer_than_every_known_one_gets_the_newest_rule_set_and_a_warni
     err = capsys.readouterr().err.splitlines()
     assert code == 1  # (the November rules erase what this October log keeps)
     assert len(err) == 1 and err[0].startswith("pcspec check-log: warning: ")
-    assert f"the newest rule set, {NEWEST}" in err[0]
+    assert f"the newest rule set, {NEWEST_RULE_SET}" in err[0]
 
 
 def test_builds_between_and_below_the_known_numbers() -> None:

@@ -10,10 +10,10 @@ import json
 from typing import Any
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.core.errors import PcspecError
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS
 from pcspec.model.server import Server
 
 INVALID: list[tuple[dict[str, Any], tuple[str, ...]]] = [

@@ -106,7 +106,7 @@ def test_fixed_resynchronises_the_draft() -> None:
     srv = _draft_run(FIXED)
     assert not any(isinstance(e, ev.DecodeRefused) for e in srv.heap.events)
     assert [e.error for e in srv.heap.events if isinstance(e, ev.Release)] == [None] * 4
-    # without the seam (and without fixed's own resume, which finds that the draft's memory serves
+    # without its sync_draft (and without fixed's own resume, which finds that the draft's memory serves
     # no resume and processes the first extension from 0) the draft is left behind, as on the
     # build of fixed, which ports neither
     build = _draft_run(FixedWithoutDraftSync())

@@ -10,7 +10,6 @@ import pickle
 import re
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.live.predict import model_records
 from pcspec.logcheck import parse_text
@@ -18,6 +17,7 @@ from pcspec.logcheck.logged import logged as log_records
 from pcspec.model import events as ev
 from pcspec.model import logged as lg
 from pcspec.model.config import Config
+from pcspec.model.designs import DESIGNS
 from pcspec.model.heap import Heap
 from pcspec.model.server import Server
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pcspec.model.designs import DESIGNS
-from pcspec.properties.mutants import MUTANTS
-
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS
 from pcspec.model.ownership import graph, to_dot
 from pcspec.model.server import Server
+from pcspec.properties.mutants import MUTANTS
 from pcspec.properties.refs import ref1_refcounts_match_holders
 
 CFG = Config(memory=MemoryKind.RECURRENT, n_ctx_slot=64, n_batch=8, n_ubatch=2, n_ctx_checkpoints=3,

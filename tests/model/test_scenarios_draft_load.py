@@ -27,10 +27,10 @@ Entry sizes: main = 16 + 10 n, drft = 16 + 4 n; a 20-token entry is 216 + 96 byt
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS
 from pcspec.model.server import Server
 from tests.support.common import CPP_DESIGNS, events
 from tests.support.nested_approx import approx_flat, flat

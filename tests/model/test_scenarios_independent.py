@@ -18,13 +18,14 @@ import math
 from typing import Any
 
 import pytest
-from pcspec.model.designs import DESIGNS, named
 
 from pcspec.model import events as ev
 from pcspec.model import policy
+from pcspec.model.designs import DESIGNS
 from pcspec.model.server import Server
 from pcspec.properties.base import Events
 from pcspec.properties.checkpoints import ckpt5_batch_ends
+from pcspec.properties.mutants import MUTANTS
 from tests.support.common import CPP_DESIGNS, KV2, PINNED_EMPTY, X, events, judged, kv_server, recurrent_config
 
 # -- CKPT-5 ----------------------------------------------------------------------------------------
@@ -51,7 +52,7 @@ def test_ckpt5_holds_on_every_design(variant: str) -> None:
 
 
 def test_ckpt5_mutant_break_every_user_message_is_caught() -> None:
-    srv = Server(_recurrent(), named()["mutant:break-every-user-message"])
+    srv = Server(_recurrent(), MUTANTS["mutant:break-every-user-message"])
     msgs = judged(srv, "CKPT-5", *SPACED)
     assert [(b.start, b.n) for b in events(srv, ev.Batch)][2:4] == [(10, 4), (14, 10)]
     assert len(msgs) == 1 and "batch [10, 14) ended at 14" in msgs[0] and "list [6]" in msgs[0]
@@ -59,7 +60,7 @@ def test_ckpt5_mutant_break_every_user_message_is_caught() -> None:
 
 def test_ckpt3_does_not_see_the_extra_break() -> None:
     # why CKPT-5 is needed: the creation rules' own check holds on the mutant's run
-    assert judged(Server(_recurrent(), named()["mutant:break-every-user-message"]), "CKPT-3", *SPACED) == []
+    assert judged(Server(_recurrent(), MUTANTS["mutant:break-every-user-message"]), "CKPT-3", *SPACED) == []
 
 
 def _batch(start: int, n: int, **extra: Any) -> ev.Batch:
@@ -91,7 +92,7 @@ def test_ckpt5_judges_each_end() -> None:
 
 
 def test_reuse2_mutant_nan_f_keep_is_caught() -> None:
-    srv = Server(KV2, named()["mutant:load-nan-f-keep"])
+    srv = Server(KV2, MUTANTS["mutant:load-nan-f-keep"])
     msgs = judged(srv, "REUSE-2", *PINNED_EMPTY)
     assert events(srv, ev.LoadScan)[-1].chosen is None
     assert msgs and "loaded no entry, but the load rules choose entry #" in msgs[-1]

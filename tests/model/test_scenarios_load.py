@@ -13,10 +13,10 @@ its prompt and nothing checkpoints; the load rules do not depend on the memory k
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS
 from pcspec.model.server import Server
 from tests.support.common import DESIGN_NAMES, events
 from tests.support.nested_approx import approx_flat, flat

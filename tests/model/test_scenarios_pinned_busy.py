@@ -5,9 +5,9 @@ alone."""
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS
 from pcspec.model.server import Server
 
 CFG = Config(memory=MemoryKind.RECURRENT, n_ctx_slot=64, n_batch=4, n_ubatch=2, n_ctx_checkpoints=3,

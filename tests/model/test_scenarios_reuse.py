@@ -21,13 +21,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pcspec.model.designs import DESIGNS, named
 
 from pcspec.model import events as ev
 from pcspec.model.config import Config
+from pcspec.model.designs import DESIGNS
 from pcspec.model.server import Server
 from pcspec.properties.base import Events
 from pcspec.properties.checkpoints import ckpt3_creation_rules
+from pcspec.properties.mutants import MUTANTS
 from tests.support.common import KV2, PINNED_EMPTY, events, judged, recurrent_config
 
 CPP = ("master", "pr30137", "pr27451")
@@ -86,7 +87,7 @@ def test_reuse1_recurrent_rollback_depth(variant: str) -> None:
 
 
 def test_reuse1_mutant_live_thold_is_caught() -> None:
-    assert judged(Server(SWA, named()["mutant:live-thold"]), "REUSE-1", *SWA_SHORT_PREFIX)
+    assert judged(Server(SWA, MUTANTS["mutant:live-thold"]), "REUSE-1", *SWA_SHORT_PREFIX)
 
 
 def test_fixed_prefers_the_checkpoint_that_keeps_most() -> None:
@@ -124,7 +125,7 @@ def test_reuse2_pinned_empty_slot(variant: str) -> None:
 
 
 def test_reuse2_mutant_is_caught() -> None:
-    assert judged(Server(KV2, named()["mutant:empty-pinned-skips-cache"]), "REUSE-2", *PINNED_EMPTY)
+    assert judged(Server(KV2, MUTANTS["mutant:empty-pinned-skips-cache"]), "REUSE-2", *PINNED_EMPTY)
 
 
 # -- CKPT-3 ------------------------------------------------------------------------------------------
@@ -142,7 +143,7 @@ def test_ckpt3_holds_on_every_design(variant: str) -> None:
 
 
 def test_ckpt3_mutant_no_tail_break_is_caught() -> None:
-    srv = Server(recurrent_config(n_slots=1, n_ctx_slot=256, cache_ram=0), named()["mutant:no-tail-break"])
+    srv = Server(recurrent_config(n_slots=1, n_ctx_slot=256, cache_ram=0), MUTANTS["mutant:no-tail-break"])
     msgs = judged(srv, "CKPT-3", ("request", {"tokens": A1, "spans": (20,), "n_predict": 2}), ("run", {}))
     assert any("runs across 32" in m for m in msgs)
 

@@ -29,9 +29,9 @@ n_batch 16, n_ubatch 4, cache_ram 4000 bytes, i.e. between 3U = 3048 and 4U = 40
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.model import events as ev
+from pcspec.model.designs import DESIGNS
 from pcspec.model.server import Server
 from pcspec.properties.history import cache_fingerprint
 from tests.support.common import B_PROMPT, recurrent_config

@@ -37,9 +37,9 @@ Hand derivation (recurrent memory, n_batch 16, n_ubatch 4, cap 4, min step 8):
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
 from pcspec.model import events as ev
+from pcspec.model.designs import DESIGNS
 from pcspec.model.server import Server
 from tests.support.common import B_PROMPT, DESIGN_NAMES, events, recurrent_config
 from tests.support.common import RS_STATE as U  # STATE_HEADER + rs_bytes: one recurrent state, full or partial

@@ -10,10 +10,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from pcspec.model.designs import get_design
 
 from pcspec.cli import main
 from pcspec.model.config import Config
+from pcspec.model.designs import get_design
 from pcspec.model.errors import PcspecError
 from pcspec.model.server import Server
 from pcspec.model.slotfile import FileCheckpoint, read_slot_file, write_slot_file

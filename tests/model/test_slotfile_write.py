@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from pcspec.model.designs import get_design
 
 from pcspec.cli import main
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import get_design
 from pcspec.model.server import Server
 from pcspec.model.slotfile import read_slot_file
 from tests.support.common import TRACE_HEADER, trace_text

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 import setuptools
-from pcspec.model.designs import get_design
 
 import pcspec
 from pcspec.cli import main
 from pcspec.core.snippet import pytest_snippet as _bare_snippet
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
+from pcspec.model.designs import get_design
 from pcspec.properties.judge import where_shown
 from tests.support.paths import ROOT
 

@@ -11,9 +11,9 @@ import pytest
 import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pcspec.model.designs import get_design
 
 from pcspec.model import policy
+from pcspec.model.designs import get_design
 from pcspec.proofs import cache_ops, rules
 from pcspec.proofs import conform_cache as cc
 from pcspec.proofs import conform_world as cw

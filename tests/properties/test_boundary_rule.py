@@ -5,8 +5,8 @@ meeting point with a pos_min, and the zero threshold)."""
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import DESIGNS
 
+from pcspec.model.designs import DESIGNS
 from pcspec.properties.rules import RULES, Fuzz
 from tests.support.common import SWA_SLOT
 

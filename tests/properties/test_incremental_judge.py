@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import pytest
-from pcspec.model.designs import named
 
 from pcspec.core.results import Finding
 from pcspec.engines.walker import Walker
 from pcspec.properties import checkpoints, rules
 from pcspec.properties.judge import Judge
+from tests.support.common import ALL
 
 # (variant, walk seed, examples): the designs, whose violations come and go with the storage
 # (master's accounting, CKPT-2 after a bad_alloc), fixed, which should find nothing, and the
@@ -50,7 +50,7 @@ def _walk(monkeypatch: pytest.MonkeyPatch, variant: str, seed: int, examples: in
     """The judgements where the two judges disagree: (index, incremental, afresh)."""
     monkeypatch.setattr(rules, "Judge", Twin)
     Twin.runs = []
-    Walker(named()[variant]).walk(seed, examples)
+    Walker(ALL[variant]).walk(seed, examples)
     assert len(Twin.runs) > 500
     return [(i, a, b) for i, (a, b) in enumerate(Twin.runs) if a != b]
 

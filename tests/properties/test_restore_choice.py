@@ -8,21 +8,28 @@ and master must not (``judge.base_violates``); ``fixed`` must hold RESTORE-2 on 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
-from pcspec.model.designs import DESIGNS, get_design
-from pcspec.properties.mutants import MUTANTS
 
 from pcspec.core.trace import Trace
 from pcspec.engines.search import hunt
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
+from pcspec.model.designs import DESIGNS, get_design
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import base_violates, first_violation, replay
+from pcspec.properties.mutants import MUTANTS, TholdMinusOneAlways
 from pcspec.properties.oracle import MUTANT_TARGETS, ORACLE
 from tests.support.common import PERF1_OPS, SWA_SLOT, TRACE_HEADER, recurrent_config
+
+
+class BaselessTholdMinusOneAlways(TholdMinusOneAlways):
+    """The mutant without its base: judged as a design, every find of it counts."""
+
+    name = TholdMinusOneAlways.name
+    base = None
+
 
 P12 = list(range(1, 13))
 NEW = [500, 501, 502]
@@ -138,7 +145,7 @@ def test_a_hunt_walks_past_finds_its_base_shares() -> None:
     # of master that changes only the restore threshold shares most such finds: its hunt walks
     # past them, and what it returns (if anything) is a trace master holds PERF-1 on.
     mutant = get_design("mutant:thold-minus-one-always")
-    run, first = hunt(replace(mutant, base=None), "PERF-1", 0, 30)  # (judged as a design: found)
+    run, first = hunt(BaselessTholdMinusOneAlways(), "PERF-1", 0, 30)  # (judged as a design: found)
     assert first is not None
     assert base_violates(Trace(mutant, first.trace.config, list(first.trace.ops)), "PERF-1")
     walked, hit = hunt(mutant, "PERF-1", 0, 30)

@@ -9,11 +9,11 @@ draws; each shows its violations on the designs whose routes they are and none o
 from __future__ import annotations
 
 import pytest
-from pcspec.model.designs import get_design
 
 from pcspec.model.config import Config, MemoryKind
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.rules import RULES, Fuzz
+from tests.support.common import ALL
 
 WATCHED = ("FILE-1", "CKPT-1", "CKPT-2", "RESTORE-1", "STATE-1", "NOABORT-1", "PROGRESS-1")
 
@@ -30,7 +30,7 @@ HYBRID_1 = Config(
 
 
 def _violated(variant: str, cfg: Config, body: str, *args: object) -> set[str]:
-    f = Fuzz(get_design(variant), props=[get_property(p) for p in WATCHED])
+    f = Fuzz(ALL[variant], props=[get_property(p) for p in WATCHED])
     f.setup(cfg, ["ckpt.alloc"])
     if body == "restore_changed_marker":  # (something to save: a conversation of two turns)
         f.new_prompt(0, 30, -1, True, -1)
@@ -101,7 +101,7 @@ def _restored_into_fewer(variant: str) -> tuple[set[str], int]:
         n_slots=1, n_ctx_slot=96, n_batch=8, n_ubatch=2, memory=MemoryKind.SWA, n_swa=4, swa_cells=8, cell_bytes=8,
         rs_bytes=64, n_ctx_checkpoints=3, checkpoint_min_step=2, cache_ram=-1, slot_prompt_similarity=0.0,
     )  # fmt: skip
-    f = Fuzz(get_design(variant))
+    f = Fuzz(ALL[variant])
     f.setup(cfg, ["ckpt.alloc"])
     f.new_prompt(0, 30, -1, True, -1)
     f.run()

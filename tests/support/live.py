@@ -74,7 +74,7 @@ def model_of(build: str, kind: str, flags: Flags, facts: ServerFacts, prompts: S
     other), and the violations of ``pids`` it shows, as ``"PID: message"``."""
     rules = BUILD_RULES[build] or calibrate.design_rules(build, "0c1e570")
     variant = calibrate.variant(rules)
-    srv = Server(calibrate.model_config(kind, flags, facts, state_seq_version=variant.state_seq_version), variant)
+    srv = Server(calibrate.model_config(kind, flags, facts, state_seq_version=variant.rules.state_seq_version), variant)
     judge = Judge(srv, [get_property(p) for p in pids])
     found = []
     for tokens in prompts:

@@ -16,8 +16,8 @@ import pytest
 
 from pcspec.cli import main
 from pcspec.commands import prove as prove_command
-from pcspec.model.config import Config
 from pcspec.model import designs
+from pcspec.model.config import Config
 from pcspec.model.designs import DESIGNS
 from pcspec.properties import accounting
 from pcspec.properties.base import Events
