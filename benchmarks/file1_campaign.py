@@ -1,7 +1,7 @@
 """FILE-1 campaign: mutated *model-written* slot files restored into running servers.
 
 For each memory kind (kv, swa, recurrent, hybrid), with and without a draft context, and for the
-designs ``fixed`` and ``master``, a server runs two chat turns on slot 0 (so the slot has
+designs ``fixed`` and ``baseline``, a server runs two chat turns on slot 0 (so the slot has
 ``n_ctx_checkpoints = 3`` checkpoints where the memory kind takes them) and an unrelated prompt
 on slot 1, then saves slot 0 with ``POST /slots/0?action=save``. Each input is that file after
 1-3 seeded mutations (truncation at any length, 1-4 bit flips, an integer field of
@@ -16,7 +16,7 @@ stray appendix header), restored into slot 0 or slot 1 of a copy of the running 
 * FILE-1 (``file1_round_trip_and_rejection``) over the restore's events;
 * slot consistency: a rejection leaves the slot's tokens and every context's sequence empty; a
   successful restore leaves the target memory holding as many tokens as the slot bookkeeps. On
-  ``master`` one known exception is counted separately: a mutated marker word turns the packed
+  ``baseline`` one known exception is counted separately: a mutated marker word turns the packed
   token list into a legacy plain list of n + 4 tokens, which the C++ installs over the n-token
   state without comparing (``fixed`` rejects it: resync_on_file_restore);
 * STATE-1 on ``fixed``, when the mutation left the token words and the token identities of the
@@ -33,7 +33,7 @@ checkpoints whose draft data was dropped (``file_draft_dropped``).
     python benchmarks/file1_campaign.py [--inputs 100000] [--seed 0] [--no-follow-up]
 
 Exit status 1 when a restore crashed, a Python exception escaped, FILE-1 or an allocation bound
-failed, a slot was left inconsistent (other than master's known legacy reading), STATE-1 failed on
+failed, a slot was left inconsistent (other than baseline's known legacy reading), STATE-1 failed on
 fixed, or a follow-up failure has neither known cause.
 """
 
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
             continue
         counts[out.kind] += 1
-        counts["legacy reading (master)"] += out.legacy_reading
+        counts["legacy reading (baseline)"] += out.legacy_reading
         counts["STATE-1 judged"] += out.state1_judged
         if out.kind == "rejected":
             reasons[out.detail] += 1
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             "restored, appendix valid",
             "restored, appendix truncated",
             "restored, appendix invalid",
-            "legacy reading (master)",
+            "legacy reading (baseline)",
             "STATE-1 judged",
             "follow-up requests",
             "follow-up crash",

@@ -37,7 +37,7 @@ SMALL = 1  # 16 + 1008 = 1024 bytes per checkpoint
 LARGE = 343_284  # 16 + 1008 * 343284 = 346030288 bytes = 330.0002 MiB per checkpoint
 TARGET = 1.05
 MEMORIES = (MemoryKind.RECURRENT, MemoryKind.SWA)
-VARIANTS = ("master", "pr30137", "pr27451", "fixed")
+VARIANTS = ("baseline", "pr30137", "pr27451", "fixed")
 # The byte limit in "checkpoint units" (1008 * scale bytes): small enough that the second
 # half of the conversations evicts (make room), not on a boundary where the unscaled headers
 # would tip a comparison differently in the two runs (the decision check would say so).

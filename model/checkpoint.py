@@ -3,7 +3,7 @@
 A ``Checkpoint`` holds metadata and up to three payload buffers. Holders (a slot's prompt, a
 cache entry's prompt) keep checkpoints in lists; how a list is copied is a design's ``sharing``:
 
-* ``deep_copy`` (master): a copy is a new checkpoint with new buffers (payload bytes copied);
+* ``deep_copy`` (baseline): a copy is a new checkpoint with new buffers (payload bytes copied);
 * ``shared_object`` (#30137, fixed): a copy is the same object (``shared_ptr<const ...>``);
 * ``shared_payload`` (#27451): a copy is a new object with the metadata by value and the
   payload buffers shared.

@@ -73,7 +73,7 @@ class Design:
 
     # The design's name (a subclass that sets none is named after its class) and its line in
     # the verdict matrix (by default the first line of the class's docstring).
-    name: str = "master"
+    name: str = "baseline"
     summary: str = "the upstream design before #30137: deep-copied checkpoints, zero-filled buffers, unvalidated save"
     # The rule set the design runs under (an instance may be made with another: ``Design(rules)``).
     rules: RuleSet = SPEC

@@ -5,8 +5,8 @@
 * ``pr30137``: #30137 as merged (shared immutable checkpoints, no-init buffers, ``pop_back`` on a
   short fill), on ``baseline``; under the ``november`` rule set it is today's upstream master;
 * ``pr27451``: the head of #27451 (shared payload buffers, the whole entry guarded), on ``baseline``;
-* ``fixed``: pcspec's proposal, on ``pr30137``: one override per seam, each with the property it
-  makes hold (docs/PROPERTIES.md gives each reason, docs/DESIGNS.md each patch).
+* ``fixed``: pcspec's proposal, on ``pr30137``: one override per extension point it changes, each
+  with the property it makes hold (docs/PROPERTIES.md gives each reason, docs/DESIGNS.md each patch).
 
 docs/SOURCES.md says where to get each upstream change.
 """
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 class Baseline(Design):
     """The upstream design before #30137: deep-copied checkpoints, zero-filled buffers, unvalidated save."""
 
-    name = "master"
+    name = "baseline"
     summary = Design.summary
 
 
@@ -348,11 +348,38 @@ def from_origin(origin: str, name: str, rules: str | None = None) -> Design:
     return design
 
 
+# Names the built-in designs had before, by their names now. ``master`` was the upstream code
+# before #30137, not today's upstream master (#30137 merged: ``pr30137`` under the ``november``
+# rule set). A trace header that names an old one reads as the new one (``current_name``); a
+# command line that names one gets ``renamed_error``.
+RENAMED: dict[str, str] = {"master": "baseline"}
+
+
+def current_name(name: str) -> str:
+    """``name`` with an old design name (``RENAMED``) replaced by its name now, ``DESIGN@TREE``
+    included (``master@0c1e570`` is ``baseline@0c1e570``): what a trace header names."""
+    base, at, tree = name.partition("@")
+    return RENAMED[base] + at + tree if base in RENAMED else name
+
+
+def renamed_error(name: str) -> PcspecError | None:
+    """The one-line error for a design named by its old name on a command line (None for any
+    other name): what it is called now, and which design today's upstream master is."""
+    if current_name(name) == name:
+        return None
+    return PcspecError(f"design {name!r} is now {current_name(name)!r} (the upstream design before #30137); "
+                       "today's upstream master is 'pr30137' under the 'november' rule set (pr30137@november)")
+
+
 def get_design(name: str) -> Design:
     """A known design by name (``mutant:NAME`` or just ``NAME`` for a mutant; ``DESIGN@TREE``);
-    PcspecError naming the known ones otherwise."""
+    PcspecError naming the known ones otherwise, or, for an old name (``RENAMED``), saying what
+    it is now."""
     if name in _NAMED:
         return _NAMED[name]
+    renamed = renamed_error(name)
+    if renamed is not None:
+        raise renamed
     if f"mutant:{name}" in _NAMED:
         return _NAMED[f"mutant:{name}"]
     base, at, tree = name.partition("@")

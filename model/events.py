@@ -295,8 +295,8 @@ class SaveFillShort(Event, kind="save_fill_short"):
 
 @dataclass(frozen=True, slots=True)
 class LoadScan(Event, kind="load_scan"):
-    """The load's look for a better prompt (server-task.cpp:1793-1826): the slot's baseline
-    ``(f_keep, f_sim)``, each entry's (front first), the entry chosen (None: none better)."""
+    """The load's look for a better prompt (server-task.cpp:1793-1826): the slot's load
+    baseline ``(f_keep, f_sim)``, each entry's (front first), the entry chosen (None: none better)."""
 
     base: tuple[float, float]
     candidates: list[tuple[float, float]]

@@ -15,7 +15,7 @@ from __future__ import annotations
 # in ``state_layout``.
 STATE_SEQ_VERSIONS: tuple[int, ...] = (2, 3, 4)
 # The October build's version: what a file is written with unless told otherwise, and the
-# designs' (``Variant.state_seq_version``; the rule sets b11434, b11549 and november write 4).
+# designs' (``RuleSet.state_seq_version``; the rule sets b11434, b11549 and november write 4).
 STATE_SEQ_VERSION_DEFAULT = 3
 # Which builds write (and alone read) each version.
 STATE_SEQ_BUILDS: dict[int, tuple[str, ...]] = {

@@ -1,7 +1,7 @@
 """The cache operations over bounded masks: save, update, removal, a load's failure path.
 
 ``save`` is ``server_slot::prompt_save`` of one slot: ``server_prompt_cache::alloc`` then the
-fill (``master``, ``pr30137``, ``pr27451``), or ``PromptCache.save_transactional``
+fill (``baseline``, ``pr30137``, ``pr27451``), or ``PromptCache.save_transactional``
 (``fixed``), chosen by the variant's seams exactly as ``model/cache.py`` chooses; the
 decisions are the rules of ``pcspec.proofs.rules`` (``model/policy.py``). The candidate's
 checkpoints are the slot's (``Cache.slot``); which entries are prefixes of its tokens

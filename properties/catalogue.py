@@ -229,7 +229,7 @@ CATALOGUE: tuple[Property, ...] = (
         "REUSE-2",
         "A completion task on an empty or unrelated slot, pinned or not, gets a cache load whenever an entry "
         "shares a prefix with it and passes the load rules, and the entry loaded is the one the rules choose "
-        "(an empty slot's baseline included).",
+        "(an empty slot's load baseline, f_keep = -1, included).",
         "reuse",
         "server-context.cpp:1528-1640 (get_available_slot); server-task.cpp: server_prompt_cache::load",
         reuse.reuse2_cache_load,

@@ -85,17 +85,17 @@ DECISIONS: dict[str, str] = {
 
 # (design, decision) -> why the default budget cannot reach it on that design. Anything not
 # listed must be reached by every design's survey.
-CPP = ("master", "pr30137", "pr27451", "b11549")  # (the C++ designs and the upstream build b11549)
+CPP = ("baseline", "pr30137", "pr27451", "b11549")  # (the C++ designs and the upstream build b11549)
 _EXCUSED: tuple[tuple[tuple[str, ...], str, str], ...] = (  # (designs, decision, why)
-    (CPP, "ckpt.kept_restored", "only fixed keeps the restored checkpoint (keep_restored)"),
-    (CPP, "ckpt.skipped_full", "only fixed keeps the restored checkpoint (keep_restored)"),
+    (CPP, "ckpt.kept_restored", "only fixed keeps the restored checkpoint (Fixed.kept_checkpoint)"),
+    (CPP, "ckpt.skipped_full", "only fixed keeps the restored checkpoint (Fixed.kept_checkpoint)"),
     (CPP, "start.reprocess.seq_rm_refused", "only fixed re-processes; the C++ aborts (server.crash)"),
     (CPP, "evict.load_failed", "only fixed drops an entry whose load failed"),
     (("fixed",), "slot.stall", "fixed leaves a busy pinned slot alone (cache_update_busy_slot)"),
     (
-        ("master", "pr27451", "fixed", "b11549"),
+        ("baseline", "pr27451", "fixed", "b11549"),
         "evict.pop_back",
-        "only #30137 pops a short-filled entry; master and #27451 keep it, fixed never appends before the fill",
+        "only #30137 pops a short-filled entry; baseline and #27451 keep it, fixed never appends before the fill",
     ),
     (("fixed",), "save.limit_shrunk", "fixed does not reduce the limit after a bad_alloc (LIVE-1)"),
     ((*CPP, "fixed"), "file.uninit_written", "no design writes unwritten bytes to a file (UNINIT-2 holds on all)"),
@@ -109,7 +109,7 @@ _EXCUSED: tuple[tuple[tuple[str, ...], str, str], ...] = (  # (designs, decision
         " the machine's corruptions are the detectable kind",
     ),
     (
-        ("master", "pr27451", "b11549"),
+        ("baseline", "pr27451", "b11549"),
         "save.fill_short",
         "no fill validation: a short fill goes unnoticed (the RB-1 violation)",
     ),

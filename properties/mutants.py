@@ -248,7 +248,7 @@ class TholdMinusOneAlways(Baseline):
     summary = ("the restore threshold's - 1 applied whatever the prompt (before #24110): pos_min_thold ="
                " pos_next - n_swa - 1 for a prompt with new tokens too")
     mutant: ClassVar[bool] = True
-    base: ClassVar[str | None] = "master"
+    base: ClassVar[str | None] = "baseline"
 
     def pos_min_threshold(self, pos_next: int, n_swa: int, has_new_tokens: bool) -> int:
         return policy.pos_min_threshold(pos_next, n_swa, False)
@@ -259,7 +259,7 @@ class TholdMinusOneNever(Baseline):
     summary = ("the restore threshold's - 1 never applied: for a prompt without new tokens, live memory or a"
                " checkpoint at the prompt's end is taken though the prompt-logits rule resumes a token earlier")
     mutant: ClassVar[bool] = True
-    base: ClassVar[str | None] = "master"
+    base: ClassVar[str | None] = "baseline"
 
     def pos_min_threshold(self, pos_next: int, n_swa: int, has_new_tokens: bool) -> int:
         return policy.pos_min_threshold(pos_next, n_swa, True)
@@ -270,7 +270,7 @@ class RestorePosMinZeroRejected(Baseline):
     summary = ("the checkpoint scan without the pos_min == 0 escape: a checkpoint of the prompt's start is"
                " not restored when the threshold is 0")
     mutant: ClassVar[bool] = True
-    base: ClassVar[str | None] = "master"
+    base: ClassVar[str | None] = "baseline"
 
     def restore_choice(self, ckpts: Sequence[tuple[int, int, int]], pos_next: int, thold: int, n_prefix: int,
                        n_prompt: int, n_swa: int) -> int | None:
@@ -282,7 +282,7 @@ class RestorePosMaxUnchecked(Baseline):
     summary = ("the checkpoint scan without its pos_max > pos_next rejection ([TAG_CHECKPOINTS_FIX_POS_MIN]):"
                " a checkpoint beyond the shared prefix is restored")
     mutant: ClassVar[bool] = True
-    base: ClassVar[str | None] = "master"
+    base: ClassVar[str | None] = "baseline"
 
     def restore_choice(self, ckpts: Sequence[tuple[int, int, int]], pos_next: int, thold: int, n_prefix: int,
                        n_prompt: int, n_swa: int) -> int | None:

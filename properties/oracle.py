@@ -5,7 +5,7 @@ Each ``x`` carries the reason it follows from the C++ and the pull requests it c
 hold at first" is a cell first set to ``.`` from reading the code, which the model then showed
 violated. Mutants are expected to be caught by the properties listed in
 ``MUTANT_TARGETS`` (at least one of them): violated by the mutant where its base design
-(``Variant.base``) does not violate it on the same trace (``judge.base_violates``).
+(``Design.base``) does not violate it on the same trace (``judge.base_violates``).
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ _COLUMNS = [p.id for p in CATALOGUE]
 # REUSE-1, REUSE-2 and CKPT-3 (extended too) have their verdicts on the C++ designs set from what
 # the model showed, with the reasons below, so that verify keeps hunting and checking them.
 _ROWS = {
-    "master": ". x . . x x x . . . . . x x x x x x x ? x x ? ? x x x . . .",
+    "baseline": ". x . . x x x . . . . . x x x x x x x ? x x ? ? x x x . . .",
     "pr30137": ". x . . . x x x . x . . x x x x x x . ? x . ? ? x x x . . .",
     "pr27451": ". x . . x x . x . x . . x x x x x x x ? x x ? ? x x x . . .",
     "fixed": ". . . . . . . . . . . . . . . . . . . . . . . . . . . . . .",
-    # The upstream build b11549 (model/variants.py: B11549, the rule set of its tree; no design's
-    # patch): master's verdicts. It keeps master's code wherever a cell's route runs; what it
+    # The upstream build b11549 (model/rulesets.py: B11549, the rule set of its tree; no design's
+    # patch): baseline's verdicts. It keeps baseline's code wherever a cell's route runs; what it
     # changed (the merged checkpoint appendix, non-aborting file-checkpoint loads, chat-only
     # message spans) moves no verdict (REASONS below, docs/RULESETS.md). FILE-1 too: it was `?`
-    # while the walk first met master's route there at example 10,719 of seed 0, beyond verify's
+    # while the walk first met baseline's route there at example 10,719 of seed 0, beyond verify's
     # hunt of 4,000 (message spans of raw requests count for nothing there, checkpoints are
     # rarer); with the rule checkpoint_fails_beside the hunt finds it in 20 of 20 seeds.
     "b11549": ". x . . x x x . . . . . x x x x x x x ? x x ? ? x x x . . .",
@@ -47,7 +47,7 @@ ORACLE: dict[str, dict[str, Expect]] = {
 }
 
 REASONS: dict[str, dict[str, str]] = {
-    "master": {
+    "baseline": {
         "REUSE-1": (
             "the live-memory test pos_min >= pos_min_thold (server-context.cpp:3278, 3330) has no pos_min == 0"
             " escape, unlike the checkpoint test (3340): an SWA slot sharing at most n_swa tokens with the new"
@@ -106,9 +106,9 @@ REASONS: dict[str, dict[str, str]] = {
         "PERF-2": ("create_checkpoint supersedes the checkpoint the task just restored with an identical one (#30683)"),
     },
     "pr30137": {
-        "REUSE-1": ("unchanged from master: #30137 does not touch the resume"),
-        "REUSE-2": ("unchanged from master: #30137 does not touch slot selection"),
-        "CKPT-1": ("unchanged from master: the emptied entry loaded again"),
+        "REUSE-1": ("unchanged from baseline: #30137 does not touch the resume"),
+        "REUSE-2": ("unchanged from baseline: #30137 does not touch slot selection"),
+        "CKPT-1": ("unchanged from baseline: the emptied entry loaded again"),
         "RESTORE-1": (
             "expected to hold at first, changed (a '.' cell is surveyed, not hunted; the survey's walk met it"
             " once the boundary rule was added, and a hunt finds it at the code before that too): a slot file"
@@ -122,24 +122,24 @@ REASONS: dict[str, dict[str, str]] = {
             " #30137's merged diff checks counts and bounds, not the payload), and the restored checkpoint is the"
             " state of no prefix of the tokens; fixed dry-reads the payload and ignores the appendix"
         ),
-        "IMM-2": ("unchanged from master: load clears main before the draft load"),
+        "IMM-2": ("unchanged from baseline: load clears main before the draft load"),
         "RB-2": ("the pop_back comes after obsolete removal and making room (point 3 of the #30137 review)"),
-        "RB-3": ("unchanged from master: push_back outside the try"),
+        "RB-3": ("unchanged from baseline: push_back outside the try"),
         "ACC-1": ("size() counts a shared checkpoint once per holding entry (point 1 of the #30137 review)"),
         "ACC-3": ("make-room evicts for bytes that are already shared (point 1(b) of the #30137 review)"),
-        "STATE-1": ("unchanged from master: the emptied-entry load"),
-        "NOABORT-1": ("unchanged from master"),
-        "PROGRESS-1": ("unchanged from master: the busy pinned slot's cache load"),
-        "LIVE-1": ("unchanged from master"),
-        "PERF-2": ("unchanged from master (#30683 is a follow-up)"),
+        "STATE-1": ("unchanged from baseline: the emptied-entry load"),
+        "NOABORT-1": ("unchanged from baseline"),
+        "PROGRESS-1": ("unchanged from baseline: the busy pinned slot's cache load"),
+        "LIVE-1": ("unchanged from baseline"),
+        "PERF-2": ("unchanged from baseline (#30683 is a follow-up)"),
     },
     "pr27451": {
-        "REUSE-1": ("unchanged from master: #27451 does not touch the resume"),
-        "REUSE-2": ("unchanged from master: #27451 does not touch slot selection"),
-        "CKPT-1": ("unchanged from master: the emptied entry loaded again (load is unchanged by #27451)"),
-        "CKPT-2": ("unchanged from master: create_checkpoint appends before it fills (#27451 keeps it)"),
-        "RESTORE-1": ("unchanged from master: the empty checkpoint a bad_alloc leaves"),
-        "FILE-1": ("unchanged from master: the empty checkpoint a bad_alloc leaves, saved and then refused"),
+        "REUSE-1": ("unchanged from baseline: #27451 does not touch the resume"),
+        "REUSE-2": ("unchanged from baseline: #27451 does not touch slot selection"),
+        "CKPT-1": ("unchanged from baseline: the emptied entry loaded again (load is unchanged by #27451)"),
+        "CKPT-2": ("unchanged from baseline: create_checkpoint appends before it fills (#27451 keeps it)"),
+        "RESTORE-1": ("unchanged from baseline: the empty checkpoint a bad_alloc leaves"),
+        "FILE-1": ("unchanged from baseline: the empty checkpoint a bad_alloc leaves, saved and then refused"),
         "PERF-1": (
             "expected to hold at first, changed: #27451 shares the target and draft payloads but its"
             " description keeps the speculative state value-owned: a save copies every checkpoint's data_spec"
@@ -149,17 +149,17 @@ REASONS: dict[str, dict[str, str]] = {
         "RB-2": ("the same alloc order; bad_alloc shrinks the limit"),
         "ACC-1": ("per-holder accounting kept on purpose (#27451's description, on cache accounting)"),
         "ACC-3": ("per-holder accounting evicts early (#27451's description says so)"),
-        "STATE-1": ("unchanged from master: the emptied-entry load"),
+        "STATE-1": ("unchanged from baseline: the emptied-entry load"),
         "NOABORT-1": ("checkpoint fill mismatch still aborts"),
-        "PROGRESS-1": ("unchanged from master: the busy pinned slot's cache load"),
+        "PROGRESS-1": ("unchanged from baseline: the busy pinned slot's cache load"),
         "LIVE-1": ("the existing recovery path shrinks the limit"),
-        "PERF-2": ("unchanged from master"),
+        "PERF-2": ("unchanged from baseline"),
     },
     # Lines of b11549's tree (tools/server/ unless a path is given; docs/RULESETS.md says how to
-    # get it). Every other x: master's reason, the same code at the lines RULESETS.md maps.
+    # get it). Every other x: baseline's reason, the same code at the lines RULESETS.md maps.
     "b11549": {
         "CKPT-2": (
-            "unchanged from master: create_checkpoint appends before it fills (server-context.cpp:2566-2575"
+            "unchanged from baseline: create_checkpoint appends before it fills (server-context.cpp:2566-2575"
             " of b11549)"
         ),
         "RB-2": ("the same alloc: bad_alloc shrinks the limit (server-task.cpp:1773 of b11549)"),
@@ -193,7 +193,7 @@ MUTANT_TARGETS: dict[str, tuple[str, ...]] = {
     "mutant:no-tail-break": ("CKPT-3",),
     "mutant:break-every-user-message": ("CKPT-5",),
     "mutant:load-nan-f-keep": ("REUSE-2",),
-    # Mutants of master: caught by a property master does not violate on the same trace.
+    # Mutants of baseline: caught by a property baseline does not violate on the same trace.
     "mutant:thold-minus-one-always": ("RESTORE-2",),
     "mutant:thold-minus-one-never": ("RESTORE-2",),
     "mutant:restore-pos-min-zero-rejected": ("RESTORE-2",),

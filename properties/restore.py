@@ -3,7 +3,7 @@
 RESTORE-1 and REUSE-1 judge the consequences of a prompt start (what it kept, how far it
 resumed). A wrong choice can leave both true: an off-by-one in the threshold that restores a
 checkpoint where live memory would do, or re-processes where a checkpoint would do, still keeps
-consistent state, and on master REUSE-1 is violated anyway (the C++ rule is not the best one).
+consistent state, and on baseline REUSE-1 is violated anyway (the C++ rule is not the best one).
 This check restates the rule from the C++ (server-context.cpp:3271-3388 of 0c1e570) over the
 state the prompt start began with, and compares what the server did with it. It is written
 here, apart from ``pcspec.model.policy``, on purpose: an expectation computed by the function

@@ -142,8 +142,8 @@ def _load_choice(prompt: Tokens, slot_tokens: Tokens, entries: Sequence[Tokens])
 def reuse2_cache_load(srv: Server, events: Sequence[Event]) -> list[str]:
     """A completion task placed on a slot that shares nothing with its prompt (empty, or
     unrelated) gets the cache entry the load rules choose (``_load_choice``: the ``f_keep``
-    floor, strictly better than the slot on both fractions; an empty slot's baseline
-    ``f_keep`` is -1), judged on the entries present when the load decision is made:
+    floor, strictly better than the slot on both fractions; an empty slot's load
+    baseline ``f_keep`` is -1), judged on the entries present when the load decision is made:
     at the load scan, or at the selection when no scan ran (``pcspec.properties.history``). A
     save right before the load may evict entries (make room): what it evicts is the save's
     business (ACC-3), not the load's."""

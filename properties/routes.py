@@ -1,7 +1,7 @@
 """How each expected violation of a C++ design comes about: its *routes*.
 
 A cell of the oracle (a design that violates a property) can often be reached in more than one
-way. CKPT-1 on ``master`` is reached by an entry emptied by a failed draft load and loaded
+way. CKPT-1 on ``baseline`` is reached by an entry emptied by a failed draft load and loaded
 again (the reason in ``oracle.REASONS``), but also by the empty checkpoint a ``bad_alloc``
 leaves, and by a slot file whose tokens marker was changed. ``pcspec verify`` prints one
 counterexample per cell, the shortest its hunt found, and that one can take any route. A
@@ -189,7 +189,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
     ckpt_bad_alloc_abort = Route(
         "checkpoint-bad-alloc",
         _each("ckpt.alloc"),
-        _CKPT_BAD_ALLOC_WHY + "; beside such a slot, the empty checkpoint it leaves (master, #27451)"
+        _CKPT_BAD_ALLOC_WHY + "; beside such a slot, the empty checkpoint it leaves (baseline, #27451)"
         " makes a later seq_rm of a recurrent memory back to n_past fail and abort (common.cpp:1536-1539)",
     )
     PER_HOLDER = {
@@ -214,7 +214,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         " start (pos_max and n_tokens within the shared prefix), though it is the state of no"
         " prefix of the prompt"
     )
-    master = {
+    baseline = {
         **common,
         "RESTORE-1": (*common["RESTORE-1"], restore1_marker),
         "RB-1": (_main("short-save", SHORT_SAVE),),
@@ -246,7 +246,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
         ),
     }
     pr30137 = {
-        **{k: master[k] for k in ("RB-3", "PROGRESS-1", "PERF-2", "REUSE-1", "REUSE-2", "LIVE-1")},
+        **{k: baseline[k] for k in ("RB-3", "PROGRESS-1", "PERF-2", "REUSE-1", "REUSE-2", "LIVE-1")},
         "IMM-2": (_main("emptied-entry", _each("load.write.dft")),),  # (a short fill is popped)
         **PER_HOLDER,
         "RB-2": (_main("pop-after-room", SHORT_SAVE + FAILED_SAVE_ALLOC),),
@@ -266,31 +266,31 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
             SWA_OFF_BY_ONE,
         ),
         "NOABORT-1": (
-            *(r for r in master["NOABORT-1"] if r.name != "checkpoint-bad-alloc"),
+            *(r for r in baseline["NOABORT-1"] if r.name != "checkpoint-bad-alloc"),
             Route("checkpoint-bad-alloc", _each("ckpt.alloc"), _CKPT_BAD_ALLOC_WHY),
         ),
     }
     pr27451 = {
         **{k: v for k, v in common.items() if k != "RB-3"},
         **PER_HOLDER,
-        "RB-1": master["RB-1"],
+        "RB-1": baseline["RB-1"],
         "RB-2": (_main("failed-save", FAILED_SAVE_ALLOC + _each("save.alloc.entry")),),
         "LIVE-1": (_main("save-bad-alloc", FAILED_SAVE_ALLOC + _each("save.alloc.entry")),),
-        "RESTORE-1": master["RESTORE-1"],
-        "CKPT-1": master["CKPT-1"],
-        "CKPT-2": master["CKPT-2"],
+        "RESTORE-1": baseline["RESTORE-1"],
+        "CKPT-1": baseline["CKPT-1"],
+        "CKPT-2": baseline["CKPT-2"],
         "STATE-1": (
             _main("emptied-entry", _each("load.write.dft")),
-            *master["STATE-1"][1:],
+            *baseline["STATE-1"][1:],
         ),
-        "NOABORT-1": tuple(r for r in master["NOABORT-1"] if r.name != "escaped-bad-alloc"),
+        "NOABORT-1": tuple(r for r in baseline["NOABORT-1"] if r.name != "escaped-bad-alloc"),
     }
-    # b11549 keeps master's code on every route (properties/oracle.py); its traces differ only
+    # b11549 keeps baseline's code on every route (properties/oracle.py); its traces differ only
     # where its rules do: a request's message spans count only from a chat session there, so
     # the SWA off-by-one's trace sends its prompts as chat requests.
-    b11549 = dict(master)
+    b11549 = dict(baseline)
     b11549["RESTORE-1"] = (
-        *master["RESTORE-1"],
+        *baseline["RESTORE-1"],
         Route(
             "unshared-last-position",
             NONE,
@@ -300,7 +300,7 @@ def _rows() -> dict[str, dict[str, tuple[Route, ...]]]:
             " merged diff erases checkpoints with n_tokens > n_prefix before the search",
         ),
     )
-    return {"master": master, "pr30137": pr30137, "pr27451": pr27451, "b11549": b11549}
+    return {"baseline": baseline, "pr30137": pr30137, "pr27451": pr27451, "b11549": b11549}
 
 
 ROUTES: dict[str, dict[str, tuple[Route, ...]]] = _rows()

@@ -3,8 +3,8 @@ same sizes, one ``Predicted`` per request.
 
 The configuration is the live server's (``pcspec.live.calibrate``): the bench models' state sizes
 (``calibrate.SIZES``, derived from their shapes and checked against the server's own
-checkpoint lines) and the design's variant on the October tree (``pr30137@0c1e570``; ``october``
-for master, whose seams they are). A model-only workload may set a checkpoint's size
+checkpoint lines) and the design on the October tree's rule set (``pr30137@0c1e570``; ``october``
+for baseline, whose code that tree is). A model-only workload may set a checkpoint's size
 (``ckpt_mib``) or a token's (``cell_bytes``) beyond what the machine holds.
 """
 
@@ -66,7 +66,7 @@ def config(w: Workload) -> Config:
 def variant(design: str) -> Design:
     """The model of a design's build (the design on the October tree) or, for any other name (a
     rule set's model, ``DESIGN@RULES`` of a design of one's own), that design."""
-    if design in ("master", "pr30137", "pr27451", "fixed"):
+    if design in ("baseline", "pr30137", "pr27451", "fixed"):
         return calibrate.variant(calibrate.design_rules(design, TREE))
     return calibrate.variant(design)
 

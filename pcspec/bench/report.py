@@ -1,6 +1,6 @@
 """What ``pcspec bench`` prints: a table per workload, designs as columns, each measured figure as
 ``median (min-max)`` over the repeats, the model's prediction beside it, and the ratios of each
-design to ``master``; and the plot (matplotlib, the ``bench`` extra).
+design to ``baseline`` (the upstream code before #30137); and the plot (matplotlib, the ``bench`` extra).
 """
 
 from __future__ import annotations
@@ -64,13 +64,13 @@ def table(res: BenchResult) -> str:
             for d in res.designs:
                 row.append("not built" if d.not_built else _spread(measured[d.design][key], len(d.runs)))
             rows.append(row)
-        base = measured.get("master")
+        base = measured.get("baseline")
         if base is not None:
             for key in RATIOS:
                 b = base[key]
                 if b is None or b.mid == 0:
                     continue
-                row = [f"  vs master: {dict(MEASURED_ROWS)[key].split(' (')[0]}"]
+                row = [f"  vs baseline: {dict(MEASURED_ROWS)[key].split(' (')[0]}"]
                 for d in res.designs:
                     s = measured[d.design][key]
                     row.append("-" if s is None else f"{s.mid / b.mid:.2f}x ({(s.mid / b.mid - 1) * 100:+.0f} %)")

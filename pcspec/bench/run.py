@@ -22,11 +22,22 @@ from pcspec.core.errors import PcspecError
 from pcspec.live import build as live_build
 from pcspec.live.designs import DesignUnavailable, design_of
 from pcspec.live.models import ensure_model
+from pcspec.model.designs import renamed_error
 
-DESIGNS = ("master", "pr30137", "pr27451", "fixed")
+DESIGNS = ("baseline", "pr30137", "pr27451", "fixed")
 # one-minute load average above which a measurement is marked as taken on a loaded machine
 # (the machine has 2 cores; the server runs on one thread)
 LOADED = 1.5
+
+
+def check_design(name: str) -> None:
+    """``--design NAME``: one of ``DESIGNS``; PcspecError otherwise, which for an old name
+    (``master``) says what it is called now."""
+    renamed = renamed_error(name)
+    if renamed is not None:
+        raise PcspecError(renamed.why, "--design")
+    if name not in DESIGNS:
+        raise PcspecError(f"--design: unknown design {name!r}; designs: {', '.join(DESIGNS)}")
 
 
 def binary_of(design: str) -> tuple[Path | None, str]:
@@ -82,8 +93,7 @@ def bench(w: Workload, designs: list[str], *, model_only: bool, workdir: Path,
     beside its model's prediction."""
     w.validate(MODEL_LIMITS if model_only else LIVE_LIMITS)
     for name in designs:
-        if name not in DESIGNS:
-            raise PcspecError(f"--design: unknown design {name!r}; designs: {', '.join(DESIGNS)}")
+        check_design(name)
     t0 = time.monotonic()
     out = BenchResult(w, model_only, [DesignResult(d, model=variant(d).name) for d in designs],
                       started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pcspec.bench import report
-from pcspec.bench.run import DESIGNS, Server, bench, to_json
+from pcspec.bench.run import DESIGNS, Server, bench, check_design, to_json
 from pcspec.bench.workload import LIVE_LIMITS, MODEL_LIMITS, PRESETS, load
 from pcspec.commands.progress import plain_lines
 from pcspec.core.errors import PcspecError
@@ -87,8 +87,7 @@ def run(args: argparse.Namespace) -> int:
     servers = _servers(args)
     designs = args.design or ([] if servers else list(DESIGNS))
     for d in designs:
-        if d not in DESIGNS:
-            raise PcspecError(f"--design: unknown design {d!r}; designs: {', '.join(DESIGNS)}")
+        check_design(d)
     changes = {k: getattr(args, k) for k in PARAMS if getattr(args, k) is not None}
     workloads = [replace(load(spec), **changes) for spec in args.workload]
     limits = MODEL_LIMITS if args.model_only else LIVE_LIMITS

@@ -25,7 +25,7 @@ from pcspec.logcheck.checker import CheckResult
 from pcspec.logcheck.options import CHOICES, options_for, with_rules
 from pcspec.logcheck.report import render_plain, render_rich, rules_help, to_json
 from pcspec.model.design import Design
-from pcspec.model.designs import DESIGNS
+from pcspec.model.designs import DESIGNS, renamed_error
 from pcspec.model.rulesets import RULE_SETS
 from pcspec.tools.user_variant import load_variant
 
@@ -69,8 +69,8 @@ def register(sub: Any) -> None:
                         "from the build line the log shows, docs/RULESETS.md)")
     design = p.add_mutually_exclusive_group()
     design.add_argument("--design", metavar="NAME", default=None,
-                        help="the design the server runs, a built-in (master, pr30137, pr27451, fixed): the rules its "
-                             "points change are judged its way")
+                        help="the design the server runs, a built-in (baseline, pr30137, pr27451, fixed): the rules "
+                             "its points change are judged its way")
     design.add_argument("--variant-module", metavar="MODULE:NAME", default=None,
                         help="the design of your own the server runs (a Design subclass NAME in MODULE, found from "
                              "the current folder): its decision points judge the log; the rules that hang on an "
@@ -79,6 +79,9 @@ def register(sub: Any) -> None:
 
 
 def _unknown_design(name: str) -> Design:
+    renamed = renamed_error(name)  # an old name (master): what it is called now
+    if renamed is not None:
+        raise PcspecError(renamed.why, "--design")
     raise PcspecError(f"unknown design {name!r}; built-in designs: {', '.join(DESIGNS)} (a design of your own: "
                       "--variant-module MODULE:NAME)", "--design")
 

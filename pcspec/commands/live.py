@@ -45,9 +45,9 @@ def register(sub: Any) -> None:
     p.add_argument("--server", metavar="PATH", help="the llama-server binary (default: the cached build, "
                    f"or ${live_build.ENV_SERVER})")
     p.add_argument("--design", metavar="NAME",
-                   help="run a design's build (master, pr30137, pr27451, fixed: its cached binary, built with --build) "
-                        "and compare it with the model's variant of that name on the build's tree "
-                        "(pr30137@0c1e570: the design with the October tree's seams; master: october)")
+                   help="run a design's build (baseline, pr30137, pr27451, fixed: its cached binary, built with "
+                        "--build) and compare it with the model's design of that name under the build tree's rule "
+                        "set (pr30137@0c1e570: the design under the October tree's rules; baseline: october)")
     p.add_argument("--llama", metavar="TREE", choices=list(live_build.TREES), default=None,
                    help=f"the cached build of this llama.cpp tree ({', '.join(live_build.TREES)}; default "
                         f"{live_build.DEFAULT_TREE}); with --build, built when missing")
@@ -116,6 +116,7 @@ def _choose_rules(args: argparse.Namespace, binary: Path) -> None:
             raise PcspecError("--rules and --variant both name what the server is compared with: give one")
         args.variant, args.rules_evidence = get_rule_set(args.rules).name, f"--rules {args.rules}"
     if args.variant is not None:
+        calibrate.variant(args.variant)  # (a name that does not resolve fails here, before any server)
         return
     chosen = rules_for_server(binary)
     if chosen.warning:

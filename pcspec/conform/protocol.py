@@ -264,7 +264,7 @@ EVENTS: tuple[EventSpec, ...] = (
     EventSpec("limit_change", (("old", "the byte limit before"), ("new", "after")), ("save",),
               "C++ designs: a bad_alloc cut the byte limit to 40 % of the cache's size"),
     EventSpec("copy_payload", (("role", "the payload"), ("bytes", "its size")), ("save", "load"),
-              "master and #27451: a checkpoint payload was deep-copied"),
+              "baseline and #27451: a checkpoint payload was deep-copied"),
 )
 
 EVENT_KINDS = {e.kind: e for e in EVENTS}

@@ -30,7 +30,7 @@ from pcspec.core import ops
 from pcspec.core.errors import PcspecError
 from pcspec.model.config import Config
 from pcspec.model.design import Design
-from pcspec.model.designs import from_origin, get_design
+from pcspec.model.designs import current_name, from_origin, get_design, renamed_error
 
 SCHEMA = 1
 KIND = "pcspec-trace"
@@ -148,8 +148,13 @@ def _variant(name: object, override: str | Design | None, origin: object = None,
         return override
     if override is None and isinstance(origin, str):  # the design that made it, by its class
         return from_origin(origin, str(name or ""), rules if isinstance(rules, str) else None)
+    if override:  # a command line's --variant: an old design name is refused, saying the new one
+        renamed = renamed_error(override)
+        if renamed is not None:
+            raise renamed
     try:
-        return get_design(override or str(name or ""))
+        # a header's old design name (``master``, before it was ``baseline``) reads as the new one
+        return get_design(override or current_name(str(name or "")))
     except PcspecError as exc:  # a trace of one's own variant is replayed with --variant-module
         raise PcspecError(f"{exc.why} (a variant of your own: give --variant-module MODULE:NAME)") from None
 

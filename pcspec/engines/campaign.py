@@ -34,7 +34,7 @@ from pcspec.core.campaign import cover, join_disjoint, joined, run_blocks
 from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace, parse
 from pcspec.engines.walker import STEPS, Walker
-from pcspec.model.designs import get_design
+from pcspec.model.designs import current_name, get_design
 from pcspec.properties.catalogue import CATALOGUE, get_property
 from pcspec.properties.judge import shrink_trace as shrink
 from pcspec.properties.judge import write_counterexample
@@ -193,7 +193,9 @@ def from_json(data: Any, where: str) -> tuple[Spec, tuple[int, int], Part]:
     if not isinstance(data, dict) or data.get("kind") != KIND or data.get("schema") != SCHEMA:
         raise PcspecError(f'not a pcspec campaign record (expected "kind": "{KIND}", "schema": {SCHEMA})', where)
     try:
-        spec = Spec(data["variant"], tuple(data["properties"]), int(data["rules_per_example"]), int(data["keep"]))
+        # (a record written before a design was renamed names it by its old name: master)
+        spec = Spec(current_name(data["variant"]), tuple(data["properties"]), int(data["rules_per_example"]),
+                    int(data["keep"]))
         req = data["seeds"]["requested"]
         part = Part(
             [(int(a), int(b)) for a, b in data["seeds"]["covered"]],

@@ -12,10 +12,14 @@ run can survey a variant. The decisions each operation reached are reported with
 Binding to your own variant::
 
     from pcspec.engines.hypothesis import machine_for
-    from pcspec.model.variants import FIXED  # MIGRATE
-    import dataclasses
-    MyVariant = dataclasses.replace(FIXED, name="mine", keep_restored=False)
-    TestMine = machine_for(MyVariant, targets=["PERF-2"]).TestCase   # a unittest class for pytest
+    from pcspec.model.design import Design
+    from pcspec.model.designs import Fixed
+
+    class Mine(Fixed):                          # fixed without keeping the restored checkpoint
+        name = "mine"
+        kept_checkpoint = Design.kept_checkpoint
+
+    TestMine = machine_for(Mine(), targets=["PERF-2"]).TestCase   # a unittest class for pytest
 
 ``pcspec verify`` does not use this engine (its verdicts come from the walker's own PRNG, the
 same on every Hypothesis version); the pytest plugin and a user's own tests do.

@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", choices=list(TREES), default=None, help="the llama.cpp tree (default 0c1e570)")
     p.add_argument("--patch", action="append", type=Path, default=[], help="a patch to apply (repeatable, in order)")
     p.add_argument("--design", metavar="NAME",
-                   help="a design of the model: its tree and its patches (master, pr30137, pr27451, fixed); "
+                   help="a design of the model: its tree and its patches (baseline, pr30137, pr27451, fixed); "
                         "--patch adds patches after the design's")
     p.add_argument("--faults", action="store_true",
                    help="with --design: compile in the fault points (LLAMA_FAULTS; docs/DESIGNS.md)")

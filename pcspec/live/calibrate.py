@@ -81,15 +81,16 @@ SIZES: dict[str, Sizes] = {
     "hybrid-big": Sizes(per_cell=524, base=64, rs=20 + 8 * (24 + 4 * 3 * 128 + 4 * 4096 * 128), caches=1),
 }
 
-# The October tree's rules are closest to the model's ``master`` design; the seams where they
-# differ are listed in docs/LIVE.md ("October rules") and reported as model changes.
-DEFAULT_VARIANT = "october"  # the rule set of the build pcspec live runs (model/variants.py: OCTOBER)
+# The model of the build pcspec live runs: the ``baseline`` design under the ``october`` rule set
+# (model/rulesets.py: OCTOBER), whose fields are where the October tree departs from the rule set
+# the verdict matrix judges under (docs/RULESETS.md).
+DEFAULT_VARIANT = "october"
 
 
 def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | None = None,
                  state_seq_version: int = 3) -> Config:
     """The model's configuration for a server run; ``state_seq_version``: the version the
-    build's rule set writes (``Design.state_seq_version``), which sets the states' constant part."""
+    build's rule set writes (``RuleSet.state_seq_version``), which sets the states' constant part."""
     sz = sizes or SIZES[kind]
     memory = KIND_MEMORY[kind]
     cache_ram = flags.cache_ram_mib * MIB if flags.cache_ram_mib > 0 else flags.cache_ram_mib
@@ -127,8 +128,8 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
 
 def design_rules(design: str, tree: str) -> str:
     """The name ``pcspec live --design`` compares a design's build with: ``october`` for
-    master on 0c1e570 (the same code), else ``DESIGN@TREE``."""
-    if design == "master" and tree == "0c1e570":
+    baseline on 0c1e570 (the same code), else ``DESIGN@TREE``."""
+    if design == "baseline" and tree == "0c1e570":
         return DEFAULT_VARIANT
     return f"{design}@{tree}"
 

@@ -2,14 +2,14 @@
 that turn it into the design (docs/DESIGNS.md says what each patch is and where it departs from
 the upstream change it ports).
 
-==========  ========  =================================================================
-design      tree      patches (``pcspec/live/patches/<design>/``, applied with ``patch -p1``)
-==========  ========  =================================================================
-``master``  0c1e570   none: the October tree as it is
-``pr30137`` 0c1e570   #30137 (reference-counted shared checkpoints), ported to 0c1e570
-``pr27451`` 0c1e570   #27451 (shared payload buffers, guarded cache-entry construction)
-``fixed``   0c1e570   #30137's port, then pcspec's own design, one patch per seam
-==========  ========  =================================================================
+============  ========  =================================================================
+design        tree      patches (``pcspec/live/patches/<design>/``, applied with ``patch -p1``)
+============  ========  =================================================================
+``baseline``  0c1e570   none: the October tree as it is
+``pr30137``   0c1e570   #30137 (reference-counted shared checkpoints), ported to 0c1e570
+``pr27451``   0c1e570   #27451 (shared payload buffers, guarded cache-entry construction)
+``fixed``     0c1e570   #30137's port, then pcspec's own design (the overrides of ``Fixed``)
+============  ========  =================================================================
 
 A design built on another's patches lists them first (``fixed``: ``pr30137/0001-...``), so each
 patch file is kept once, in the folder of the design that introduced it.
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from pcspec.model.designs import renamed_error
 
 # The patches live at the repository's top level (patches/), like model/, properties/ and
 # proofs/; pcspec/live/patches is a symbolic link to it, so the wheel ships them as data.
@@ -45,7 +47,7 @@ class Design:
 DESIGNS: dict[str, Design] = {
     d.name: d
     for d in (
-        Design("master", "0c1e570", (), ""),
+        Design("baseline", "0c1e570", (), ""),
         Design("pr30137", "0c1e570", ("pr30137/0001-server-reference-counted-checkpoints.patch",),
                "#30137 (merge e152332a1)"),
         Design("pr27451", "0c1e570", ("pr27451/0001-server-share-checkpoint-state-harden-cache-oom.patch",),
@@ -116,7 +118,8 @@ UNAVAILABLE: dict[str, str] = {}
 
 
 def design_of(name: str) -> Design:
-    """The buildable design ``name``; ``DesignUnavailable`` (one line) otherwise."""
+    """The buildable design ``name``; ``DesignUnavailable`` (one line) otherwise, which for an
+    old name (``master``) says what it is called now (``pcspec.model.designs.renamed_error``)."""
     if name in DESIGNS:
         if DESIGNS[name].patches and not PATCH_DIR.is_dir():
             # (a checkout made without symbolic links has a one-line text file here)
@@ -125,6 +128,9 @@ def design_of(name: str) -> Design:
                 "links; clone again with them (git config --global core.symlinks true)"
             )
         return DESIGNS[name]
+    renamed = renamed_error(name)
+    if renamed is not None:
+        raise DesignUnavailable(renamed.why)
     if name in UNAVAILABLE:
         raise DesignUnavailable(f"design {name!r} is not available as a build yet: {UNAVAILABLE[name]} "
                                 f"(buildable: {', '.join(DESIGNS)})")

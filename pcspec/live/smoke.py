@@ -122,7 +122,7 @@ def smoke(binary: Path, workdir: Path, timeout: float = 60.0) -> SmokeResult:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pcspec.live.smoke", description=__doc__.split("\n\n")[0])
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--design", metavar="NAME", help="the cached build of a design (default master)")
+    which.add_argument("--design", metavar="NAME", help="the cached build of a design (default baseline)")
     which.add_argument("--server", type=Path, help="a llama-server binary")
     p.add_argument("--keep", type=Path, help="run in this folder and keep the log there")
     args = p.parse_args(argv)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     else:
         try:
-            d = design_of(args.design or "master")
+            d = design_of(args.design or "baseline")
         except DesignUnavailable as exc:
             print(f"pcspec live smoke: {exc}", file=sys.stderr)
             return 2

@@ -1,7 +1,7 @@
 """llama.cpp's own server tests (``tools/server/tests``) run against each design's build.
 
 A patch that breaks upstream's tests is not upstream-ready: each patched build must pass the
-tree's own server test suite exactly as the unpatched build (``master``) does, apart from the
+tree's own server test suite exactly as the unpatched build (``baseline``) does, apart from the
 failures the patch is meant to remove. The suite is complete in the tree's sdist; it needs a
 network only for its models, which its presets fetch from Hugging Face. Here:
 
@@ -16,11 +16,11 @@ network only for its models, which its presets fetch from Hugging Face. Here:
   build), a free ``PORT`` and ``--junitxml``; the outcome of each test id is read from the XML.
 
 The models have random weights, so the tests that assert generated content fail: the same on
-every design. What counts is the comparison with master: a test that passes on master and fails
-on a design is a *regression* (exit 1); one that fails on master and passes on the design is
+every design. What counts is the comparison with baseline: a test that passes on baseline and fails
+on a design is a *regression* (exit 1); one that fails on baseline and passes on the design is
 *removed* (a failure the patch removes).
 
-    python -m pcspec.live.upstream --design pr30137 --design fixed      # master is always run
+    python -m pcspec.live.upstream --design pr30137 --design fixed      # baseline is always run
     python -m pcspec.live.upstream --design fixed --tests unit/test_basic.py --json
     python -m pcspec.live.upstream --all                                # every unit/test_*.py
 
@@ -140,15 +140,15 @@ class Run:
 @dataclass(frozen=True)
 class Difference:
     test: str
-    master: str
+    baseline: str
     design: str
-    message: str  # the design's message, or master's when the design passed
+    message: str  # the design's message, or baseline's when the design passed
 
 
 @dataclass(frozen=True)
 class Comparison:
-    regressions: tuple[Difference, ...]  # passed on master, failed or errored on the design
-    removed: tuple[Difference, ...]  # failed or errored on master, passed on the design
+    regressions: tuple[Difference, ...]  # passed on baseline, failed or errored on the design
+    removed: tuple[Difference, ...]  # failed or errored on baseline, passed on the design
     changed: tuple[Difference, ...]  # any other difference (a skip, a test on one side only)
 
 
@@ -183,14 +183,14 @@ def _rank(case: Case) -> int:
     return ("failed", "error", "skipped", "passed").index(case.outcome)
 
 
-def compare(master: dict[str, Case], design: dict[str, Case]) -> Comparison:
-    """The tests whose outcome on ``design`` differs from ``master``'s."""
+def compare(baseline: dict[str, Case], design: dict[str, Case]) -> Comparison:
+    """The tests whose outcome on ``design`` differs from ``baseline``'s."""
     bad = ("failed", "error")
     reg: list[Difference] = []
     rem: list[Difference] = []
     other: list[Difference] = []
-    for test in sorted(set(master) | set(design)):
-        m, d = master.get(test), design.get(test)
+    for test in sorted(set(baseline) | set(design)):
+        m, d = baseline.get(test), design.get(test)
         mo, do = (m.outcome if m else "absent"), (d.outcome if d else "absent")
         if mo == do:
             continue
@@ -272,8 +272,8 @@ def run_design(design: str, binary: Path, tests_dir: Path, files: Sequence[str],
 
 
 def _binaries(names: Sequence[str]) -> dict[str, tuple[str, Path]]:
-    """design -> (tree, binary), master first; ``UpstreamError`` for an unknown or unbuilt design."""
-    order = ["master", *(n for n in dict.fromkeys(names) if n != "master")]
+    """design -> (tree, binary), baseline first; ``UpstreamError`` for an unknown or unbuilt design."""
+    order = ["baseline", *(n for n in dict.fromkeys(names) if n != "baseline")]
     found: dict[str, tuple[str, Path]] = {}
     designs = {}
     for name in order:  # (every name first: a misspelt one is reported as such, built or not)
@@ -296,11 +296,11 @@ def report(runs: dict[str, Run], comparisons: dict[str, Comparison]) -> str:
         lines.append(f"{name:8} " + "  ".join(f"{c[o]} {o}" for o in OUTCOMES) + f"  ({run.seconds:.0f} s)")
     for name, comp in comparisons.items():
         if not (comp.regressions or comp.removed or comp.changed):
-            lines.append(f"{name}: every test as on master")
+            lines.append(f"{name}: every test as on baseline")
             continue
         for label, diffs in (("REGRESSION", comp.regressions), ("removed", comp.removed), ("changed", comp.changed)):
             for df in diffs:
-                lines.append(f"{name}: {label} {df.test}: {df.master} on master, {df.design} here"
+                lines.append(f"{name}: {label} {df.test}: {df.baseline} on baseline, {df.design} here"
                              + (f" ({df.message})" if df.message else ""))
     return "\n".join(lines)
 
@@ -308,7 +308,7 @@ def report(runs: dict[str, Run], comparisons: dict[str, Comparison]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pcspec.live.upstream", description=__doc__.split("\n\n")[0])
     p.add_argument("--design", action="append", default=[], metavar="NAME",
-                   help=f"a design to compare with master (repeatable; {', '.join(DESIGNS)}); default: all")
+                   help=f"a design to compare with baseline (repeatable; {', '.join(DESIGNS)}); default: all")
     p.add_argument("--tests", action="append", default=[], metavar="FILE",
                    help="a test file under tools/server/tests (repeatable); default: " + " ".join(DEFAULT_TESTS))
     p.add_argument("--all", action="store_true", help="every unit/test_*.py of the tree (instead of --tests)")
@@ -355,8 +355,8 @@ def _run_all(binaries: dict[str, tuple[str, Path]], files: Sequence[str] | None,
                 trees[tree] = (tests_dir, prepare(tests_dir, build.cache_root() / "models"))
             tests_dir, models = trees[tree]
             runs[name] = run_design(name, binary, tests_dir, chosen, models, dest, timeout)
-        master = runs["master"].cases
-        comparisons = {n: compare(master, r.cases) for n, r in runs.items() if n != "master"}
+        baseline = runs["baseline"].cases
+        comparisons = {n: compare(baseline, r.cases) for n, r in runs.items() if n != "baseline"}
         if as_json:
             doc = {"tests": chosen,
                    "runs": {n: {"binary": r.binary, "seconds": r.seconds, "returncode": r.returncode,

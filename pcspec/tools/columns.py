@@ -3,7 +3,7 @@ code comes from (an upstream tree, a pull request, pcspec's patches, a module of
 
 ``pcspec verify`` prints these under the matrix, so that a reader can tell which column is the
 branch they start from: ``pr30137`` under the ``november`` rules is today's upstream master; the
-``master`` design is the code #30137 changed.
+``baseline`` design is the code #30137 changed (upstream before #30137).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pcspec.model.designs import BUILT_IN, RULE_SET_MODELS
 
 # Where each built-in design's change comes from.
 CHANGES = {
-    "master": "the code #30137 and #27451 change (upstream before #30137)",
+    "baseline": "the code #30137 and #27451 change (upstream before #30137)",
     "pr30137": "#30137 as merged (upstream since November 2026)",
     "pr27451": "#27451, the competing change (head 5c7018ed7, not merged)",
     "fixed": "pcspec's proposal (docs/DESIGNS.md), on #30137",
@@ -31,7 +31,7 @@ def describe(design: Design) -> str:
     """The column's line: ``NAME: what it is; rules R; built as ...``."""
     rules = design.rules
     if design.name in RULE_SET_MODELS:
-        return (f"{design.name}: the model of an upstream build: the master design under rule set {rules.name} "
+        return (f"{design.name}: the model of an upstream build: the baseline design under rule set {rules.name} "
                 f"(docs/RULESETS.md); tree {_tree(rules.tree)}")
     if design.name in BUILT_IN:
         build = BUILDS.get(design.name)

@@ -65,11 +65,11 @@ def render() -> str:
             reason = REASONS.get(d, {}).get(p.id)
             routes_of = _routes(d, p.id)
             if not reason and (routes_of or ORACLE[d][p.id] == "x"):
-                # (an upstream build's cell without a reason of its own: master's code at the
+                # (an upstream build's cell without a reason of its own: baseline's code at the
                 # lines its rule set maps; without this line its routes read as the previous
                 # design's)
                 reason = (
-                    "master's reason, the same code at the lines docs/RULESETS.md maps"
+                    "baseline's reason, the same code at the lines docs/RULESETS.md maps"
                     " (a route with a reason of its own says so)"
                 )
             if reason:

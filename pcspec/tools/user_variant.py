@@ -1,8 +1,8 @@
 """A variant of one's own on the command line: ``--variant-module pkg.mod:NAME``.
 
-A user binds the Hypothesis machine to a ``Design`` they built (``dataclasses.replace`` of a
-design with a seam changed) in their own module; its counterexamples name that variant, which
-``--variant`` cannot find among the built-in ones. ``--variant-module`` imports the module and
+A user binds the Hypothesis machine to a ``Design`` they built (a subclass of a built-in design
+that overrides some extension points) in their own module; its counterexamples name that
+design, which ``--variant`` cannot find among the built-in ones. ``--variant-module`` imports the module and
 takes the ``Design`` object it names, as ``python -m`` would find it: the current folder is
 searched first (a console script's own ``sys.path`` does not hold it).
 
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from pcspec.core.errors import PcspecError
 from pcspec.model.design import Design
-from pcspec.model.designs import named, register
+from pcspec.model.designs import RENAMED, named, register, renamed_error
 from pcspec.properties.catalogue import get_property
 
 OPTION = "--variant-module"
@@ -66,6 +66,10 @@ def check_name(design: Design, where: str) -> None:
     name = design.name
     if not name or any(sep in name for sep in ("/", "\\", os.sep)) or name in (".", ".."):
         raise PcspecError(f"design name {name!r} is not a plain name (no path separator); set `name` in the class",
+                          where)
+    if name in RENAMED:
+        raise PcspecError(f"design name {name!r} is the old name of pcspec's {RENAMED[name]!r} (a trace naming "
+                          "it reads as that design); give your design a name of its own (`name = ...` in the class)",
                           where)
     known = named().get(name)
     if known is None or f"{type(known).__module__}:{type(known).__qualname__}" == (
@@ -150,4 +154,7 @@ def chosen_variant(args: argparse.Namespace) -> str | Design | None:
     if spec is not None:
         return load_variant(spec)
     name: str | None = args.variant
+    renamed = renamed_error(name) if name is not None else None
+    if renamed is not None:  # an old design name (``master``): what it is called now
+        raise PcspecError(renamed.why, "--variant")
     return name

@@ -26,9 +26,9 @@ def _built(*designs: str) -> None:
 
 @pytest.mark.parametrize("name", ["grown", "alternating"])
 def test_the_server_and_the_model_agree_on_the_bytes(name: str, tmp_path: Path) -> None:
-    _built("master", "pr30137")
+    _built("baseline", "pr30137")
     w = replace(PRESETS[name], turns=4, repeats=1)
-    res = bench(w, ["master", "pr30137"], model_only=False, workdir=tmp_path)
+    res = bench(w, ["baseline", "pr30137"], model_only=False, workdir=tmp_path)
     for d in res.designs:
         (run,) = d.runs
         assert not any(m.error for m in run.requests), [m.error for m in run.requests]
@@ -43,6 +43,6 @@ def test_the_server_and_the_model_agree_on_the_bytes(name: str, tmp_path: Path) 
         growth = (last.rss - run.idle_rss) / 2**20
         assert growth >= 0.9 * p.physical / 2**20 - 16, (d.design, growth, p.physical / 2**20)
         assert growth <= 1.6 * p.peak / 2**20 + 128, (d.design, growth, p.peak / 2**20)
-    master, shared = (measured_figures(d) for d in res.designs)
+    baseline, shared = (measured_figures(d) for d in res.designs)
     # the seeds' direction: a shared save keeps the RSS down
-    assert shared["peak_rss_mib"].mid < master["peak_rss_mib"].mid  # type: ignore[union-attr]
+    assert shared["peak_rss_mib"].mid < baseline["peak_rss_mib"].mid  # type: ignore[union-attr]

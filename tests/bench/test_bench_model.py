@@ -2,7 +2,7 @@
 
 * the model-only predictions of each preset, pinned per design (a change to the model or to a
   preset that moves a byte shows here);
-* each design's figures follow from its seams: a deep-copying save (``master``) copies the
+* each design's figures follow from its seams: a deep-copying save (``baseline``) copies the
   slot's whole checkpoint list, a shared one copies no payload byte; unique accounting
   (``fixed``) counts what the cache holds once, per-holder accounting counts a shared
   checkpoint once per holder; the seams checks fail on the design they do not describe;
@@ -35,19 +35,19 @@ LIVE_PRESETS = ("grown", "alternating", "idle-slots", "grown-hybrid")
 # patches port), so ``fixed`` holds what pr30137 holds and counts it once: 412, 942 and 369 MiB,
 # what its server counted on grown, idle-slots and grown-hybrid (docs/BENCH.md).
 PINNED = {
-    ("grown", "master"): (716520296, 716520296, 956343608, 956343608, 189479136, 473993124, 5, 0, 11),
+    ("grown", "baseline"): (716520296, 716520296, 956343608, 956343608, 189479136, 473993124, 5, 0, 11),
     ("grown", "pr30137"): (716520296, 432006308, 482350484, 482350484, 0, 0, 5, 0, 11),
     ("grown", "pr27451"): (716520296, 432006308, 482350484, 482350484, 0, 0, 5, 0, 11),
     ("grown", "fixed"): (432497948, 432497948, 482842124, 482842124, 0, 0, 5, 0, 11),
-    ("alternating", "master"): (427728832, 427728832, 767994676, 1138348880, 340265844, 2347250412, 15, 0, 15),
+    ("alternating", "baseline"): (427728832, 427728832, 767994676, 1138348880, 340265844, 2347250412, 15, 0, 15),
     ("alternating", "pr30137"): (427728832, 427728832, 767994676, 798083036, 0, 0, 15, 0, 15),
     ("alternating", "pr27451"): (427728832, 427728832, 767994676, 798083036, 0, 0, 15, 0, 15),
     ("alternating", "fixed"): (428220472, 428220472, 768977956, 799066316, 0, 0, 15, 0, 15),
-    ("idle-slots", "master"): (1746167992, 1746167992, 2225814704, 2225814704, 239823356, 1187809804, 11, 0, 11),
+    ("idle-slots", "baseline"): (1746167992, 1746167992, 2225814704, 2225814704, 239823356, 1187809804, 11, 0, 11),
     ("idle-slots", "pr30137"): (1746167992, 987660716, 1038004900, 1038004900, 0, 0, 11, 0, 11),
     ("idle-slots", "pr27451"): (1746167992, 987660716, 1038004900, 1038004900, 0, 0, 11, 0, 11),
     ("idle-slots", "fixed"): (988643996, 988643996, 1038988180, 1038988180, 0, 0, 11, 0, 11),
-    ("grown-hybrid", "master"): (739968240, 739968240, 891075756, 891075756, 134317792, 604430064, 8, 0, 9),
+    ("grown-hybrid", "baseline"): (739968240, 739968240, 891075756, 891075756, 134317792, 604430064, 8, 0, 9),
     ("grown-hybrid", "pr30137"): (739968240, 387384036, 420963484, 420963484, 0, 0, 8, 0, 9),
     ("grown-hybrid", "pr27451"): (739968240, 387384036, 420963484, 420963484, 0, 0, 8, 0, 9),
     ("grown-hybrid", "fixed"): (269855968, 269855968, 286645692, 286645692, 0, 0, 8, 0, 9),
@@ -86,11 +86,11 @@ def _checkpoint_lists(w: Workload, design: str) -> list[list[int]]:
 @pytest.mark.parametrize("name", ("grown", "alternating", "grown-hybrid"))
 def test_a_deep_copying_save_copies_the_whole_checkpoint_list_and_a_shared_one_no_payload(name: str) -> None:
     w = PRESETS[name]
-    lists = _checkpoint_lists(w, "master")
-    master, _ = predict(w, "master")
-    copied = [c for p in master for c in p.copied_per_save]
+    lists = _checkpoint_lists(w, "baseline")
+    baseline, _ = predict(w, "baseline")
+    copied = [c for p in baseline for c in p.copied_per_save]
     assert copied == [sum(sizes) for sizes in lists]
-    assert all(c > 0 for c in copied)  # the check below fails on master: it tells the seams apart
+    assert all(c > 0 for c in copied)  # the check below fails on baseline: it tells the seams apart
     for design in ("pr30137", "pr27451", "fixed"):
         ps, _ = predict(w, design)
         assert [c for p in ps for c in p.copied_per_save] == [0] * len(copied), design
@@ -103,16 +103,16 @@ def test_accounting_follows_the_seam(name: str) -> None:
     by = {d: predict(w, d)[0] for d in DESIGNS}
     for p in by["fixed"]:
         assert p.accounted == p.unique  # unique accounting
-    for d in ("master", "pr30137", "pr27451"):
+    for d in ("baseline", "pr30137", "pr27451"):
         for p in by[d]:
             assert p.accounted >= p.unique  # per holder: a shared checkpoint counted per holder
     # deep copies hold a checkpoint once per holder: nothing is shared, accounted is unique
-    assert all(p.accounted == p.unique for p in by["master"])
+    assert all(p.accounted == p.unique for p in by["baseline"])
     # with shared checkpoints, per-holder accounting over-counts where entries share them
     shared = name in ("grown", "idle-slots", "grown-hybrid")
     assert any(p.accounted > p.unique for p in by["pr30137"]) == shared
     # sharing never holds more than deep copies
-    for a, b in zip(by["pr30137"], by["master"], strict=True):
+    for a, b in zip(by["pr30137"], by["baseline"], strict=True):
         assert a.peak <= b.peak
 
 
@@ -171,7 +171,7 @@ def test_absurd_sizes_are_refused_before_anything_runs(change: dict[str, object]
     monkeypatch.setattr(run, "predict", never)
     monkeypatch.setattr(run, "run_design", never)
     with pytest.raises(PcspecError, match=field):
-        bench(replace(PRESETS["grown"], **change), ["master"], model_only=False, workdir=tmp_path)  # type: ignore[arg-type]
+        bench(replace(PRESETS["grown"], **change), ["baseline"], model_only=False, workdir=tmp_path)  # type: ignore[arg-type]
 
 
 def test_the_model_only_bounds_are_wider_but_bounded() -> None:
@@ -185,12 +185,12 @@ def test_the_model_only_bounds_are_wider_but_bounded() -> None:
 
 def test_a_model_only_table_json_and_plot(tmp_path: Path) -> None:
     w = replace(PRESETS["grown"], turns=3)
-    res = bench(w, ["master", "pr30137"], model_only=True, workdir=tmp_path)
+    res = bench(w, ["baseline", "pr30137"], model_only=True, workdir=tmp_path)
     text = report.table(res)
     assert "model only" in text and "payload copied by the last save" in text
     assert "cache update" not in text  # nothing measured
     data = json.loads(json.dumps(to_json(res)))
-    assert [d["design"] for d in data["designs"]] == ["master", "pr30137"]
+    assert [d["design"] for d in data["designs"]] == ["baseline", "pr30137"]
     assert data["designs"][1]["predicted"]["copied_mib_total"] == 0
     assert data["designs"][0]["predicted"]["copied_mib_total"] > 0
     assert len(data["designs"][0]["predictions"]) == 3

@@ -128,6 +128,59 @@ def test_bad_variant_modules(
     one_line_error(capsys, ["replay", str(path), "--variant-module", spec], "--variant-module", needle)
 
 
+# -- the design once named master ---------------------------------------------------------------------
+
+RENAMED = ("is now 'baseline", "(the upstream design before #30137)",
+           "today's upstream master is 'pr30137' under the 'november' rule set")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fuzz", "--variant", "master"],
+        ["replay", "TRACE", "--variant", "master"],
+        ["prove", "--variant", "master"],
+        ["conform", "--cmd", "true", "--variant", "master"],
+        ["check-log", "LOG", "--design", "master"],
+        ["bench", "grown", "--model-only", "--design", "master"],
+        ["live", "--design", "master"],
+        ["live", "--matrix", "--design", "master"],
+        ["live", "--server", "SERVER", "--variant", "master@0c1e570"],
+    ],
+    ids=lambda argv: " ".join(argv),
+)
+def test_the_old_design_name_master_says_what_it_is_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """``master`` was the upstream code before #30137, now ``baseline``; a command line that names
+    it (a model's design: pcspec.model.designs.get_design; a build: pcspec.live.designs.design_of)
+    is refused, saying both names, before anything runs (a trace header naming it still reads)."""
+    server = tmp_path / "llama-server"
+    server.write_text("#!/bin/sh\nexit 0\n")
+    server.chmod(0o755)
+    (tmp_path / "server.log").write_text("")
+    files = {"TRACE": str(write_trace(tmp_path / "t.jsonl")), "LOG": str(tmp_path / "server.log"),
+             "SERVER": str(server)}
+    line = one_line_error(capsys, [files.get(a, a) for a in argv], *RENAMED)
+    assert "'master" in line
+
+
+def test_a_design_of_ones_own_may_not_take_the_old_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (a trace naming master reads as baseline: a design of one's own by that name would be lost)
+    (tmp_path / "olds.py").write_text("from pcspec.model.designs import Fixed\n\n\n"
+                                      "class Mine(Fixed):\n    name = 'master'\n")
+    one_line_error(capsys, ["fuzz", "--variant-module", "olds:Mine"], "--variant-module olds:Mine",
+                   "'master' is the old name of pcspec's 'baseline'")
+
+
+def test_a_build_named_master_says_what_it_is_now() -> None:
+    from pcspec.live.designs import DesignUnavailable, design_of
+
+    with pytest.raises(DesignUnavailable, match="design 'master' is now 'baseline'"):
+        design_of("master")
+    assert design_of("baseline").tree == "0c1e570" and design_of("baseline").patches == ()
+
+
 # -- output paths -------------------------------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ def test_unknown_workload_and_design(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_a_model_only_run(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "grown", "--model-only", "--turns", "3", "--design", "master", "--json"]) == 0
+    assert main(["bench", "grown", "--model-only", "--turns", "3", "--design", "baseline", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data[0]["model_only"] and data[0]["workload"]["turns"] == 3
     assert data[0]["designs"][0]["predicted"]["saves"] == 2

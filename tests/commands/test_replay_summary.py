@@ -16,7 +16,7 @@ from tests.support.common import PERF1_OPS, TRACE_HEADER, trace_text
 
 
 def perf1_op() -> int:
-    """The model operation at which PERF1_OPS shows PERF-1 on master."""
+    """The model operation at which PERF1_OPS shows PERF-1 on baseline."""
     return next(v.op for v in replay(parse(trace_text(*PERF1_OPS))).violations if v.property == "PERF-1")
 
 
@@ -39,7 +39,7 @@ def test_json_ends_with_a_summary(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert summary["kind"] == "summary"
     assert summary["expected_reproduced"] is True and summary["exit"] == 0
     assert summary["operations"] == len(PERF1_OPS) and "PERF-1" in summary["violated"]
-    assert summary["variant"] == "master" and summary["crashed"] is None
+    assert summary["variant"] == "baseline" and summary["crashed"] is None
 
 
 def test_json_summary_when_not_reproduced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,11 +18,11 @@ from pcspec.model.rulesets import OCTOBER
 from pcspec.properties.judge import replay, where_shown
 from tests.support.common import PERF1_OPS, trace_text
 
-MASTER = DESIGNS["master"]
+BASELINE = DESIGNS["baseline"]
 
 
 class Mine(Baseline):
-    """master with fixed's unique accounting and transactional save."""
+    """baseline with fixed's unique accounting and transactional save."""
 
     name = "mine"
     entry_sizes = Fixed.entry_sizes
@@ -49,9 +49,9 @@ def load(source: str) -> dict[str, Any]:
 
 
 def test_the_steps_are_python_not_a_json_string() -> None:
-    source = pytest_snippet(perf1_trace(), "master__PERF-1")
+    source = pytest_snippet(perf1_trace(), "baseline__PERF-1")
     assert "TRACE = " not in source and "parse(" not in source
-    assert 'VARIANT = get_design("master")' in source
+    assert 'VARIANT = get_design("baseline")' in source
     assert "memory=MemoryKind.RECURRENT" in source
     assert '{"op": "request", "spans": [8], "tokens": [*range(1, 20)]},  # 0\n' in source
     assert '{"op": "request", "tokens": [*range(100, 110)]},  # 2  <- PERF-1 shows here' in source
@@ -62,7 +62,7 @@ def test_the_steps_are_python_not_a_json_string() -> None:
 
 def test_it_replays_to_the_same_violations() -> None:
     trace = perf1_trace()
-    ns = load(pytest_snippet(trace, "master__PERF-1"))
+    ns = load(pytest_snippet(trace, "baseline__PERF-1"))
     again = replay(Trace(ns["VARIANT"], ns["CONFIG"], ns["STEPS"]))
     assert [(v.property, v.op, v.message) for v in again.violations] == [
         (v.property, v.op, v.message) for v in replay(trace).violations
@@ -88,7 +88,7 @@ def test_a_design_of_ones_own_is_written_as_its_class() -> None:
 
 def test_long_token_lists_wrap() -> None:
     tokens = list(range(0, 400, 3))
-    trace = Trace(MASTER, Config(memory=MemoryKind.KV), [{"op": "request", "tokens": tokens}])
+    trace = Trace(BASELINE, Config(memory=MemoryKind.KV), [{"op": "request", "tokens": tokens}])
     source = pytest_snippet(trace, "long")
     assert max(len(line) for line in source.splitlines()) <= 100
     assert load(source)["STEPS"][0]["tokens"] == tokens
@@ -96,14 +96,14 @@ def test_long_token_lists_wrap() -> None:
 
 @pytest.mark.slow
 def test_the_file_fails_while_the_violation_reproduces_and_passes_once_edited(tmp_path: Path) -> None:
-    path = tmp_path / "test_master__PERF_1.py"
-    path.write_text(pytest_snippet(perf1_trace(), "master__PERF-1"))
+    path = tmp_path / "test_baseline__PERF_1.py"
+    path.write_text(pytest_snippet(perf1_trace(), "baseline__PERF-1"))
 
     def pytest_exit() -> int:
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)]
         return subprocess.run(cmd, cwd=tmp_path, capture_output=True, timeout=120).returncode
 
     assert pytest_exit() == 1
-    # Editing it as a person would: the master design becomes fixed, which has no PERF-1.
-    path.write_text(path.read_text().replace('get_design("master")', 'get_design("fixed")'))
+    # Editing it as a person would: the baseline design becomes fixed, which has no PERF-1.
+    path.write_text(path.read_text().replace('get_design("baseline")', 'get_design("fixed")'))
     assert pytest_exit() == 0

@@ -43,7 +43,7 @@ def test_same_trace_holds_under_fixed() -> None:
         ("not json\n", "line 1 is not JSON"),
         (json.dumps({"schema": 1}) + "\n", "not a pcspec trace header"),
         (json.dumps(TRACE_HEADER | {"schema": 99}) + "\n", "unsupported trace schema 99"),
-        (json.dumps(TRACE_HEADER | {"variant": "nope"}) + "\n", "valid variants: master"),
+        (json.dumps(TRACE_HEADER | {"variant": "nope"}) + "\n", "valid variants: baseline"),
         (json.dumps(TRACE_HEADER | {"config": {"bogus": 1}}) + "\n", "unknown configuration key(s) bogus"),
         (trace_text({"op": "fly"}), "line 2: unknown op 'fly'"),
         (trace_text({"op": "request", "tokens": "abc"}), "line 2: field 'tokens' must be a list of integers"),
@@ -111,3 +111,46 @@ def test_replay_accepts_check_log_event_traces(tmp_path: Path, capsys: pytest.Ca
     capsys.readouterr()
     assert main(["replay", str(out)]) == 0
     assert "0 deviation(s)" in capsys.readouterr().out
+
+
+# -- the design once named master --------------------------------------------------------------------
+
+
+def test_a_trace_naming_master_replays_as_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``baseline`` was named ``master`` before (the upstream code before #30137): a trace whose
+    header says so replays under ``baseline``, its expected violation and its name as written."""
+    old = trace_text(*PERF1_OPS, header=TRACE_HEADER | {"variant": "master"})
+    trace = parse(old)
+    assert trace.variant is DESIGNS["baseline"]
+    assert [v.property for v in replay(trace).violations] == [v.property for v in replay(parse(trace_text(
+        *PERF1_OPS))).violations]
+    assert parse(trace.dumps()).variant is DESIGNS["baseline"]  # written back under the new name
+    assert '"variant": "baseline"' in trace.dumps().splitlines()[0]
+    at_tree = parse(trace_text(header=TRACE_HEADER | {"variant": "master@0c1e570"}))
+    assert at_tree.variant.name == "baseline@0c1e570" and at_tree.variant.rules.name == "october"
+    path = tmp_path / "old.jsonl"
+    path.write_text(old)
+    assert main(["replay", str(path)]) == 1  # PERF-1, not expected by the header: found as before
+    assert "variant baseline:" in capsys.readouterr().out
+
+
+def test_the_committed_traces_naming_master_still_replay() -> None:
+    # (traces written before the rename, kept as they were)
+    from pcspec.core.trace import load
+
+    old = [p for p in (DATA / "live" / "found").glob("*.trace.jsonl") if '"variant": "master"' in p.read_text()]
+    assert old
+    for p in old:
+        assert load(p).variant is DESIGNS["baseline"]
+
+
+def test_replay_variant_master_names_the_new_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(trace_text(*PERF1_OPS))
+    assert main(["replay", str(path), "--variant", "master"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "--variant: design 'master' is now 'baseline' (the upstream design before #30137)" in err
+    assert "today's upstream master is 'pr30137' under the 'november' rule set" in err
+    with pytest.raises(PcspecError, match="is now 'baseline'"):
+        parse(trace_text(*PERF1_OPS), variant="master")  # (the API's override too)

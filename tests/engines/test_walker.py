@@ -111,7 +111,7 @@ def test_same_trace_under_another_hash_seed_and_without_hypothesis() -> None:
     code = (
         "import sys; sys.modules['hypothesis'] = None;"
         "import json; from pcspec.engines import walker; from pcspec.model.designs import DESIGNS;"
-        "w = walker.Walker(DESIGNS['master']);"
+        "w = walker.Walker(DESIGNS['baseline']);"
         "print(json.dumps([w.example(s).ops for s in range(4)], sort_keys=True))"
     )
     outs = []

@@ -2,7 +2,7 @@
 
 * the argument errors, one line and exit 2, with no binary needed: a design without a build, an
   unknown name, ``--design`` with ``--server``, a design not built without ``--build``;
-* the rules chosen: ``october`` for master, ``DESIGN@0c1e570`` (the design under the October
+* the rules chosen: ``october`` for baseline, ``DESIGN@0c1e570`` (the design under the October
   tree's rule set) for the patched designs, and ``--variant`` still overrides;
 * a tiny campaign on the pr30137 build (``live``: skipped when it is not cached), its report
   naming the design and the rules.
@@ -22,7 +22,7 @@ from pcspec.model.design import POINTS, runs
 from pcspec.model.designs import DESIGNS, RULE_SET_MODELS, Fixed
 from pcspec.model.rulesets import OCTOBER
 
-MASTER, PR30137, PR27451 = DESIGNS["master"], DESIGNS["pr30137"], DESIGNS["pr27451"]
+BASELINE, PR30137, PR27451 = DESIGNS["baseline"], DESIGNS["pr30137"], DESIGNS["pr27451"]
 # A checkpoint one token past the shared prefix, its positions within it, as (pos_min, pos_max,
 # n_tokens): the November invalidation erases it (n_tokens > n_prefix), the October one keeps it.
 PAST_PREFIX = [(0, 5, 6)]
@@ -62,8 +62,8 @@ def test_a_design_not_built_names_the_build_command(
 
 
 def test_the_rules_of_each_design() -> None:
-    assert calibrate.design_rules("master", "0c1e570") == "october"
-    for base in (PR30137, PR27451, MASTER):
+    assert calibrate.design_rules("baseline", "0c1e570") == "october"
+    for base in (PR30137, PR27451, BASELINE):
         v = calibrate.variant(f"{base.name}@0c1e570")
         assert v.name == f"{base.name}@0c1e570"
         # the design's code, the October tree's invalidation and slot files
@@ -77,11 +77,11 @@ def test_the_rules_of_each_design() -> None:
     assert v.cache_update_busy_slot is False
     # the November invalidation, which the October tree lacks: patch 0012 (fixed's own ``invalidated``)
     assert v.invalidated(PAST_PREFIX, 5, 5, 0) == [0] and v.rules.slot_file_appendix == OCTOBER.slot_file_appendix
-    # master under the October rules is the October rule set's model
+    # baseline under the October rules is the October rule set's model
     october = calibrate.variant("october")
     assert october is RULE_SET_MODELS["october"]
-    master = calibrate.variant("master@0c1e570")
-    assert type(master) is type(october) and master.rules is october.rules
+    baseline = calibrate.variant("baseline@0c1e570")
+    assert type(baseline) is type(october) and baseline.rules is october.rules
 
 
 @pytest.mark.live

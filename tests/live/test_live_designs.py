@@ -43,7 +43,7 @@ PATCHED = tuple(name for name, d in DESIGNS.items() if d.patches)
 def test_every_design_of_the_model_is_buildable_or_says_why_not() -> None:
     assert set(DESIGNS) | set(UNAVAILABLE) == set(MODEL_DESIGNS)
     assert not set(DESIGNS) & set(UNAVAILABLE)
-    assert DESIGNS["master"].patches == ()
+    assert DESIGNS["baseline"].patches == ()
     assert set(PATCHED) == {"pr30137", "pr27451", "fixed"}
 
 
@@ -81,7 +81,7 @@ def test_every_patch_file_belongs_to_a_design() -> None:
 def test_designs_are_distinct_builds() -> None:
     keys = {build.build_key(d.tree, d.patch_paths()) for d in DESIGNS.values()}
     assert len(keys) == len(DESIGNS)
-    assert build.build_key(DESIGNS["master"].tree) == build.build_key()  # master is the October build
+    assert build.build_key(DESIGNS["baseline"].tree) == build.build_key()  # baseline is the October build
 
 
 def _diff_files(text: str) -> list[str]:
@@ -307,7 +307,7 @@ def test_a_built_design_answers_a_completion_and_a_slot_save(name: str, tmp_path
 
 
 def _kept_as_0013_logs(records: list[str]) -> list[str]:
-    """master's records with each supersede of a checkpoint and its re-creation at the same
+    """baseline's records with each supersede of a checkpoint and its re-creation at the same
     n_tokens (the restored one, in the smoke run) as fixed's 0013 logs keeping it."""
     out: list[str] = []
     superseded: str | None = None
@@ -324,32 +324,32 @@ def _kept_as_0013_logs(records: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("name", PATCHED)
-def test_a_built_design_logs_what_master_logs(name: str, tmp_path: Path) -> None:
+def test_a_built_design_logs_what_baseline_logs(name: str, tmp_path: Path) -> None:
     """The ports change how checkpoints are held, not what the server does with them: the
-    smoke run's checkpoint and cache lines (and the cache's size accounting) are master's; on
+    smoke run's checkpoint and cache lines (and the cache's size accounting) are baseline's; on
     fixed too, but for the pos_min its patch 0005 records, 0014's lines of its choice and 0013's
     kept checkpoint."""
-    binary, master = _binary(name), _binary("master")
+    binary, baseline = _binary(name), _binary("baseline")
     pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
     from pcspec.live.smoke import smoke
 
-    ours, theirs = smoke(binary, tmp_path / name), smoke(master, tmp_path / "master")
+    ours, theirs = smoke(binary, tmp_path / name), smoke(baseline, tmp_path / "baseline")
     if name != "fixed":
         assert ours.records() and ours.records() == theirs.records()
         return
     # fixed's 0005 records where an SWA checkpoint's data starts: max(pos_min, pos_max - n_swa + 1)
     # (the smoke model's window is 32); 0014 logs its choice and restores in resume_prompt; 0013
-    # keeps the checkpoint task 20 restored where master supersedes it with a copy (PERF-2);
-    # every other field of every line is master's
+    # keeps the checkpoint task 20 restored where baseline supersedes it with a copy (PERF-2);
+    # every other field of every line is baseline's
     from pcspec.live.models import N_SWA
 
     pos = re.compile(r"pos_min = (-?\d+), pos_max = (-?\d+)")
     choice = re.compile(r"\| context checkpoint \(.*\) resumes at n_past = ")
     mine = [r.replace("resume_promp:", "  operator():") for r in ours.records() if not choice.search(r)]
-    master = _kept_as_0013_logs(theirs.records())
-    assert mine and len(master) < len(theirs.records())
-    assert [pos.sub("pos", r) for r in mine] == [pos.sub("pos", r) for r in master]
-    for a, b in zip(mine, master, strict=True):
+    baseline = _kept_as_0013_logs(theirs.records())
+    assert mine and len(baseline) < len(theirs.records())
+    assert [pos.sub("pos", r) for r in mine] == [pos.sub("pos", r) for r in baseline]
+    for a, b in zip(mine, baseline, strict=True):
         if (m := pos.search(b)) is not None:
             mine = pos.search(a)
             assert mine is not None

@@ -78,7 +78,7 @@ def _model(design: str) -> tuple[list[str | None], list[str]]:
     return errors, [v.message for v in found]
 
 
-@pytest.mark.parametrize("design", ["master", "pr30137", "pr27451", "fixed"])
+@pytest.mark.parametrize("design", ["baseline", "pr30137", "pr27451", "fixed"])
 def test_a_file_restore_leaves_the_draft_behind_and_later_requests_fail(design: str, tmp_path: Path) -> None:
     errors, violated = _model(design)
     models = tmp_path / "models"

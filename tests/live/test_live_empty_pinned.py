@@ -71,7 +71,7 @@ def _model(design: str) -> tuple[int, list[str]]:
     return start.n_past, [v.message for v in found]
 
 
-@pytest.mark.parametrize("design", ["master", "pr30137", "pr27451", "fixed"])
+@pytest.mark.parametrize("design", ["baseline", "pr30137", "pr27451", "fixed"])
 def test_a_task_pinned_to_an_empty_slot_consults_the_cache_only_on_fixed(design: str, tmp_path: Path) -> None:
     n_past, violated = _model(design)
     binary = build_or_skip(design)

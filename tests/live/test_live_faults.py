@@ -2,13 +2,13 @@
 (``python -m pcspec.live.build --design D --faults``; patches/faults/, docs/DESIGNS.md "Fault
 points"), and the verdict the model gives that design on the same failure seen on the binary.
 
-RB-1 ("a failed save leaves no partial or invalid entry in the cache") is violated by ``master``
+RB-1 ("a failed save leaves no partial or invalid entry in the cache") is violated by ``baseline``
 and ``pr27451`` and holds for ``pr30137`` and ``fixed`` (docs/PROPERTIES.md). #27451 leaves
 ``prompt_save``'s unchecked count as it is. Its short-write
 route: ``llama_state_seq_get_data_ext`` writes less than ``get_size`` said while a slot's prompt
-is saved to the cache. ``master``'s ``prompt_save`` does not look at the count
+is saved to the cache. ``baseline``'s ``prompt_save`` does not look at the count
 (server-context.cpp:276 at 0c1e570) and publishes the entry, whose second half was never
-written (zeros: master's buffers are zero-filled), and a later request loads it, which fails
+written (zeros: baseline's buffers are zero-filled), and a later request loads it, which fails
 (``state_read_data: mismatched value type``); #30137 checks the count, logs ``failed to save
 complete prompt state`` and pops the entry; ``fixed`` publishes only a whole entry (its patch
 0004).
@@ -128,7 +128,7 @@ def _model_rb1(design: str) -> bool:
     return bool(found)
 
 
-@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+@pytest.mark.parametrize("design", ["baseline", "pr27451", "pr30137", "fixed"])
 def test_a_short_state_write_at_a_cache_save(design: str, tmp_path: Path) -> None:
     binary = build_or_skip(design, faults=True)
     replies, log = _run(binary, tmp_path / "faulted", FAULTS)
@@ -139,7 +139,7 @@ def test_a_short_state_write_at_a_cache_save(design: str, tmp_path: Path) -> Non
     held = int(re.findall(r"cache state: (\d+) prompts", after)[0])
     load_failed = "failed to load prompt from cache" in after
     violates = _model_rb1(design)
-    if design in ("master", "pr27451"):
+    if design in ("baseline", "pr27451"):
         # the entry whose second half was never written is published; the first prompt, sent
         # again, loads it, the load fails (state_read_data: mismatched value type) and the
         # prompt is re-processed from 0
@@ -157,13 +157,13 @@ def test_a_short_state_write_at_a_cache_save(design: str, tmp_path: Path) -> Non
     assert verdict.ok, verdict
 
 
-@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+@pytest.mark.parametrize("design", ["baseline", "pr27451", "pr30137", "fixed"])
 def test_a_checkpoint_restore_that_fails_aborts_every_build_but_fixed(design: str, tmp_path: Path) -> None:
     """NOABORT-1 on the binaries: the SWA smoke sequence (pcspec.live.smoke: a prompt that
     leaves checkpoints, another, the first again, which restores one) with
     ``LLAMA_FAULTS=state.read.partial@1``: the restore's ``llama_state_seq_set_data_ext`` fails
     and ``common_prompt_checkpoint::load_tgt`` aborts, ``checkpoint size mismatch``
-    (common/common.cpp:2336-2339 at 0c1e570), on the builds of master, #27451 and #30137.
+    (common/common.cpp:2336-2339 at 0c1e570), on the builds of baseline, #27451 and #30137.
     ``fixed`` contains the failure (``checkpoint_load_failed``, ``restore_failed``: its patch
     0009): the checkpoint is erased, the prompt processed from the start, and the answer is the
     uncached one."""
@@ -208,10 +208,10 @@ def test_a_checkpoint_restore_that_fails_aborts_every_build_but_fixed(design: st
 C = [130 + (5 * i) % 100 for i in range(200)]
 
 
-@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+@pytest.mark.parametrize("design", ["baseline", "pr27451", "pr30137", "fixed"])
 def test_a_failed_state_allocation_at_a_cache_save(design: str, tmp_path: Path) -> None:
     """RB-2 on the binaries: the target state's allocation of the cache save that B's request
-    makes (A's prompt) throws ``std::bad_alloc``. master, #27451 and #30137 shrink the cache's
+    makes (A's prompt) throws ``std::bad_alloc``. baseline, #27451 and #30137 shrink the cache's
     limit to 0.4 of its 0 bytes, 1 byte, and every later save is refused as over the limit: the
     failed save changed the cache for good. fixed's build keeps the limit and caches the
     prompts that come after (its patch 0008). The model of each build, on the same requests
@@ -239,7 +239,7 @@ def test_a_failed_state_allocation_at_a_cache_save(design: str, tmp_path: Path) 
         assert held == 2
 
 
-@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+@pytest.mark.parametrize("design", ["baseline", "pr27451", "pr30137", "fixed"])
 def test_a_failed_checkpoint_allocation_aborts_every_build_but_fixed(design: str, tmp_path: Path) -> None:
     """F6 (docs/FINDINGS.md) on the binaries: the SWA smoke sequence with the allocation of
     prompt A's second checkpoint failing. ``iterate`` catches the ``std::bad_alloc`` out of
@@ -290,12 +290,12 @@ def test_a_failed_checkpoint_allocation_aborts_every_build_but_fixed(design: str
 LONG = [200, 201, 202, 203]
 
 
-@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+@pytest.mark.parametrize("design", ["baseline", "pr27451", "pr30137", "fixed"])
 def test_an_empty_checkpoint_after_a_failed_allocation_beside_a_generating_slot(design: str, tmp_path: Path) -> None:
     """CKPT-2 on the binaries ("every checkpoint held is the state of a prefix"): slot 1
     generates 3,000 tokens, so it has made the batch its own when the allocation of prompt A's
     second checkpoint on slot 0 fails (``alloc.16844@2``: two KV streams add 4 bytes); the server
-    goes on (compare F6). master and #27451 appended the checkpoint before its fill
+    goes on (compare F6). baseline and #27451 appended the checkpoint before its fill
     (server-context.cpp:2335 at 0c1e570): it stays, empty, goes to the cache with A's prompt
     when B comes, and A sent again restores it (``restored context checkpoint (... n_tokens =
     296 ... size = 0.000 MiB)``), a no-op load. #30137 appends a checkpoint only once filled, so
@@ -362,14 +362,14 @@ def test_an_empty_checkpoint_after_a_failed_allocation_beside_a_generating_slot(
     n_tokens, size = lines[-1]
     empty = float(size) == 0.0
     assert int(n_tokens) == restored.n_tokens
-    assert empty == bool(found) == (design in ("master", "pr27451"))
+    assert empty == bool(found) == (design in ("baseline", "pr27451"))
 
 
-@pytest.mark.parametrize("design", ["master", "pr27451", "pr30137", "fixed"])
+@pytest.mark.parametrize("design", ["baseline", "pr27451", "pr30137", "fixed"])
 def test_the_checkpoint_payloads_each_design_copies(design: str, tmp_path: Path) -> None:
     """The bytes a save copies, measured on the binary: ``alloc.16840@0`` fails nothing and logs
     every allocation of a full-window checkpoint payload (16,840 bytes on the SWA model) in the
-    smoke sequence. master deep-copies A's two checkpoints into the cache entry when B comes
+    smoke sequence. baseline deep-copies A's two checkpoints into the cache entry when B comes
     (``states.push_back({..., prompt.checkpoints})``, server-task.cpp:1779-1788 at 0c1e570) and
     back into the slot when A returns: 4 copies, 67,360 bytes, 33,680 of them in the save. The
     shared designs copy none: every such allocation is a checkpoint being made (one fewer on
@@ -402,7 +402,7 @@ def test_the_checkpoint_payloads_each_design_copies(design: str, tmp_path: Path)
     save = log[log.index("saving prompt with length"):]
     save = save[: save.index("cache state:")]
     in_save = save.count("fault point 'alloc.16840' counted call")
-    if design == "master":
+    if design == "baseline":
         assert (len(counted), len(copies), in_save) == (9, 4, 2)
     elif design == "fixed":  # 0013: the third prompt keeps the checkpoint it restored, no re-creation
         assert (len(counted), len(copies), in_save) == (4, 0, 0)

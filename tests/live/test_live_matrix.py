@@ -3,7 +3,7 @@
 The registry is checked without a server: every workload is package data and parses, every
 route is one docs/PROPERTIES.md names, and every cell the verdict matrix marks violated on a C++
 design is either reproduced by a workload or listed with where it is shown or why it cannot be.
-On the binaries (``live``): one cell, PERF-2, on ``master``'s build (seen) and ``fixed``'s
+On the binaries (``live``): one cell, PERF-2, on ``baseline``'s build (seen) and ``fixed``'s
 (holds), and the verdict a workload gives when the build is missing."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pcspec.live.report import read_workload
 from pcspec.properties.oracle import ORACLE
 from pcspec.properties.routes import ROUTES, routes
 
-CPP = ("master", "pr30137", "pr27451")
+CPP = ("baseline", "pr30137", "pr27451")
 
 
 def test_every_workload_parses_and_names_a_route_of_its_property() -> None:
@@ -37,20 +37,20 @@ def test_every_violated_cell_is_reproduced_or_says_where_it_is_shown() -> None:
 
 
 def test_the_table_has_a_column_per_design_and_the_rest_listed() -> None:
-    cells = [Cell("PERF-2", "supersede", "master", "seen", "task 1 erased"),
+    cells = [Cell("PERF-2", "supersede", "baseline", "seen", "task 1 erased"),
              Cell("PERF-2", "supersede", "fixed", "holds"),
-             Cell("REUSE-1", "live-memory-test", "master", "diverged", "http: request 1")]
-    text = render(cells, ["master", "fixed"])
+             Cell("REUSE-1", "live-memory-test", "baseline", "diverged", "http: request 1")]
+    text = render(cells, ["baseline", "fixed"])
     head, perf, reuse = text.splitlines()[:3]
-    assert head.split() == ["cell", "(route)", "master", "fixed"]
+    assert head.split() == ["cell", "(route)", "baseline", "fixed"]
     assert perf.split() == ["PERF-2", "(supersede)", "seen", "holds"]
     assert reuse.split() == ["REUSE-1", "(live-memory-test)", "diverged", "-"]
-    assert "diverged: REUSE-1 on master: http: request 1" in text
+    assert "diverged: REUSE-1 on baseline: http: request 1" in text
     assert f"  RB-3: {REACHED_ELSEWHERE['RB-3']}" in text and "PERF-2:" not in text.split("reaches:")[1]
 
 
 @pytest.mark.live
-@pytest.mark.parametrize(("design", "verdict"), [("master", "seen"), ("fixed", "holds")])
+@pytest.mark.parametrize(("design", "verdict"), [("baseline", "seen"), ("fixed", "holds")])
 def test_perf_2_on_the_binaries(design: str, verdict: str, tmp_path: Path) -> None:
     pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
     from tests.support.live import build_or_skip

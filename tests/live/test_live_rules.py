@@ -72,7 +72,7 @@ def test_rules_overrides_and_is_checked(tmp_path: Path, capsys: pytest.CaptureFi
     for argv, needle in (
         (["--rules", "nope"], f"unknown rule set 'nope'; known rule sets: {', '.join(RULE_SETS)}"),
         (["--server", server, "--rules", "b11434", "--variant", "fixed"], "give one"),
-        (["--design", "master", "--rules", "october"], "drop --rules"),
+        (["--design", "baseline", "--rules", "october"], "drop --rules"),
     ):
         assert main(["live", *argv]) == 2
         err = capsys.readouterr().err.strip()
@@ -134,7 +134,7 @@ def test_llama_names_the_tree_whose_cached_build_runs(tmp_path: Path, monkeypatc
     args = parsed("--llama", "b11549")
     assert live_cmd._server(args) == binary and args.variant == "b11549"
     for argv, needle in ((["--llama", "b11549", "--server", str(binary)], "give one"),
-                         (["--llama", "b11549", "--design", "master"], "drop --llama"),
+                         (["--llama", "b11549", "--design", "baseline"], "drop --llama"),
                          (["--llama", "b99999"], "invalid choice")):
         assert main(["live", *argv]) == 2
         err = capsys.readouterr().err.strip()

@@ -79,7 +79,7 @@ def _model(design: str) -> tuple[Server, list[str]]:
     return srv, [f"{v.rule}: {v.message}" for v in found]
 
 
-@pytest.mark.parametrize("design", ["master", "pr30137", "pr27451", "fixed"])
+@pytest.mark.parametrize("design", ["baseline", "pr30137", "pr27451", "fixed"])
 def test_a_changed_tokens_marker_is_installed_except_on_fixed(design: str, tmp_path: Path) -> None:
     srv, violated = _model(design)
     events = srv.heap.events

@@ -140,7 +140,7 @@ def test_log_and_model_records_of_the_same_run_agree_on_a_real_log() -> None:
 
 def test_model_records() -> None:
     cfg = Config(memory=MemoryKind.SWA, n_ctx_checkpoints=4, checkpoint_min_step=16, cache_ram=1 << 20)
-    srv = Server(cfg, get_design("master"))
+    srv = Server(cfg, get_design("baseline"))
     srv.request(tuple(range(300)), n_predict=2)
     srv.run()
     srv.request(tuple(range(290)), n_predict=2)

@@ -1,10 +1,10 @@
 """llama.cpp's own server tests against each design's build (``pcspec/live/upstream.py``).
 
-* the junit parsing and the comparison with master, on small hand-made reports;
+* the junit parsing and the comparison with baseline, on small hand-made reports;
 * the plugin that points upstream's presets at local models, on a stand-in ``utils.py``;
 * bad input in one line, exit 2 (an unknown design, an unbuilt one, a missing extra, a test file
   the tree lacks);
-* live: one small upstream file on master's build, parsed.
+* live: one small upstream file on baseline's build, parsed.
 """
 
 from __future__ import annotations
@@ -52,19 +52,19 @@ def test_parse_junit_reads_each_outcome_and_its_first_message_line() -> None:
 
 
 def test_compare_names_regressions_removed_failures_and_other_changes() -> None:
-    master = {"a": Case("passed"), "b": Case("failed", "m"), "c": Case("passed"), "d": Case("skipped"),
+    baseline = {"a": Case("passed"), "b": Case("failed", "m"), "c": Case("passed"), "d": Case("skipped"),
               "e": Case("error", "boom"), "same": Case("failed", "x"), "gone": Case("passed"),
               "f": Case("passed")}
     design = {"a": Case("failed", "assert 1 == 2"), "b": Case("passed"), "c": Case("passed"), "d": Case("passed"),
               "e": Case("passed"), "same": Case("failed", "y"), "new": Case("error", "collect"),
               "f": Case("error", "fixture")}
-    comp = compare(master, design)
-    assert [(d.test, d.master, d.design, d.message) for d in comp.regressions] == [
+    comp = compare(baseline, design)
+    assert [(d.test, d.baseline, d.design, d.message) for d in comp.regressions] == [
         ("a", "passed", "failed", "assert 1 == 2"), ("f", "passed", "error", "fixture")]
     assert [(d.test, d.message) for d in comp.removed] == [("b", "m"), ("e", "boom")]
-    assert [(d.test, d.master, d.design) for d in comp.changed] == [
+    assert [(d.test, d.baseline, d.design) for d in comp.changed] == [
         ("d", "skipped", "passed"), ("gone", "passed", "absent"), ("new", "absent", "error")]
-    assert compare(master, master) == upstream.Comparison((), (), ())
+    assert compare(baseline, baseline) == upstream.Comparison((), (), ())
 
 
 def _fake_suite(tmp_path: Path) -> Path:
@@ -129,7 +129,7 @@ def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], monkey
     monkeypatch.setattr(build, "find_server", lambda *a, **k: None)
     assert upstream.main(["--design", "pr30137"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "design 'master' is not built" in err
+    assert err.count("\n") == 1 and "design 'baseline' is not built" in err
 
 
 def test_a_missing_extra_is_named(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -143,7 +143,7 @@ def test_a_missing_extra_is_named(capsys: pytest.CaptureFixture[str], monkeypatc
     binary = tmp_path / "llama-server"
     binary.write_text("")
     monkeypatch.setattr(build, "find_server", lambda *a, **k: binary)
-    assert upstream.main(["--design", "master"]) == 2
+    assert upstream.main(["--design", "baseline"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "install the upstream extra" in err
 
@@ -162,34 +162,34 @@ def test_a_test_file_the_tree_lacks_is_one_line_exit_2(capsys: pytest.CaptureFix
     binary.write_text("")
     monkeypatch.setattr(build, "find_server", lambda *a, **k: binary)
     monkeypatch.setattr(upstream, "missing_extra", lambda *a: None)
-    assert upstream.main(["--design", "master", "--tests", "unit/test_nosuch.py"]) == 2
+    assert upstream.main(["--design", "baseline", "--tests", "unit/test_nosuch.py"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "has no test file unit/test_nosuch.py" in err
 
 
 @pytest.mark.live
 @pytest.mark.slow
-def test_upstream_test_basic_on_master(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_upstream_test_basic_on_baseline(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     if build.find_server() is None:
-        pytest.skip("no master build (python -m pcspec.live.build)")
+        pytest.skip("no baseline build (python -m pcspec.live.build)")
     if upstream.missing_extra():
         pytest.skip(str(upstream.missing_extra()))
-    rc = upstream.main(["--design", "master", "--tests", "unit/test_basic.py", "--json", "--out", str(tmp_path)])
-    assert rc == 0  # master alone: nothing to differ from
+    rc = upstream.main(["--design", "baseline", "--tests", "unit/test_basic.py", "--json", "--out", str(tmp_path)])
+    assert rc == 0  # baseline alone: nothing to differ from
     doc = json.loads(capsys.readouterr().out)
-    run = doc["runs"]["master"]
+    run = doc["runs"]["baseline"]
     assert sum(run["counts"].values()) == len(run["cases"]) >= 5
     assert run["cases"]["unit.test_basic::test_server_start_simple"]["outcome"] == "passed"
     assert run["cases"]["unit.test_basic::test_server_props"]["outcome"] == "passed"
     skipped = run["cases"]["unit.test_basic::test_load_split_model"]
     assert skipped["outcome"] == "skipped" and "no network" in skipped["message"]
     assert doc["comparisons"] == {}
-    assert (tmp_path / "master.xml").is_file() and (tmp_path / "master.log").is_file()
+    assert (tmp_path / "baseline.xml").is_file() and (tmp_path / "baseline.log").is_file()
 
 
 def test_a_regression_exits_1_and_a_removed_failure_0(capsys: pytest.CaptureFixture[str],
                                                       monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    outcomes = {"master": {"t": Case("passed"), "u": Case("failed", "m")},
+    outcomes = {"baseline": {"t": Case("passed"), "u": Case("failed", "m")},
                 "pr30137": {"t": Case("passed"), "u": Case("passed")},
                 "fixed": {"t": Case("failed", "assert 1 == 2"), "u": Case("failed", "m")}}
     monkeypatch.setattr(upstream, "extract_tests", lambda tree, dest: tmp_path)
@@ -197,14 +197,14 @@ def test_a_regression_exits_1_and_a_removed_failure_0(capsys: pytest.CaptureFixt
     monkeypatch.setattr(upstream, "run_design", lambda name, *a: upstream.Run(name, "bin", 1.0, 1, outcomes[name]))
     (tmp_path / "unit").mkdir()
     (tmp_path / "unit" / "test_x.py").write_text("")
-    bins = {n: ("0c1e570", tmp_path / n) for n in ("master", "pr30137")}
+    bins = {n: ("0c1e570", tmp_path / n) for n in ("baseline", "pr30137")}
     assert upstream._run_all(bins, ["unit/test_x.py"], None, False, 10) == 0
-    assert "pr30137: removed u: failed on master, passed here (m)" in capsys.readouterr().out
+    assert "pr30137: removed u: failed on baseline, passed here (m)" in capsys.readouterr().out
     bins["fixed"] = ("0c1e570", tmp_path / "fixed")
     assert upstream._run_all(bins, ["unit/test_x.py"], None, True, 10) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["comparisons"]["fixed"]["regressions"] == [
-        {"test": "t", "master": "passed", "design": "failed", "message": "assert 1 == 2"}]
+        {"test": "t", "baseline": "passed", "design": "failed", "message": "assert 1 == 2"}]
     assert doc["runs"]["fixed"]["counts"] == {"passed": 0, "failed": 2, "error": 0, "skipped": 0}
 
 
@@ -221,7 +221,7 @@ def test_all_runs_every_unit_file_and_excludes_tests(capsys: pytest.CaptureFixtu
     (tmp_path / "unit").mkdir()
     for f in ("test_b.py", "test_a.py", "helper.py"):
         (tmp_path / "unit" / f).write_text("")
-    assert upstream._run_all({"master": ("0c1e570", tmp_path / "m")}, None, None, True, 10) == 0
+    assert upstream._run_all({"baseline": ("0c1e570", tmp_path / "m")}, None, None, True, 10) == 0
     assert seen == [["unit/test_a.py", "unit/test_b.py"]]
     assert json.loads(capsys.readouterr().out)["tests"] == ["unit/test_a.py", "unit/test_b.py"]
 
@@ -237,8 +237,8 @@ def test_a_run_that_times_out_takes_its_servers_with_it(tmp_path: Path) -> None:
         f"    p = subprocess.Popen(['sleep', '60'])\n    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
         "    time.sleep(60)\n")
     t0 = time.monotonic()
-    with pytest.raises(RuntimeError, match="design master: timed out after 5 s"):
-        upstream.run_design("master", tmp_path / "llama-server", d, ["unit/test_hang.py"], {}, tmp_path, 5)
+    with pytest.raises(RuntimeError, match="design baseline: timed out after 5 s"):
+        upstream.run_design("baseline", tmp_path / "llama-server", d, ["unit/test_hang.py"], {}, tmp_path, 5)
     assert time.monotonic() - t0 < 30
     pid = int(pidfile.read_text())
     time.sleep(0.2)

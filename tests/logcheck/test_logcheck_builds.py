@@ -149,7 +149,7 @@ def test_rules_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err.splitlines()
     assert err == [f"pcspec: error: unknown rule set 'december'; known rule sets: {', '.join(RULE_SETS)}"]
     with pytest.raises(PcspecError):
-        with_rules(Options(), "master")  # a design is not a rule set
+        with_rules(Options(), "baseline")  # a design is not a rule set
 
 
 def test_the_real_logs_check_the_same() -> None:

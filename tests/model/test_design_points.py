@@ -44,10 +44,10 @@ def test_a_points_docstring_says_its_kind(point: str) -> None:
 
 
 def test_what_a_design_runs_at_a_point() -> None:
-    fixed, master, pr30137 = DESIGNS["fixed"], DESIGNS["master"], DESIGNS["pr30137"]
-    assert runs(fixed, "prompt_save", Fixed) and not runs(master, "prompt_save", Fixed)
+    fixed, baseline, pr30137 = DESIGNS["fixed"], DESIGNS["baseline"], DESIGNS["pr30137"]
+    assert runs(fixed, "prompt_save", Fixed) and not runs(baseline, "prompt_save", Fixed)
     assert runs(fixed, "make_room", Baseline)  # inherited from Design through every class
-    assert defined_by(fixed, "sharing") is PR30137 and defined_by(master, "make_room") is Design
+    assert defined_by(fixed, "sharing") is PR30137 and defined_by(baseline, "make_room") is Design
     assert implementation(pr30137, "sharing") is Sharing.SHARED_OBJECT
     assert implementation(Fixed, "kept_checkpoint") is Fixed.__dict__["kept_checkpoint"]
     with pytest.raises(AttributeError):
@@ -55,7 +55,7 @@ def test_what_a_design_runs_at_a_point() -> None:
 
 
 class Assigned(Baseline):
-    """master with fixed's accounting, assigned rather than written."""
+    """baseline with fixed's accounting, assigned rather than written."""
 
     entry_sizes = Fixed.entry_sizes
     candidate_size = Fixed.candidate_size
@@ -63,7 +63,7 @@ class Assigned(Baseline):
 
 def test_a_subclass_names_itself_and_runs_what_it_assigns() -> None:
     mine = Assigned()
-    assert mine.name == "Assigned" and mine.summary == "master with fixed's accounting, assigned rather than written."
+    assert mine.name == "Assigned" and mine.summary == "baseline with fixed's accounting, assigned rather than written."
     assert mine.rules is SPEC and Assigned(OCTOBER).rules is OCTOBER
     assert runs(mine, "entry_sizes", Fixed) and runs(mine, "candidate_size", Fixed)
     assert not runs(mine, "prompt_save", Fixed) and defined_by(mine, "entry_sizes") is Assigned

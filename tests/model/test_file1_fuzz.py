@@ -1,18 +1,18 @@
 """FILE-1 fuzzed at the model level: mutated *model-written* slot files restored into a running server.
 
 Each memory kind (kv, swa, recurrent, hybrid), with and without a draft context, under ``fixed``
-and ``master``: the server that just saved slot 0 to ``f.bin`` (``file1_setup.build``). The file is
+and ``baseline``: the server that just saved slot 0 to ``f.bin`` (``file1_setup.build``). The file is
 mutated (truncated at any length, bits flipped, a length or count field of ``slotfile.field_map`` or
 the state blob's length set to a huge, off-by-one, zero or over-the-cap value, junk appended) and
 restored into slot 0 or slot 1 of a copy of that server, then judged by ``file1_setup.judge`` (no
 crash, no allocation beyond the file, FILE-1, a consistent slot, STATE-1 on ``fixed``: its
-docstring says exactly what, and why master's legacy token reading is allowed). The set-up and the
+docstring says exactly what, and why baseline's legacy token reading is allowed). The set-up and the
 judgement are shared with the campaign, ``benchmarks/file1_campaign.py``.
 
 A request after the restore (``test_follow_up_request_after_a_mutated_restore``) found two model
 problems, now fixed in the ``fixed`` design and kept as regression tests: a checkpoint record with a
 wrong but well-formed ``pos_min``/``n_tokens`` made the next request abort in ``common_memory::seq_rm``
-(master still does, as the C++ would); and checkpoints restored without their draft data
+(baseline still does, as the C++ would); and checkpoints restored without their draft data
 (``file_draft_dropped``) made the next checkpoint restore abort on a recurrent/hybrid draft, or left an
 SWA draft garbage.
 
@@ -132,7 +132,7 @@ def test_mutated_file_restores_or_is_rejected(kind: MemoryKind, draft: bool, var
     if verdict.state1_judged:
         event("STATE-1 judged")
     if verdict.legacy_reading:
-        event("master: legacy token reading installed")
+        event("baseline: legacy token reading installed")
     assert verdict.messages == []
 
 
@@ -174,8 +174,8 @@ def test_truncation_at_every_length(kind: MemoryKind, variant: str) -> None:
     assert restored == list(range(end_of_state, len(p.data) + 1))
 
 
-def test_master_installs_a_legacy_token_reading_fixed_rejects_it() -> None:
-    """The one slot inconsistency allowed on master. Bit 7 of byte 15 turns the packed marker -1 into
+def test_baseline_installs_a_legacy_token_reading_fixed_rejects_it() -> None:
+    """The one slot inconsistency allowed on baseline. Bit 7 of byte 15 turns the packed marker -1 into
     0x7fffffff: the words then read as a legacy plain list (marker, version 1, count, the 74 tokens,
     media count 0: 78 tokens), which the C++ installs over the 74-token state without comparing.
     ``fixed`` compares the state's positions with the token count and rejects the file."""
@@ -186,7 +186,7 @@ def test_master_installs_a_legacy_token_reading_fixed_rejects_it() -> None:
         srv = p.fresh()
         verdict = judge(p, srv, 1, bytes(raw), restore(srv, 1, bytes(raw)))
         assert verdict.messages == []
-        if variant == "master":
+        if variant == "baseline":
             assert verdict.kind == "restored" and verdict.legacy_reading
             assert (srv.ctx_tgt.seqs[1].n_tokens, len(srv.slots[1].prompt.tokens)) == (74, 78)
         else:
@@ -227,7 +227,7 @@ def test_follow_up_request_after_a_mutated_restore(kind: MemoryKind, draft: bool
 @pytest.mark.parametrize("kind", [MemoryKind.RECURRENT, MemoryKind.HYBRID])
 def test_a_checkpoint_record_with_a_wrong_pos_min(kind: MemoryKind, variant: str) -> None:
     """The file holds checkpoints n_tokens 36/42/68 with pos [35,35], [41,41], [67,67];
-    checkpoint 1's pos_min is set to 0 (well-formed, wrong). master installs it as the C++ does;
+    checkpoint 1's pos_min is set to 0 (well-formed, wrong). baseline installs it as the C++ does;
     a request sharing 50 tokens then restores it (pos_next 50, the memory's pos_min 73 >= 50,
     checkpoint 1 is the newest with pos_max 41 <= 50), pos_next = min(50, max(0 + 1, 41)) = 41
     instead of 42, and seq_rm(41) must drop a position of a recurrent state that holds 42

@@ -43,7 +43,7 @@ def test_n_past_clamp_binds_for_positions_past_the_tokens() -> None:
 
 
 def test_restore_choice_terms() -> None:
-    # The two terms the mutants of master drop: pos_min == 0 accepted with a threshold of 0,
+    # The two terms the mutants of baseline drop: pos_min == 0 accepted with a threshold of 0,
     # and pos_max > pos_next rejected.
     assert policy.restore_choice([(0, 3)], 4, 0) == 0
     assert policy.restore_choice([(0, 3)], 4, 0, accept_pos_min_zero=False) is None

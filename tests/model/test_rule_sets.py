@@ -39,18 +39,18 @@ def test_each_rule_set_is_its_parent_with_the_fields_its_tree_changed() -> None:
         # the model of the build: baseline's code under the build's rule set, no mutant
         model = RULE_SET_MODELS[name]
         assert model.rules is RULE_SETS[name] and model.name == name, name
-        assert type(model) is type(DESIGNS["master"]) and not model.mutant, name
-    # the November code is the master design but for the version of its slot files and what its
+        assert type(model) is type(DESIGNS["baseline"]) and not model.mutant, name
+    # the November code is the baseline design but for the version of its slot files and what its
     # server offers clients, which the designs keep as the October tree they are built on has them
-    assert DESIGNS["master"].rules is SPEC
-    assert NOVEMBER.differences(DESIGNS["master"].rules) == {
+    assert DESIGNS["baseline"].rules is SPEC
+    assert NOVEMBER.differences(DESIGNS["baseline"].rules) == {
         "state_seq_version": (3, 4), "decision_tasks": (False, True), "spans_from_chat_only": (False, True)}
 
 
 def test_an_unknown_rule_set_is_one_line_naming_the_known_ones() -> None:
     with pytest.raises(PcspecError) as got:
-        get_rule_set("master")
-    assert str(got.value) == "unknown rule set 'master'; known rule sets: october, b11434, b11549, november"
+        get_rule_set("baseline")
+    assert str(got.value) == "unknown rule set 'baseline'; known rule sets: october, b11434, b11549, november"
 
 
 def saved_by(rule_set: str) -> tuple[bytes, int]:
@@ -94,7 +94,7 @@ def test_only_the_builds_with_the_appendix_keep_checkpoints_across_a_file() -> N
         assert all(c.id_task == -1 for c in kept)
 
 
-ROUTE = DATA / "routes" / "master__NOABORT-1__checkpoint-load-fails__ckpt.write.tgt.jsonl"
+ROUTE = DATA / "routes" / "baseline__NOABORT-1__checkpoint-load-fails__ckpt.write.tgt.jsonl"
 
 
 @pytest.mark.parametrize("rule_set", list(RULE_SETS))

@@ -4,7 +4,7 @@ server-task.cpp, ``server_prompt_cache::alloc``: the two ``resize`` calls are in
 on ``std::bad_alloc`` the cache sets ``limit_size = max(1, 0.4 * size())`` -- for good, it is
 never raised again -- calls ``update()`` (which evicts down to the new limit) and returns null.
 The ``states.push_back`` after the ``try`` is unguarded: a ``bad_alloc`` there escapes and the
-server dies (master, pr30137). #27451 widens the ``try`` to the whole entry construction.
+server dies (baseline, pr30137). #27451 widens the ``try`` to the whole entry construction.
 ``fixed`` contains the failure and does not reduce the limit (LIVE-1).
 
 Workload: one slot, full-attention KV memory, cell_bytes 10, --slot-prompt-similarity 0 (each
@@ -31,7 +31,7 @@ def server(variant: str) -> Server:
 # fails to allocate its 116-byte state: the limit becomes max(1, int(0.4 * 232)) =
 # int(92.8) = 92, and update() pops X1 (232 > 92) and X2 (116 > 92). From then on every
 # 116-byte entry is "exceeds cache size limit": X4's save (during X5's request) is rejected.
-@pytest.mark.parametrize("variant", ["master", "pr30137", "pr27451"])
+@pytest.mark.parametrize("variant", ["baseline", "pr30137", "pr27451"])
 def test_bad_alloc_shrinks_the_limit_for_good(variant: str) -> None:
     srv = server(variant)
     run(srv, X(1), X(2), X(3))
@@ -73,7 +73,7 @@ def test_bad_alloc_does_not_shrink_the_limit_in_fixed() -> None:
     assert cached(srv) == [100, 200, 400]
 
 
-@pytest.mark.parametrize("variant", ["master", "pr30137", "pr27451"])
+@pytest.mark.parametrize("variant", ["baseline", "pr30137", "pr27451"])
 def test_bad_alloc_on_empty_cache_disables_it(variant: str) -> None:
     # The first save (X1, during X2's request) fails with an empty cache: limit = max(1, 0) =
     # 1 byte, so every later entry is oversize: the cache is off for the rest of the process.
@@ -87,7 +87,7 @@ def test_bad_alloc_on_empty_cache_disables_it(variant: str) -> None:
     assert cached(srv) == []
 
 
-@pytest.mark.parametrize("variant", ["master", "pr30137"])
+@pytest.mark.parametrize("variant", ["baseline", "pr30137"])
 def test_bad_alloc_in_push_back_is_uncaught(variant: str) -> None:
     # The entry construction (tokens clone + checkpoint list copy + push_back) is outside the
     # try: the exception escapes server_prompt_cache::alloc and the process dies.

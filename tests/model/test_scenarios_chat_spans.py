@@ -55,13 +55,13 @@ def test_a_raw_completion_has_no_spans_where_they_come_from_the_chat_session(var
     assert 8 not in [c.n_tokens for c in srv.slots[0].prompt.checkpoints]
 
 
-@pytest.mark.parametrize("variant", ["october", "b11434", "master", "pr30137", "pr27451", "fixed"])
+@pytest.mark.parametrize("variant", ["october", "b11434", "baseline", "pr30137", "pr27451", "fixed"])
 def test_a_raw_completion_keeps_its_delimiters_spans_where_the_field_is_read(variant: str) -> None:
     assert spans_seen(variant, RAW) == SPANS == spans_seen(variant, CHAT)
 
 
 def test_the_fuzzing_rules_mark_their_chat_requests_where_spans_come_from_the_chat_session() -> None:
-    for variant, marked in (("b11549", True), ("master", False)):
+    for variant, marked in (("b11549", True), ("baseline", False)):
         f = Fuzz({**DESIGNS, **RULE_SET_MODELS}[variant], props=())
         f.setup(swa(variant).cfg, ["ckpt.alloc"])
         f.new_prompt(0, 10, -1, True, -1)

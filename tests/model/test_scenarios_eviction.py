@@ -106,7 +106,7 @@ def test_byte_limit_raises_the_token_cap(variant: str) -> None:
 
 
 def test_cache_ram_zero_disables_the_cache() -> None:
-    srv = kv_server("master", cache_ram=0)
+    srv = kv_server("baseline", cache_ram=0)
     run(srv, X(1), X(2))
     assert srv.cache is None
     assert not srv.cfg.idle_caching

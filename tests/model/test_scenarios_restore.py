@@ -120,7 +120,7 @@ def test_full_attention_identical_prompt_n_past_minus_one() -> None:
     # [TAG_PROMPT_LOGITS]: plain KV, the same 20-token prompt: n_past = 20 = task.n_tokens ->
     # n_past = 19, and the one token is re-evaluated for its logits. No checkpoints (KV).
     cfg = Config(n_ctx_slot=64, n_batch=16, n_ubatch=4, memory=MemoryKind.KV, cache_ram=0)
-    srv = Server(cfg, DESIGNS["master"])
+    srv = Server(cfg, DESIGNS["baseline"])
     prompt = tuple(range(1, 21))
     srv.request(prompt, n_predict=1)
     srv.run()

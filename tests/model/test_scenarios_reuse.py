@@ -31,7 +31,7 @@ from pcspec.properties.checkpoints import ckpt3_creation_rules
 from pcspec.properties.mutants import MUTANTS
 from tests.support.common import KV2, PINNED_EMPTY, events, judged, recurrent_config
 
-CPP = ("master", "pr30137", "pr27451")
+CPP = ("baseline", "pr30137", "pr27451")
 
 
 # -- REUSE-1 -------------------------------------------------------------------------------------

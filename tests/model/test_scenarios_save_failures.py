@@ -4,7 +4,7 @@
 obsolete entries, makes room and appends the new entry -- and only then fills the entry with
 ``llama_state_seq_get_data_ext``. What a short read leaves behind is the save-protocol seam:
 
-* master (parent of #30137): the return value is ignored; the entry stays, half written,
+* baseline (parent of #30137): the return value is ignored; the entry stays, half written,
   counted at full size.
 * pr30137: "failed to save complete prompt state", ``pop_back()``; but the obsolete entry and
   the entry evicted to make room are gone for good (RB-2 is violated, RB-1 holds).
@@ -76,7 +76,7 @@ def saves_ok(evs: list[ev.Event]) -> list[bool]:
     return [e.ok for e in evs if isinstance(e, ev.SaveEnd)]
 
 
-@pytest.mark.parametrize("variant", ["master", "pr27451"])
+@pytest.mark.parametrize("variant", ["baseline", "pr27451"])
 def test_unvalidated_save_keeps_partial_entry(variant: str) -> None:
     srv = setup(variant)
     evs = failing_save(srv)
@@ -118,7 +118,7 @@ def test_fixed_leaves_cache_exactly_as_it_was() -> None:
     assert srv.accounted_bytes == 3 * U
 
 
-@pytest.mark.parametrize("variant", ["master", "pr30137", "pr27451", "fixed"])
+@pytest.mark.parametrize("variant", ["baseline", "pr30137", "pr27451", "fixed"])
 def test_without_fault_the_same_save_succeeds(variant: str) -> None:
     # The control: without the fault every design ends with [E2] (obsolete E1, evicted EB).
     srv = setup(variant)

@@ -108,11 +108,11 @@ def test_conversation_restores_and_keeps_checkpoints(variant: str) -> None:
 
 # Per holder: E1 2U + EB U + E2 3U + E3 4U = 10U. Unique: 3 mains + EB + c20, c40, c60 = 7U
 # when the checkpoints are shared (pr30137: the same objects; pr27451: the same payload
-# buffers); master deep-copies, so its 10U are 10U of distinct buffers. Physical adds the
-# slot's own checkpoints: master's slot holds 3 more copies (13U); the sharing designs hold
+# buffers); baseline deep-copies, so its 10U are 10U of distinct buffers. Physical adds the
+# slot's own checkpoints: baseline's slot holds 3 more copies (13U); the sharing designs hold
 # nothing the cache does not (7U).
 ACCOUNTING = {
-    "master": (10 * U, 10 * U, 13 * U),
+    "baseline": (10 * U, 10 * U, 13 * U),
     "pr30137": (10 * U, 7 * U, 7 * U),
     "pr27451": (10 * U, 7 * U, 7 * U),
     "fixed": (7 * U, 7 * U, 7 * U),
@@ -137,7 +137,7 @@ def test_shared_checkpoint_counted_once_per_holder(variant: str) -> None:
         assert all(c is c20_slot for c in c20)
     elif variant == "pr27451":  # metadata by value, payload buffer shared
         assert all(c is not c20_slot and c.tgt is c20_slot.tgt for c in c20)
-    else:  # master: std::list<common_prompt_checkpoint> copied by value
+    else:  # baseline: std::list<common_prompt_checkpoint> copied by value
         assert len({id(c.tgt) for c in [*c20, c20_slot]}) == 4
 
 
@@ -146,9 +146,9 @@ def test_shared_checkpoint_counted_once_per_holder(variant: str) -> None:
 #   only its main state (U) to what the cache really holds: its c20 is shared with E2 and E3.
 # * unique (fixed): the entries count only what the candidate does not already hold:
 #   E1 U (main; c20 is the candidate's) + EB U + E2 U (main) + E3 4U = 7U <= 8U: no eviction.
-# Master really holds copies, so its eviction is what unique accounting of its buffers needs.
+# Baseline really holds copies, so its eviction is what unique accounting of its buffers needs.
 MAKE_ROOM = {
-    "master": ([4, 45, 65], [25], 8 * U, 8 * U),
+    "baseline": ([4, 45, 65], [25], 8 * U, 8 * U),
     "pr30137": ([4, 45, 65], [25], 8 * U, 6 * U),
     "pr27451": ([4, 45, 65], [25], 8 * U, 6 * U),
     "fixed": ([25, 4, 45, 65], [], 7 * U, 7 * U),
@@ -192,18 +192,18 @@ def test_oversize_entry_rejected_without_eviction(variant: str) -> None:
 
 
 # Must-show (b): the save of slot 0 in round k publishes checkpoints totalling X = k U (c20 ..
-# c(N_k-4)). Master deep-copies them (std::list copy): X payload bytes copied per save. The
+# c(N_k-4)). Baseline deep-copies them (std::list copy): X payload bytes copied per save. The
 # sharing designs copy none.
 @pytest.mark.parametrize(
     ("variant", "copied"),
     [
-        ("master", [1 * U, 2 * U, 3 * U]),
+        ("baseline", [1 * U, 2 * U, 3 * U]),
         ("pr30137", [0, 0, 0]),
         ("pr27451", [0, 0, 0]),
         ("fixed", [0, 0, 0]),
     ],
 )
-def test_save_copies_checkpoint_payload_only_on_master(variant: str, copied: list[int]) -> None:
+def test_save_copies_checkpoint_payload_only_on_baseline(variant: str, copied: list[int]) -> None:
     srv = make_server(variant, cache_ram=1 << 20)
     marks = play(srv, 3)
     per_save = []

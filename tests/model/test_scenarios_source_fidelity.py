@@ -25,7 +25,7 @@ from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import replay
 from tests.support.paths import DATA
 
-MASTER, PR30137, PR27451, FIXED = (DESIGNS[name] for name in ("master", "pr30137", "pr27451", "fixed"))
+BASELINE, PR30137, PR27451, FIXED = (DESIGNS[name] for name in ("baseline", "pr30137", "pr27451", "fixed"))
 OCTOBER = RULE_SET_MODELS["october"]
 
 
@@ -60,7 +60,8 @@ def test_prompt_start_and_first_batch_are_one_step() -> None:
 
 @pytest.mark.parametrize("pin", [0, 2])
 def test_pin_beyond_slot_count_always_updates_the_cache(pin: int) -> None:
-    srv = Server(Config(n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=4, cache_ram=-1, cache_idle_slots=False), MASTER)
+    cfg = Config(n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=4, cache_ram=-1, cache_idle_slots=False)
+    srv = Server(cfg, BASELINE)
     prompt = tuple(range(1, 20))
     srv.request(prompt, n_predict=1)
     srv.run()
@@ -103,7 +104,7 @@ def test_requeue_prefers_the_task_pinned_to_the_released_slot() -> None:
 # -- 5. bad_alloc while creating a checkpoint: iterate() catches it per slot (2711-2721) -------
 
 
-@pytest.mark.parametrize("variant", ["master", "pr27451", "pr30137", "fixed"])
+@pytest.mark.parametrize("variant", ["baseline", "pr27451", "pr30137", "fixed"])
 def test_bad_alloc_in_create_checkpoint_of_the_only_slot_in_the_batch(variant: str) -> None:
     """The slot is released before ``slot_batched = &slot`` (3619-3621): its tokens are the
     batch's only ones and ``GGML_ASSERT(batch.slot_batched || batch.size() == 0)`` (2826)
@@ -121,10 +122,10 @@ def test_bad_alloc_in_create_checkpoint_of_the_only_slot_in_the_batch(variant: s
     assert "GGML_ASSERT(batch.slot_batched || batch.size() == 0)" in srv.crash.message
 
 
-@pytest.mark.parametrize("variant", ["master", "pr27451", "pr30137"])
+@pytest.mark.parametrize("variant", ["baseline", "pr27451", "pr30137"])
 def test_bad_alloc_in_create_checkpoint_beside_a_generating_slot(variant: str) -> None:
     """With a generating slot in the batch (it set ``slot_batched``, 2969-2971) the server goes
-    on: the failed slot's tokens are decoded with the others, and master and #27451 keep the
+    on: the failed slot's tokens are decoded with the others, and baseline and #27451 keep the
     checkpoint they appended before the fill (2333), empty."""
     srv = Server(recurrent(n_slots=2, n_batch=8, n_ubatch=4), DESIGNS[variant])
     srv.request(tuple(range(100, 104)), n_predict=40, id_slot=1)
@@ -139,7 +140,7 @@ def test_bad_alloc_in_create_checkpoint_beside_a_generating_slot(variant: str) -
     assert release.error and "bad_alloc" in release.error
     # The batch's tokens were decoded with the others: bookkeeping and memory agree.
     assert srv.ctx_tgt.seqs[0].is_state_of(slot.prompt.tokens)
-    if variant in ("master", "pr27451"):  # emplace_back before the fill (2333)
+    if variant in ("baseline", "pr27451"):  # emplace_back before the fill (2333)
         assert len(slot.prompt.checkpoints) == 1 and slot.prompt.checkpoints[0].tgt is None
     else:  # #30137: built off the list, appended only when filled
         assert slot.prompt.checkpoints == []
@@ -229,7 +230,7 @@ def _hang(variant: str) -> Server:
     return srv
 
 
-@pytest.mark.parametrize("variant", ["master", "pr30137", "pr27451"])
+@pytest.mark.parametrize("variant", ["baseline", "pr30137", "pr27451"])
 def test_busy_pinned_load_hangs_the_cpp_designs(variant: str) -> None:
     srv = _hang(variant)
     assert "stall" in kinds(srv) and srv.slots[0].stalled and srv.idle
@@ -262,7 +263,7 @@ def test_hybrid_pos_max_is_the_smaller_of_its_parts() -> None:
 
 
 def test_restore_accepts_this_builds_state_version_only() -> None:
-    srv = Server(Config(n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=4, cache_ram=-1), MASTER)
+    srv = Server(Config(n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=4, cache_ram=-1), BASELINE)
     srv.request(tuple(range(1, 20)), n_predict=1)
     srv.run()
     srv.slot_action("save", 0, "f.bin")
@@ -279,7 +280,7 @@ def test_restore_accepts_this_builds_state_version_only() -> None:
 # -- 11. a short write: get_data_ext returns fewer bytes than get_size said ---------------------
 
 
-@pytest.mark.parametrize(("variant", "kept"), [("master", True), ("pr30137", False), ("fixed", False)])
+@pytest.mark.parametrize(("variant", "kept"), [("baseline", True), ("pr30137", False), ("fixed", False)])
 def test_short_write_in_a_save(variant: str, kept: bool) -> None:
     cfg = Config(n_slots=1, n_ctx_slot=64, n_batch=16, n_ubatch=4, cache_ram=-1, slot_prompt_similarity=0.0)
     srv = Server(cfg, DESIGNS[variant])
@@ -290,7 +291,7 @@ def test_short_write_in_a_save(variant: str, kept: bool) -> None:
     assert srv.cache is not None
     short = [e for e in srv.heap.events if isinstance(e, ev.StateReadShort)]
     assert short and short[0].written is not None and short[0].written * 2 == short[0].size
-    assert (len(srv.cache.entries) == 1) == kept  # master keeps the partial entry (RB-1)
+    assert (len(srv.cache.entries) == 1) == kept  # baseline keeps the partial entry (RB-1)
 
 
 # -- three short traces longer fuzzing found; each replays clean on fixed ---
@@ -309,7 +310,7 @@ def test_issue8_traces_replay_clean_on_fixed(path: Path) -> None:
     ("stem", "variant", "pid"),
     [
         # The C++ installs a record whose length lost one byte: pos fields read from the wrong place.
-        ("ckpt2-recurrent-record-one-short", "master", "CKPT-1"),
+        ("ckpt2-recurrent-record-one-short", "baseline", "CKPT-1"),
         # The SWA off-by-one the real server shows (docs/FINDINGS.md, F2).
         ("state1-swa-prompt-one-before-checkpoint", "pr30137", "STATE-1"),
         ("state1-swa-divergent-tails", "pr30137", "STATE-1"),

@@ -46,7 +46,7 @@ def test_same_decisions_at_both_sizes(bench: ModuleType) -> None:
             variant,
         )
         assert large.accounted_bytes > 300_000 * small.accounted_bytes
-        if variant == "master":
+        if variant == "baseline":
             assert "copy_payload" in kinds
 
 

@@ -47,7 +47,7 @@ def test_from_a_trace_saves_the_slot_when_idle(capsys: pytest.CaptureFixture[str
     Path("t.jsonl").write_text(trace_text({"op": "request", "tokens": TOKENS, "n_predict": 1}))
     assert main(["slotfile", "write", "s.bin", "--trace", "t.jsonl", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["variant"] == "master" and out["slot"] == 0 and out["tokens"] == len(TOKENS)
+    assert out["variant"] == "baseline" and out["slot"] == 0 and out["tokens"] == len(TOKENS)
     assert read_slot_file(Path("s.bin").read_bytes()).tokens == TOKENS
 
 

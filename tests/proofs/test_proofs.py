@@ -78,7 +78,7 @@ def test_prove_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == 0 and data["ok"] is True
     assert [(p["variant"], p["result"]) for p in data["proofs"]] == [
         ("fixed", "proved"),
-        ("master", "counterexample"),
+        ("baseline", "counterexample"),
         ("pr30137", "counterexample"),
     ]
 

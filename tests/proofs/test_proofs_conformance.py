@@ -21,7 +21,7 @@ from pcspec.proofs.build import Build
 
 SETTINGS = settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 CACHE_VARIANTS = (
-    "master",
+    "baseline",
     "pr30137",
     "pr27451",
     "fixed",
@@ -29,7 +29,7 @@ CACHE_VARIANTS = (
     "mutant:no-make-room",
     "mutant:noinit-unchecked",
 )
-WORLD_VARIANTS = ("master", "pr30137", "pr27451", "fixed", "mutant:inplace-update", "mutant:noinit-unchecked")
+WORLD_VARIANTS = ("baseline", "pr30137", "pr27451", "fixed", "mutant:inplace-update", "mutant:noinit-unchecked")
 STEM = (1, 2, 3, 4)
 
 
@@ -73,7 +73,7 @@ def test_cache_update_conforms(variant: str, scene: cc.Scene) -> None:
     assert cache_relation(variant, "update").agrees(*cc.run_update(scene, get_design(variant))) == ""
 
 
-@pytest.mark.parametrize("variant", ("master", "pr30137", "pr27451", "fixed"))
+@pytest.mark.parametrize("variant", ("baseline", "pr30137", "pr27451", "fixed"))
 @SETTINGS
 @given(scene=cache_scenes(), fault=st.sampled_from(["none", "load.write.tgt", "load.write.dft"]))
 def test_cache_removal_and_cleared_main_conform(variant: str, scene: cc.Scene, fault: str) -> None:
@@ -135,11 +135,11 @@ PATHS = [
     ("fixed", cc.Scene(50, None, 60, [], [], ((1, 2, 3), []), "none"), ("rejected", True)),
     # bad_alloc: the limit shrinks to 40 % of 26 bytes, then update evicts
     (
-        "master",
+        "baseline",
         cc.Scene(10, None, 300, [], [((9,), [], True)], ((1, 2), []), "save.alloc.main"),
         ("limit_bytes.pop0", True),
     ),
-    ("master", cc.Scene(10, None, 0, [], [], ((1, 2), []), "save.alloc.entry"), ("crash", True)),
+    ("baseline", cc.Scene(10, None, 0, [], [], ((1, 2), []), "save.alloc.entry"), ("crash", True)),
     ("pr27451", cc.Scene(10, None, 0, [], [], ((1, 2), []), "save.alloc.entry"), ("crash", False)),
     # a short fill: pop_back after publication; the transactional save never publishes
     ("pr30137", cc.Scene(10, 20, 0, [], [((9,), [], True)], ((1, 2), []), "save.read.dft"), ("published", True)),

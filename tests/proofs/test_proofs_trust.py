@@ -15,7 +15,7 @@ from pcspec.proofs.pairs import PROVED, UNKNOWN, Pair
 from pcspec.proofs.run import RunConfig, Runner
 from pcspec.proofs.solver import Settings, solve, solve_blocks
 
-MASTER, FIXED = DESIGNS["master"], DESIGNS["fixed"]
+BASELINE, FIXED = DESIGNS["baseline"], DESIGNS["fixed"]
 
 
 def _hard() -> str:
@@ -68,7 +68,7 @@ def test_the_same_query_gives_the_same_answer_for_any_seed() -> None:
 
 
 def test_a_claim_that_fails_is_never_proved() -> None:
-    """master does not validate its fills: the RB-1 proof finds a counterexample to induction
+    """baseline does not validate its fills: the RB-1 proof finds a counterexample to induction
     (``sat``), so ``prove`` reports unknown, not proved."""
-    result, detail, _, _ = Runner(RunConfig()).prove(Pair(BY_ID["RB-1"], MASTER, None))
+    result, detail, _, _ = Runner(RunConfig()).prove(Pair(BY_ID["RB-1"], BASELINE, None))
     assert result == UNKNOWN and "not inductive" in detail

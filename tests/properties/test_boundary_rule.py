@@ -12,7 +12,7 @@ from tests.support.common import SWA_SLOT
 
 
 def _fuzz() -> Fuzz:
-    f = Fuzz(DESIGNS["master"], props=())
+    f = Fuzz(DESIGNS["baseline"], props=())
     f.setup(SWA_SLOT, ["ckpt.alloc"])
     f.do({"op": "request", "tokens": list(range(1, 13)), "spans": [4], "n_predict": 1})
     f.run()

@@ -17,10 +17,10 @@ from pcspec.properties.judge import Judge
 from tests.support.common import ALL
 
 # (variant, walk seed, examples): the designs, whose violations come and go with the storage
-# (master's accounting, CKPT-2 after a bad_alloc), fixed, which should find nothing, and the
+# (baseline's accounting, CKPT-2 after a bad_alloc), fixed, which should find nothing, and the
 # mutant whose checkpoint CKPT-2 must see once its tokens are cut.
 WALKS = [
-    ("master", 0, 40),
+    ("baseline", 0, 40),
     ("pr30137", 1, 40),
     ("pr27451", 2, 30),
     ("fixed", 3, 40),
@@ -74,7 +74,7 @@ def test_a_storage_epoch_that_never_ends_is_caught(monkeypatch: pytest.MonkeyPat
         return True, crashed, plan
 
     monkeypatch.setattr(Judge, "_plan_for", stale)
-    assert _walk(monkeypatch, "master", 0, 40) != []
+    assert _walk(monkeypatch, "baseline", 0, 40) != []
 
 
 def test_ckpt2_reusing_a_slot_whatever_its_tokens_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

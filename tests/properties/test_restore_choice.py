@@ -1,9 +1,9 @@
-"""RESTORE-2 and the mutants of master's restore choice: one scenario per mutant, and how a
+"""RESTORE-2 and the mutants of baseline's restore choice: one scenario per mutant, and how a
 mutant of any design is caught (a property its base design does not violate on the same trace).
 
 Each scenario is a slot holding checkpoints, then a prompt at one of the restore rule's
 landmarks (server-context.cpp:3274-3364 of 0c1e570). The mutant must violate RESTORE-2 there
-and master must not (``judge.base_violates``); ``fixed`` must hold RESTORE-2 on it too.
+and baseline must not (``judge.base_violates``); ``fixed`` must hold RESTORE-2 on it too.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _req(tokens: list[int], **kw: Any) -> list[dict[str, Any]]:
     return [{"op": "request", "tokens": tokens, "n_predict": kw.pop("n_predict", 1), **kw}, {"op": "run"}]
 
 
-# mutant -> (configuration, operations, (n_past of master's last prompt start, the mutant's))
+# mutant -> (configuration, operations, (n_past of baseline's last prompt start, the mutant's))
 SCENARIOS: dict[str, tuple[Config, list[dict[str, Any]], tuple[int, int]]] = {
     "mutant:thold-minus-one-always": (
         recurrent_config(n_slots=1, cache_ram=0),
@@ -67,13 +67,13 @@ SCENARIOS: dict[str, tuple[Config, list[dict[str, Any]], tuple[int, int]]] = {
         SWA_SLOT,
         [*_req(P12, spans=[4]), *_req(P12[:4] + NEW)],
         # shared 4: thold max(0, 4 - 4) = 0; c4 [0, 3] passes only by pos_min == 0 (0 < 0 is false):
-        # master restores it (n_past 3), the mutant re-processes from 0.
+        # baseline restores it (n_past 3), the mutant re-processes from 0.
         (3, 0),
     ),
     "mutant:restore-pos-max-unchecked": (
         SWA_SLOT,
         [*_req(P12), *_req(P12[:6] + NEW)],
-        # shared 6: the only checkpoint, c8 [0, 7], lies beyond pos_next 6: master finds none and
+        # shared 6: the only checkpoint, c8 [0, 7], lies beyond pos_next 6: baseline finds none and
         # re-processes; the mutant restores c8 and resumes at 6 from a state of 8 tokens.
         (0, 6),
     ),
@@ -95,21 +95,21 @@ def _last_n_past(variant: str, cfg: Config, ops: list[dict[str, Any]]) -> int:
     return [e for e in events if isinstance(e, ev.PromptStart)][-1].n_past
 
 
-def test_every_master_mutant_has_a_scenario() -> None:
-    of_master = {name for name, v in MUTANTS.items() if v.base == "master"}
-    assert of_master == set(SCENARIOS)
-    assert all(MUTANT_TARGETS[m] == ("RESTORE-2",) for m in of_master)
+def test_every_baseline_mutant_has_a_scenario() -> None:
+    of_baseline = {name for name, v in MUTANTS.items() if v.base == "baseline"}
+    assert of_baseline == set(SCENARIOS)
+    assert all(MUTANT_TARGETS[m] == ("RESTORE-2",) for m in of_baseline)
 
 
 @pytest.mark.parametrize("mutant", sorted(SCENARIOS))
 def test_scenario_catches_the_mutant(mutant: str) -> None:
-    cfg, ops, (n_master, n_mutant) = SCENARIOS[mutant]
-    assert (_last_n_past("master", cfg, ops), _last_n_past(mutant, cfg, ops)) == (n_master, n_mutant)
+    cfg, ops, (n_baseline, n_mutant) = SCENARIOS[mutant]
+    assert (_last_n_past("baseline", cfg, ops), _last_n_past(mutant, cfg, ops)) == (n_baseline, n_mutant)
     found = _violations(mutant, cfg, ops)
     assert len(found) == 1, found
     trace = _trace(mutant, cfg, ops)
-    assert not base_violates(trace, "RESTORE-2")  # master holds RESTORE-2 on the same trace
-    assert _violations("master", cfg, ops) == []
+    assert not base_violates(trace, "RESTORE-2")  # baseline holds RESTORE-2 on the same trace
+    assert _violations("baseline", cfg, ops) == []
 
 
 @pytest.mark.parametrize("mutant", sorted(SCENARIOS))
@@ -124,14 +124,14 @@ def test_restore2_holds_on_every_design_in_the_oracle() -> None:
 
 
 def test_a_violation_the_base_shares_does_not_catch() -> None:
-    # master deep-copies checkpoints on a save (PERF-1); a mutant of master violates PERF-1 on
-    # that trace too, but so does master: it is not the mutant's doing.
+    # baseline deep-copies checkpoints on a save (PERF-1); a mutant of baseline violates PERF-1 on
+    # that trace too, but so does baseline: it is not the mutant's doing.
     cfg = Config(**{k: v for k, v in TRACE_HEADER["config"].items() if k != "memory"}, memory=MemoryKind.RECURRENT)
     trace = Trace(get_design("mutant:thold-minus-one-always"), cfg, list(PERF1_OPS))
     assert first_violation(trace, "PERF-1") is not None
     assert base_violates(trace, "PERF-1")
     # A design has no base; a mutant of fixed (which holds PERF-1) is caught by any violation.
-    assert not base_violates(Trace(DESIGNS["master"], cfg, list(PERF1_OPS)), "PERF-1")
+    assert not base_violates(Trace(DESIGNS["baseline"], cfg, list(PERF1_OPS)), "PERF-1")
     assert not base_violates(Trace(get_design("mutant:free-shared"), cfg, list(PERF1_OPS)), "PERF-1")
 
 
@@ -141,9 +141,9 @@ def test_every_mutant_names_its_base() -> None:
 
 
 def test_a_hunt_walks_past_finds_its_base_shares() -> None:
-    # master violates PERF-1 within a few examples (a save deep-copies the checkpoints); a mutant
-    # of master that changes only the restore threshold shares most such finds: its hunt walks
-    # past them, and what it returns (if anything) is a trace master holds PERF-1 on.
+    # baseline violates PERF-1 within a few examples (a save deep-copies the checkpoints); a mutant
+    # of baseline that changes only the restore threshold shares most such finds: its hunt walks
+    # past them, and what it returns (if anything) is a trace baseline holds PERF-1 on.
     mutant = get_design("mutant:thold-minus-one-always")
     run, first = hunt(BaselessTholdMinusOneAlways(), "PERF-1", 0, 30)  # (judged as a design: found)
     assert first is not None

@@ -51,7 +51,7 @@ def test_the_rules_are_drawn_by_both_engines() -> None:
     assert names <= {r.name for r in RULES}
 
 
-@pytest.mark.parametrize("variant", ["master", "pr27451"])
+@pytest.mark.parametrize("variant", ["baseline", "pr27451"])
 def test_a_checkpoint_failing_beside_a_busy_slot_rides_into_the_slot_file(variant: str) -> None:
     # other=0 sends 1 token, k=1 sends 5 with ckpt.alloc armed; k's slot is saved and restored:
     # its appendix carries the empty record, which the reader refuses with the whole appendix.
@@ -63,7 +63,7 @@ def test_a_checkpoint_failing_beside_a_busy_slot_rides_into_the_slot_file(varian
 def test_the_empty_checkpoint_restored_at_the_next_prompt_start() -> None:
     # the same failure, then the conversation goes on: restoring the empty checkpoint is a no-op.
     args = (0, 1, 0, 1, 5, "extend", True)
-    assert "CKPT-2" in _violated("master", RECURRENT_2, "checkpoint_fails_beside", *args)
+    assert "CKPT-2" in _violated("baseline", RECURRENT_2, "checkpoint_fails_beside", *args)
     assert _violated("fixed", RECURRENT_2, "checkpoint_fails_beside", *args) == set()
 
 
@@ -84,7 +84,7 @@ KV_2 = Config(
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("variant", ["master", "pr30137", "pr27451", "b11549"])
+@pytest.mark.parametrize("variant", ["baseline", "pr30137", "pr27451", "b11549"])
 def test_a_conversation_resent_to_its_busy_slot_loads_its_longer_entry_there(variant: str) -> None:
     # conversation 0 (20 tokens) runs; conversation 1 (17 tokens) is pinned to its slot, which
     # caches conversation 0; one step later (17 tokens are three batches of 8) conversation 0

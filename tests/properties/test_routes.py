@@ -66,13 +66,13 @@ def test_each_way_is_shown_by_its_trace(
 
 def test_a_trace_with_other_ingredients_takes_no_listed_route() -> None:
     # The check can fail: a counterexample holding none of a cell's ways is unexplained.
-    plain = load(DATA / "master__PERF-1__deep-copy__any.jsonl").ops  # (no ingredients at all)
-    assert route_of("master", "CKPT-1", plain) is None
+    plain = load(DATA / "baseline__PERF-1__deep-copy__any.jsonl").ops  # (no ingredients at all)
+    assert route_of("baseline", "CKPT-1", plain) is None
     # A route of no ingredients is taken only without any ...
     swa = load(DATA / "pr30137__STATE-1__swa-off-by-one__none.jsonl").ops
     assert route_of("pr30137", "STATE-1", [*swa, {"op": "inject", "site": "ckpt.write.tgt"}]) is None
     # ... unless it is a rule of the design, which a fault can only accompany.
-    assert route_of("master", "PERF-1", [*plain, {"op": "inject", "site": "ckpt.alloc"}]) is not None
+    assert route_of("baseline", "PERF-1", [*plain, {"op": "inject", "site": "ckpt.alloc"}]) is not None
     assert route_of("fixed", "PERF-1", plain) is None and routes("fixed", "PERF-1") == ()
 
 
@@ -84,9 +84,9 @@ def test_the_most_specific_way_wins() -> None:
         {"op": "corrupt_file", "filename": "c.bin", "field": "tokens marker", "value": 0},
         {"op": "slot_restore", "id_slot": 0, "filename": "c.bin"},
     ]
-    route = route_of("master", "CKPT-1", ops)
+    route = route_of("baseline", "CKPT-1", ops)
     assert route is not None and route.name == "tokens-marker"
-    route = route_of("master", "CKPT-1", [*ops[:1], {"op": "inject", "site": "save.read.tgt"}])
+    route = route_of("baseline", "CKPT-1", [*ops[:1], {"op": "inject", "site": "save.read.tgt"}])
     assert route is not None and route.name == "empty-checkpoint"
 
 
@@ -118,8 +118,8 @@ def test_replay_names_the_route(capsys: pytest.CaptureFixture[str]) -> None:
     assert '"routes": {"STATE-1": "swa-off-by-one"}' in capsys.readouterr().out.splitlines()[-1]
 
 
-def test_b11549_violates_file_1_by_masters_route() -> None:
-    """b11549's FILE-1 (`x`, properties/oracle.py): master's route, the empty checkpoint a
+def test_b11549_violates_file_1_by_baselines_route() -> None:
+    """b11549's FILE-1 (`x`, properties/oracle.py): baseline's route, the empty checkpoint a
     bad_alloc leaves beside a generating slot, saved to a slot file whose appendix reader then
     discards it, listed for b11549 too."""
     trace = load(DATA / "b11549__FILE-1__empty-checkpoint__ckpt.alloc+slot-restore.jsonl")

@@ -8,7 +8,7 @@
 * the recurrent configuration of the sharing, save-failure and restore scenarios
   (``recurrent_config``, ``RS_STATE``, ``B_PROMPT``): 1000-byte states, checkpoints every 8 tokens;
 * trace files (``TRACE_HEADER``, ``trace_text``, ``PERF1_OPS``): a small recurrent server on
-  master, and four operations that show PERF-1 there;
+  baseline, and four operations that show PERF-1 there;
 * the SWA slot of the restore-choice scenarios (``SWA_SLOT``), and the pinned empty slot of the
   REUSE-2 scenarios (``KV2``, ``A30``, ``PINNED_EMPTY``).
 """
@@ -29,7 +29,7 @@ from pcspec.properties.mutants import MUTANTS
 
 E = TypeVar("E", bound=Event)
 
-DESIGN_NAMES = tuple(DESIGNS)  # master, pr30137, pr27451, fixed
+DESIGN_NAMES = tuple(DESIGNS)  # baseline, pr30137, pr27451, fixed
 # Every design pcspec names: the built-in designs, the models of the rule sets, the mutants.
 ALL: dict[str, Design] = {**DESIGNS, **RULE_SET_MODELS, **MUTANTS}
 CPP_DESIGNS = tuple(name for name in DESIGNS if name != "fixed")  # the three C++ designs
@@ -103,7 +103,7 @@ def recurrent_config(**changes: Any) -> Config:
 TRACE_HEADER: dict[str, Any] = {
     "schema": 1,
     "kind": "pcspec-trace",
-    "variant": "master",
+    "variant": "baseline",
     "config": {
         "memory": "recurrent",
         "n_ctx_checkpoints": 2,
@@ -116,7 +116,7 @@ TRACE_HEADER: dict[str, Any] = {
 }
 
 # Two different prompts on one slot: the second request saves the first prompt, whose
-# checkpoints master deep-copies (PERF-1).
+# checkpoints baseline deep-copies (PERF-1).
 PERF1_OPS: tuple[dict[str, Any], ...] = (
     {"op": "request", "tokens": list(range(1, 20)), "spans": [8]},
     {"op": "run"},
@@ -132,7 +132,7 @@ def trace_text(*ops: dict[str, Any], header: dict[str, Any] | None = None) -> st
 
 # An SWA slot (n_swa 4, 8 cells): a 12-token prompt, with a user message at 4 or not. With the
 # message, the batches stop at 4 and a checkpoint is made there: [0, 3] at n_tokens 4; the
-# last batch makes [0, 7] at n_tokens 8 (master records the SWA cache's pos_min, 0), and the
+# last batch makes [0, 7] at n_tokens 8 (baseline records the SWA cache's pos_min, 0), and the
 # live window is [4, 11].
 SWA_SLOT = Config(
     n_slots=1,

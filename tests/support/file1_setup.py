@@ -16,7 +16,7 @@ tokens and every context's sequence empty) or restored with the target memory ho
 tokens as the slot bookkeeps. Only lengths are judged in general: a well-formed but wrong token
 is a semantic corruption no reader can see. On ``fixed`` STATE-1 must also hold whenever the
 mutation left the identity bytes alone: the token words and, in the model's state blob (which
-stands for the KV/recurrent data), ``part_lo`` and the token arrays. On ``master`` one slot
+stands for the KV/recurrent data), ``part_lo`` and the token arrays. On ``baseline`` one slot
 inconsistency is the C++ behaviour, not a model error, and is allowed by name: a mutated marker
 word turns the packed token list into a legacy plain list of n + 4 tokens, which is installed
 over the n-token state.
@@ -47,7 +47,7 @@ from pcspec.properties.state import state1_memory_matches_tokens
 from tests.support.common import ALL
 
 FILE = "f.bin"
-VARIANTS = ("fixed", "master")
+VARIANTS = ("fixed", "baseline")
 SETUPS: tuple[tuple[MemoryKind, bool], ...] = tuple((kind, draft) for kind in MemoryKind for draft in (False, True))
 WITH_CHECKPOINTS = (MemoryKind.SWA, MemoryKind.RECURRENT, MemoryKind.HYBRID)
 CKPT_META = ("n_tokens", "pos_min", "pos_max")
@@ -235,7 +235,7 @@ class Outcome:
     kind: str  # "rejected" | "restored" | "crash"
     detail: str  # the rejection reason (normalised) or the appendix status
     problems: list[tuple[str, str]] = field(default_factory=list)  # (category, message)
-    legacy_reading: bool = False  # master: a legacy token list installed over the state
+    legacy_reading: bool = False  # baseline: a legacy token list installed over the state
     state1_judged: bool = False
     reader_alloc: int = 0
     heap_alloc: int = 0
@@ -277,7 +277,7 @@ def judge(base: Base, srv: Server, slot: int, data: bytes, events: list[Event]) 
         out.detail = done[0].appendix
         mem = srv.ctx_tgt.seqs[slot]
         if mem.n_tokens != len(s.prompt.tokens):
-            if base.variant == "master" and packed is False:
+            if base.variant == "baseline" and packed is False:
                 out.legacy_reading = True  # the C++ does not compare the token count with the state
             else:
                 msg = f"the target memory holds {mem.n_tokens} tokens, the slot {len(s.prompt.tokens)}"

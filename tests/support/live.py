@@ -64,7 +64,7 @@ def explained(out: Outcome) -> Found:
 
 # The builds a scenario test runs on, and the rule set of each one's model (None: the design's
 # own rules on 0c1e570, calibrate.design_rules).
-BUILD_RULES: dict[str, str | None] = {"master": "october", "pr30137": None, "pr27451": None, "b11549": "b11549",
+BUILD_RULES: dict[str, str | None] = {"baseline": "october", "pr30137": None, "pr27451": None, "b11549": "b11549",
                                       "fixed": None}
 
 
