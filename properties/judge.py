@@ -20,6 +20,7 @@ from pcspec.core.shrink import shrink_list, simpler_op
 from pcspec.core.snippet import pytest_snippet
 from pcspec.core.trace import Trace
 from pcspec.model.designs import get_design
+from pcspec.model.design import CHOICE_POINTS, EFFECT_POINTS, Design, defined_by
 from pcspec.model.server import Server
 from pcspec.properties.base import (
     DECODE_STEP_KINDS,
@@ -63,11 +64,12 @@ class Judge:
         self.srv = srv
         self.props = tuple(props)
         self.seen = len(srv.heap.events)
-        # The reference judge (``reference``: by default for a design that is not pcspec's own)
-        # runs every check after every operation: no table of event kinds, no storage epochs, no
-        # carried findings. Those shortcuts rest on what pcspec's designs do (every change of
-        # storage emits an event); a design of one's own is judged without them.
-        self.reference = not is_pcspecs(srv.design) if reference is None else reference
+        # The reference judge (``reference``: by default for a design that runs code of its own
+        # at a choice or effect point) runs every check after every operation: no table of event
+        # kinds, no storage epochs, no carried findings. Those shortcuts rest on what pcspec's
+        # designs do (every change of storage emits an event); a design's own decision points
+        # only return values, which the model acts on, so they keep the shortcuts sound.
+        self.reference = needs_reference(srv.design) if reference is None else reference
         if self.reference:
             shortcuts, incremental = False, False
         self.incremental = shortcuts if incremental is None else incremental
@@ -184,6 +186,16 @@ def is_pcspecs(design: object) -> bool:
     """Whether a design is pcspec's own (a built-in, a rule set's model, a mutant): the judge's
     shortcut tables were shown sound for those (tests/properties/test_judge_shortcuts.py)."""
     return type(design).__module__.startswith("pcspec.")
+
+
+def needs_reference(design: Design) -> bool:
+    """Whether ``design`` runs code of its own at a choice or an effect point (where code acts on,
+    or reads, the state itself): then it is judged by the reference judge. Its own attributes and
+    decision points (pure functions over numbers) leave the model's operations, which emit an
+    event for every change of storage, the only ones acting."""
+    if is_pcspecs(design):
+        return False
+    return any(not defined_by(design, p).__module__.startswith("pcspec.") for p in (*CHOICE_POINTS, *EFFECT_POINTS))
 
 
 def replay(

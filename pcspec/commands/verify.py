@@ -171,8 +171,10 @@ def print_proofs(m: Matrix) -> None:
         print_row(r)
     bad = [r for r in m.proofs if not r.ok]
     proved = sum(r.result == "proved" for r in m.proofs)
+    uncovered = sum(r.result == "not covered" for r in m.proofs)
     print(
-        f"{len(m.proofs)} proofs, {proved} proved: "
+        f"{len(m.proofs)} proofs, {proved} proved"
+        + (f", {uncovered} not covered" if uncovered else "") + ": "
         + ("every obligation as expected" if not bad else f"{len(bad)} NOT as expected (never a pass)")
     )
 

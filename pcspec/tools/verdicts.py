@@ -117,16 +117,18 @@ class Matrix:
     @property
     def proof_mismatches(self) -> list[Row]:
         """Proof rows settled otherwise than expected (or counterexamples that did not replay)."""
-        return [r for r in self.proofs if not r.ok and r.result != "unknown"]
+        return [r for r in self.proofs if not r.ok and r.result not in ("unknown", "not covered")]
 
     @property
     def exit_code(self) -> int:
         """0: everything matched; 1: a mismatch, an uncaught mutant or a proof settled
         otherwise than expected; 3: nothing contradicts the oracle but some cells or proofs
-        are unknown (a time cap, a solver timeout, a worker process that died)."""
+        are unknown (a time cap, a solver timeout, a worker process that died) or not covered
+        (a design's own code the proofs do not encode)."""
         if self.mismatches or not all(self.mutants.values()) or self.proof_mismatches:
             return 1
-        return 3 if self.unknown or any(r.result == "unknown" for r in self.proofs) or self.crashed else 0
+        open_ = ("unknown", "not covered")
+        return 3 if self.unknown or any(r.result in open_ for r in self.proofs) or self.crashed else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -207,8 +209,11 @@ def survey_cells(
     declared: Collection[str] = (),
     variant_ref: str | None = None,
 ) -> Surveyed:
-    """The survey of one design and the cells it settles by itself."""
-    run, hits = survey(v, budget.seed, budget.survey_examples, budget.survey_seconds)
+    """The survey of one design and the cells it settles by itself (judging ``pids`` only: the
+    walks are the same whichever properties are judged)."""
+    every = [p.id for p in CATALOGUE]
+    run, hits = survey(v, budget.seed, budget.survey_examples, budget.survey_seconds,
+                       None if list(pids) == every else list(pids))
     exp: dict[str, str] = {pid: expected(v.name, pid, declared) for pid in pids}
     cells: dict[str, Cell] = {}
     for pid in pids:

@@ -19,7 +19,7 @@ from tests.tools import user_designs as ud
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = 12
+EXAMPLES = 6
 DESIGNS: list[Design] = [v for v in named().values() if is_pcspecs(v)] + [c() for c in (*ud.BROKEN, *ud.CORRECT)]
 
 
@@ -33,10 +33,12 @@ def test_shortcuts_and_reference_give_the_same_verdicts(design: Design) -> None:
     assert _firsts(design, reference=False) == _firsts(design, reference=True)
 
 
-def test_a_design_of_ones_own_gets_the_reference_judge() -> None:
+def test_a_design_of_ones_own_with_an_effect_gets_the_reference_judge() -> None:
     from pcspec.model.config import Config
     from pcspec.model.server import Server
     from pcspec.properties.judge import Judge
 
-    assert Judge(Server(Config(), ud.LargestFirst())).reference
+    assert Judge(Server(Config(), ud.PublishBeforeFill())).reference  # its own prompt_save, an effect
+    assert Judge(Server(Config(), ud.LruByUse())).reference  # its own on_contained
+    assert not Judge(Server(Config(), ud.LargestFirst())).reference  # a decision of its own only
     assert not Judge(Server(Config(), named()["fixed"])).reference

@@ -81,7 +81,7 @@ def test_a_broken_design_is_caught_by_its_property(cls: type[d.Design], tmp_path
 def test_a_correct_design_holds_and_its_points_are_reached(cls: type[d.Design]) -> None:
     design = cls()
     with counting(design) as calls:
-        run, hits = survey(design, 0, 300)
+        run, hits = survey(design, 0, 150)
     assert run.complete and not hits, {p: h.message for p, h in hits.items()}
     assert own_points(design) and all(calls[p] for p in own_points(design)), calls
 
