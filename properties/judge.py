@@ -19,8 +19,8 @@ from pcspec.core.results import Finding, violation
 from pcspec.core.shrink import shrink_list, simpler_op
 from pcspec.core.snippet import pytest_snippet
 from pcspec.core.trace import Trace
-from pcspec.model.designs import get_design
 from pcspec.model.design import CHOICE_POINTS, EFFECT_POINTS, Design, defined_by
+from pcspec.model.designs import get_design
 from pcspec.model.server import Server
 from pcspec.properties.base import (
     DECODE_STEP_KINDS,

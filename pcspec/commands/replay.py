@@ -16,6 +16,7 @@ from pcspec.core.errors import PcspecError
 from pcspec.core.loop import ReplayResult, Step
 from pcspec.core.outdir import check_output_file, write_output
 from pcspec.core.trace import Trace, file_lines, first_object, from_header
+from pcspec.model.events import Event
 from pcspec.properties.catalogue import BY_ID, CATALOGUE, get_property
 from pcspec.properties.judge import replay
 from pcspec.properties.routes import route_name
@@ -32,12 +33,15 @@ def register(sub: Any) -> None:
     p.add_argument("--property", action="append", help="judge only these property IDs (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object per step, then a summary object")
     p.add_argument("--dot", type=Path, help="write the final ownership graph as a DOT file")
+    p.add_argument("--expand", action="store_true",
+                   help="show each server step inside a `run` step on a line of its own "
+                   "(numbered `run` step 1, 2, ...)")
     p.set_defaults(func=run)
 
 
-def _describe(step: Step) -> str:
+def _describe(step: Step, events: list[Event] | None = None) -> str:
     kinds: dict[str, int] = {}
-    for e in step.events:
+    for e in step.events if events is None else events:
         if e.kind not in ("op", *QUIET_EVENTS, "load_scan", "cache_state", "select", "batch"):
             kinds[e.kind] = kinds.get(e.kind, 0) + 1
     return ", ".join(f"{k}" + (f" x{n}" if n > 1 else "") for k, n in kinds.items()) or "-"
@@ -61,7 +65,7 @@ def replay_log_events(path: Path, as_json: bool) -> int:
     return worst
 
 
-def _show_step(step: Step, as_json: bool) -> None:
+def _show_step(step: Step, as_json: bool, expand: bool = False) -> None:
     if as_json:
         print(
             json.dumps(
@@ -87,8 +91,18 @@ def _show_step(step: Step, as_json: bool) -> None:
     elif op == "inject":
         extra = f" {step.op['site']}"
     print(f"[{step.index:3d}] {op}{extra}: {_describe(step)}")
+    if expand and op == "run" and step.last_op > step.first_op:
+        by_op: dict[int, list[Event]] = {}
+        for e in step.events:
+            by_op.setdefault(e.op, []).append(e)
+        for k in range(step.first_op, step.last_op + 1):
+            print(f"      server step {k - step.first_op + 1}: {_describe(step, by_op.get(k, []))}")
+            for v in step.violations:
+                if v.op == k:
+                    print(f"        VIOLATED {v.property} ({step.where(v.op)}): {v.message}")
+        return
     for v in step.violations:
-        print(f"      VIOLATED {v.property} (op {v.op}): {v.message}")
+        print(f"      VIOLATED {v.property} ({step.where(v.op)}): {v.message}")
 
 
 def _routes(trace: Trace, result: ReplayResult) -> dict[str, str]:
@@ -143,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         return replay_log_events(args.trace, args.json)
     trace = from_header(n0, head, lines, where, variant, BY_ID)
 
-    result = replay(trace, props, lambda step: _show_step(step, args.json))
+    result = replay(trace, props, lambda step: _show_step(step, args.json, args.expand))
     ok = result.matches(trace.expect)
     srv = result.server
     if args.dot is not None:

@@ -277,7 +277,11 @@ def _version_text(version: int) -> str:
     others = [
         f"version {v}: {', '.join(b)}" for v, b in STATE_SEQ_BUILDS.items() if v != version and v in LAYOUT_VERSIONS
     ]
-    text = f"{version} (written and read by {', '.join(builds)} only" if builds else f"{version} (no known build"
+    if version == max(STATE_SEQ_BUILDS) and builds:
+        # the newest version: builds after the newest pcspec knows may write it too
+        text = f"{version} (written and read from {builds[0]} on, checked up to {builds[-1]}"
+    else:
+        text = f"{version} (written and read by {', '.join(builds)} only" if builds else f"{version} (no known build"
     return text + (f"; {'; '.join(others)})" if others else ")")
 
 

@@ -43,10 +43,23 @@ def apply(
 
 @dataclass
 class Step:
-    index: int  # the trace line's operation index (0-based)
+    """One line of a trace, as it ran: the model operations it performed are ``first_op`` to
+    ``last_op`` (a ``run`` performs one per server step; every other operation, one)."""
+
+    index: int  # the trace line's operation index (0-based): the one numbering of steps
     op: dict[str, Any]
     events: list[Event]
     violations: list[Finding]
+    first_op: int = 0
+    last_op: int = 0
+
+    def where(self, model_op: int) -> str:
+        """A model operation of this step in the steps' numbering: ``step 4``, or ``step 4,
+        server step 3 of 12`` inside a ``run``."""
+        if self.op.get("op") == "run" and self.last_op > self.first_op:
+            n = self.last_op - self.first_op + 1
+            return f"step {self.index}, server step {model_op - self.first_op + 1} of {n}"
+        return f"step {self.index}"
 
 
 @dataclass
@@ -78,9 +91,9 @@ def replay(
     judge = judge_for(srv)
     result = ReplayResult(srv)
     for i, op in enumerate(trace.ops):
-        start = len(srv.heap.events)
+        start, first_op = len(srv.heap.events), srv.heap.op + 1
         found = apply(srv, op, judge)
-        step = Step(i, op, srv.heap.events[start:], found)
+        step = Step(i, op, srv.heap.events[start:], found, first_op, max(first_op, srv.heap.op))
         result.steps.append(step)
         if on_step is not None:
             on_step(step)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, Phase, event, settings, stateful
@@ -37,10 +38,12 @@ from hypothesis import strategies as st
 
 from pcspec.core.draw import Bool, Choice, Composite, Domain, Int, Lists
 from pcspec.core.results import Finding
+from pcspec.core.trace import Trace
 from pcspec.model.config import Config
 from pcspec.model.design import Design
 from pcspec.properties.base import Property
 from pcspec.properties.catalogue import CATALOGUE
+from pcspec.properties.judge import write_counterexample
 from pcspec.properties.rules import RULES, SETUP, Fuzz, Rule, rules_for
 
 T = TypeVar("T")
@@ -108,6 +111,7 @@ class CacheMachine(stateful.RuleBasedStateMachine):
     targets: frozenset[str] = frozenset()
     props: tuple[Property, ...] = CATALOGUE
     record: Record
+    out: Path | None = None  # where a failing example's trace is written (machine_for)
 
     def __init__(self) -> None:
         super().__init__()
@@ -131,8 +135,16 @@ class CacheMachine(stateful.RuleBasedStateMachine):
             rec.first.setdefault(pid, found)
         if fuzz.hit is not None:
             rec.last = fuzz.hit
-            v = fuzz.hit[0]
-            raise AssertionError(f"{v.rule} violated at op {v.at}: {v.message}")
+            v, ops, cfg = fuzz.hit
+            where = ""
+            if self.out is not None:
+                # (each failing example overwrites it: the last one is what Hypothesis shrank to)
+                trace = Trace(self.variant, cfg, list(ops), None,
+                              [{"property": v.rule, "op": v.at, "message": v.message}])
+                stem = f"{self.variant.name.replace(':', '-')}__{v.rule}"
+                path = write_counterexample(trace, self.out, stem)
+                where = f"\ntrace: {path}   (pcspec replay {path})"
+            raise AssertionError(f"{v.rule} violated at model operation {v.at}: {v.message}{where}")
 
 
 def _method(r: Rule) -> Callable[..., None]:
@@ -156,16 +168,19 @@ _RULE_METHODS = {r.name: _method(r) for r in RULES}
 
 
 def machine_for(
-    variant: Design, targets: Iterable[str] = (), props: Sequence[Property] = CATALOGUE
+    variant: Design, targets: Iterable[str] = (), props: Sequence[Property] = CATALOGUE,
+    out: Path | None = Path("pcspec-out"),
 ) -> type[CacheMachine]:
     """A fresh machine class bound to ``variant``; violations of ``targets`` fail examples.
-    Its ``record`` holds what every example of it found."""
+    Its ``record`` holds what every example of it found. A failing example's trace is written
+    to ``out`` (``pcspec replay`` reads it; the failure names it), None: not written."""
     name = "Machine_" + "".join(ch if ch.isalnum() else "_" for ch in variant.name)
     attrs: dict[str, Any] = {
         "variant": variant,
         "targets": frozenset(targets),
         "props": tuple(props),
         "record": Record(),
+        "out": out,
         **{r.name: _RULE_METHODS[r.name] for r in rules_for(variant)},
     }
     return type(name, (CacheMachine,), attrs)

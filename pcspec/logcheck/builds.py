@@ -123,11 +123,12 @@ def choose(number: int, commit: str, where: str = "") -> BuildChoice:
             return BuildChoice((b.rule_set,), f"{named} = {b.description}", exact=True)
     newest = _NUMBERED[-1]
     if newest.number is not None and number > newest.number:
-        warning = (f"build {number} is newer than every known build (newest numbered: "
-                   f"b{newest.number}): checked with the newest rule set, {NEWEST.rule_set} "
-                   f"(--rules NAME to choose another)")
-        return BuildChoice((NEWEST.rule_set,), f"{named}: newer than every known build, "
-                           f"the newest rule set", exact=True, warning=warning)
+        # between the newest numbered build and the code after it (no number): any of them
+        later = tuple(dict.fromkeys((newest.rule_set, NEWEST.rule_set)))
+        warning = (f"build {number} is newer than every known build (newest numbered: b{newest.number}): checked "
+                   f"with what any of {', '.join(later)} allows (--rules NAME to choose one)")
+        return BuildChoice(later, f"{named}: newer than every known build, between b{newest.number} and "
+                           f"{later[-1]}", exact=len(later) == 1, warning=warning)
     for lo, hi in pairwise(_NUMBERED):
         if (lo.number or 0) < number < (hi.number or 0):
             return BuildChoice((lo.rule_set, hi.rule_set),
@@ -207,7 +208,7 @@ class BuildEvidence:
             kept = base
         if len(kept) > 1:
             said.append(f"accepting what {' or '.join(kept)} allow (--rules NAME to choose)")
-        warning = ""
+        warning = got.warning if got is not None else ""
         if len(kept) > 1 and line is not None and line.number == 0:
             warning = (f"line {line.line}: build 0 (unknown) names no build and the log does not tell "
                        f"{', '.join(kept)} apart: checked with what any of them allows (--rules NAME "

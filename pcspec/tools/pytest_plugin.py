@@ -70,6 +70,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--pcspec-out", default="pcspec-out", metavar="DIR", help="where failing traces go")
 
 
+# What each pcspec item ran (its engine, budget and how much it judged), printed at the end of
+# the run beside pytest's "passed": a pass is only as strong as what ran.
+RAN: pytest.StashKey[list[str]] = pytest.StashKey()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[RAN] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    ran = config.stash.get(RAN, [])
+    if ran:
+        terminalreporter.write_sep("-", "pcspec: what ran")
+        for line in ran:
+            terminalreporter.write_line(line)
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     for spec in config.getoption(OPTION):
         items.append(VariantItem.from_parent(session, name=f"pcspec[{spec}]", spec=spec))
@@ -105,44 +122,56 @@ class VariantItem(pytest.Item):
             raise VariantFailed(f"pcspec: {exc}") from None
         targets = [p.id for p in CATALOGUE if p.id not in expect]
         profile = config.getoption("--pcspec-profile")
+        ran = config.stash.get(RAN, [])
         if config.getoption("--pcspec-engine") == "walker":
-            walked = self._walk(variant, targets, profile)
+            walked, said = self._walk(variant, targets, profile)
+            ran.append(f"{self.spec}: {said}")
             if walked is not None:
                 raise VariantFailed(self._report(walked))
             return
-        machine = machine_for(variant, targets=targets)
+        machine = machine_for(variant, targets=targets, out=None)
         chosen = PROFILES[profile]
         budget = settings(chosen, derandomize=True) if profile == "ci" else chosen
+        how = (f"hypothesis, {profile} ({chosen.max_examples} examples of up to {chosen.stateful_step_count} steps"
+               f"{', derandomized' if profile == 'ci' else ''})")
         try:
             run_state_machine_as_test(machine, settings=budget)  # type: ignore[no-untyped-call,unused-ignore]
         except AssertionError:
             if machine.record.last is None:
                 raise
+            ran.append(f"{self.spec}: {how}: {machine.record.steps} model operations judged, a target violated")
             violation, ops, cfg = machine.record.last
             found = [{"property": violation.rule, "op": violation.at, "message": violation.message}]
             trace = shrink_trace(Trace(variant, cfg, list(ops), None, found), violation.rule)
             raise VariantFailed(self._report(trace)) from None
+        ran.append(f"{self.spec}: {how}: {machine.record.steps} model operations judged, no target violated"
+                   " (a derandomized Hypothesis run is one seed's luck: not shown to hold; the walker, the"
+                   " default engine, gives the same answer everywhere)")
 
     @staticmethod
-    def _walk(variant: Design, targets: list[str], profile: str) -> Trace | None:
+    def _walk(variant: Design, targets: list[str], profile: str) -> tuple[Trace | None, str]:
         """The first target (in catalogue order) the survey saw broken, hunted for its shortest
         trace (the hunt shrinks it; the survey's own trace, shrunk, if the hunt's budget finds
-        none); None when the survey saw none."""
+        none); None when the survey saw none. And what ran, in one line."""
         from pcspec.engines.search import hunt, survey
         from pcspec.properties.judge import shrink_trace
         from pcspec.tools.verdicts import PROFILES as BUDGETS
 
         survey_examples, hunt_examples = BUDGETS[profile]
-        _, hits = survey(variant, seed=0, examples=survey_examples, properties=targets)
+        run, hits = survey(variant, seed=0, examples=survey_examples, properties=targets)
+        said = (f"walker, {profile}, seed 0: a survey of {survey_examples} examples ({run.steps} model operations "
+                f"judged)")
         first = next((pid for pid in targets if pid in hits), None)
         if first is None:
-            return None
-        _, hit = hunt(variant, first, seed=0, examples=hunt_examples)
-        return hit.trace if hit is not None else shrink_trace(hits[first].trace, first)
+            return None, said + ", no target violated"
+        hrun, hit = hunt(variant, first, seed=0, examples=hunt_examples)
+        said += f", then a hunt of {first} ({hrun.steps} operations)"
+        return (hit.trace if hit is not None else shrink_trace(hits[first].trace, first)), said
 
     def _report(self, trace: Trace) -> str:
         """The failure's text; writes the (already shrunk) trace and its pytest file."""
-        from pcspec.properties.judge import write_counterexample
+        from pcspec.properties.catalogue import get_property
+        from pcspec.properties.judge import replay, write_counterexample
 
         variant = trace.variant
         rule = str(trace.expect[0]["property"])
@@ -152,8 +181,12 @@ class VariantItem(pytest.Item):
         path = write_counterexample(trace, out, stem, self.spec)
         v = trace.expect[0]
         steps = "\n".join(f"  [{i}] {json.dumps(op, sort_keys=True)}" for i, op in enumerate(trace.ops))
+        where = f"model operation {v['op']}"
+        for step in replay(trace, [get_property(rule)]).steps:
+            if step.first_op <= v["op"] <= step.last_op:
+                where = step.where(v["op"])
         return (
-            f"{variant.name} violates {v['property']} at model operation {v['op']}: {v['message']}\n"
+            f"{variant.name} violates {v['property']} at {where}: {v['message']}\n"
             f"shrunk to {len(trace.ops)} step(s) (numbered as the trace's operations):\n{steps}\n"
             f"trace: {path}   (pcspec replay {path} --variant-module {self.spec})\n"
             f"pytest file: {path.parent / ('repro_' + stem.replace('-', '_') + '.py')}"

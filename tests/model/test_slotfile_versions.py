@@ -217,7 +217,7 @@ def test_inspect_version_4_and_its_appendix(tmp_path: Path, capsys: pytest.Captu
     assert doc["appendix"]["offset"] == doc["state"]["offset"] + doc["state"]["bytes"]
     assert main(["slotfile", "inspect", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "4 (written and read by b11434, b11549 only; version 3: the October tree (0c1e570))" in out
+    assert "4 (written and read from b11434 on, checked up to b11549; version 3: the October tree (0c1e570))" in out
     assert "n_rot_k 0, n_rot_v 0" in out and "appendix readers        b11549" in out
 
 
