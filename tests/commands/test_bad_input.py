@@ -404,3 +404,52 @@ def test_the_console_command_prints_one_line(tmp_path: Path) -> None:
         done = subprocess.run([sys.executable, "-m", "pcspec", *argv], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "Traceback" not in done.stderr
+
+
+# -- pcspec live: what a user's machine and build bring ------------------------------------------------
+
+def _fake_server(folder: Path, *, says: str) -> Path:
+    """A stand-in ``llama-server``: ``--version`` prints the b11549 build line (on stderr, as
+    common/build-info does); anything else prints ``says`` and exits 1, as a build that rejects
+    a flag does."""
+    path = folder / "llama-server"
+    path.write_text("#!/bin/sh\n"
+                    'if [ "$1" = "--version" ]; then echo "version: 11549 (build 11549, commit b11549)" >&2; exit 0; fi\n'
+                    f'echo "{says}" >&2\nexit 1\n', encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def test_live_without_gguf_names_the_pip_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gguf" else real(name, *a))
+    server = _fake_server(tmp_path, says="unused")
+    one_line_error(capsys, ["live", "--server", str(server), "--kind", "kv", "--rules", "october"],
+                   "gguf", "pip install 'pcspec[live]'")
+
+
+def test_live_takes_a_relative_server_path_and_its_version(tmp_path: Path) -> None:
+    """``./llama-server`` is the file in the working folder, not a name looked up on PATH: the
+    version probe reads its build (b11549), where it used to fail and fall back to october."""
+    from pcspec.live.buildinfo import rules_for_server
+
+    _fake_server(tmp_path, says="unused")  # (the autouse fixture made tmp_path the working folder)
+    assert rules_for_server(Path("./llama-server")).rule_set == "b11549"
+    assert rules_for_server(Path("llama-server")).rule_set == "b11549"
+
+
+@pytest.mark.slow
+def test_live_with_a_server_that_will_not_start_is_one_line_with_its_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("gguf")
+    _fake_server(tmp_path, says="error: invalid argument: --ctx-checkpoints")
+    line = one_line_error(capsys, ["live", "--server", "./llama-server", "--kind", "kv", "--requests", "1",
+                                   "--out", str(tmp_path / "out")],
+                          "invalid argument: --ctx-checkpoints", "log")
+    assert "No such file" not in line
