@@ -34,7 +34,7 @@ from pcspec.properties.judge import base_violates, shrink_trace
 # Survey examples of walk seed s are example_seed(s, SURVEY_OFFSET + i): far beyond any hunt.
 SURVEY_OFFSET = 1 << 31
 # The walker's example budget of one hunt. The hard cells take up to a few hundred examples
-# (median) and about 3,000 at worst over 20 seeds (docs/PERFORMANCE.md, "Fuzzing speed").
+# (median) and about 1,000 at worst over 20 seeds (docs/PERFORMANCE.md, "Fuzzing speed").
 HUNT_EXAMPLES = 4000
 FINDS = 3
 

@@ -52,8 +52,8 @@ STRIDE = 1 << 32
 # Rules per example at most (each example draws its length from 1..STEPS). Longer than a
 # Hypothesis example (the ci profile's 25): a walker example costs nothing to generate, and
 # the deep states (an entry emptied by a failed load, loaded again, then checkpointed) need
-# long sequences. Measured over the hard cells (docs/PERFORMANCE.md): 60 found them in about
-# half the model steps of 25; 100 was no better than 60.
+# long sequences. Measured over the hard cells of 2026-12-01 (in git: git log -p
+# docs/PERFORMANCE.md): 60 found them in about half the model steps of 25; 100 was no better than 60.
 STEPS = 60
 # Swarm: the chance that a rule is enabled in an example, and that an argument is fixed.
 ENABLE = 0.5
