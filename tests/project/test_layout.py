@@ -93,7 +93,11 @@ def test_the_quick_loop_deselects_each_tier(tmp_path: Path, marker: str) -> None
 
 def test_the_documents_give_the_quick_loop() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "pip install '.[dev]' && pytest\n" in readme  # the README's command runs everything
+    # the README's command runs everything, on two workers (pytest-xdist), each test file on one
+    # worker (its module fixtures built once); .ci/run runs it verbatim
+    command = "pip install '.[dev]' && pytest -n 2 --dist loadfile\n"
+    assert f"    {command}" in readme
+    assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert f'pytest -m "{QUICK}"' in readme
     assert f'-m "{QUICK}"' in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()[-1]
     architecture = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
