@@ -853,6 +853,17 @@ class FileWrite(Event, kind="file_write"):
 
 
 @dataclass(frozen=True, slots=True)
+class FileRestoreBegin(Event, kind="file_restore_begin"):
+    """Model-only: a slot restore begins (server-context.cpp:2576): nothing of the slot has
+    changed yet. A restore a release re-queued runs right after what re-queued it (the idle-slot
+    save of a task re-queued by the same release, which may have just cleared this slot); the
+    conformance kit observes what came before at this event, before the file is installed."""
+
+    slot: int
+    filename: str
+
+
+@dataclass(frozen=True, slots=True)
 class FileRestoreFailed(Event, kind="file_restore_failed"):
     """``Unable to restore slot: <reason>`` (server-context.cpp:2624): the slot is cleared."""
 
@@ -908,7 +919,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     Select, FileMissing, FileFieldMissing,
     FileCorrupted, CkptErase, CkptRestore, EmptyPrompt, SeqRmRefused, PromptBegin, PromptStart, Batch, Stall,
     CkptCreateSkipped, CkptKeptRestored, CkptCreateFailed, CkptCreate, Generate, Truncated, ContextShift,
-    StateReadShort, StateWriteFailed, UninitLoaded, FileWrite, FileRestoreFailed, FileSemanticMismatch,
+    StateReadShort, StateWriteFailed, UninitLoaded, FileWrite, FileRestoreBegin, FileRestoreFailed,
+    FileSemanticMismatch,
     FileRestore, FileAppendixIgnored, FileDraftDropped,
 )  # fmt: skip
 """Every event kind the model emits."""

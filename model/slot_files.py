@@ -237,6 +237,7 @@ def restore(srv: Server, slot: Slot, filename: str) -> None:
     whole file first and loads the state after: every failure still ends in the same cleared
     slot, so only the order of the events differs, not the state any property judges."""
     heap, cfg, design = srv.heap, srv.cfg, srv.design
+    heap.emit(ev.FileRestoreBegin(slot=slot.id, filename=filename))
     data = srv.files.get(filename)
     if data is None:
         _fail(srv, slot, filename, "failed to open file")

@@ -7,8 +7,9 @@ event that ends a core function (``save_end``, ``cache_state``, ``prompt_start``
 model's memory and the task, and its observation read from the model's state at that moment.
 Functions whose event comes first and whose work follows (``prompt_clear``, ``release``, a
 context shift, a load that hands over or drops an entry) are observed at the next event that is
-not part of them. Token changes the core does not decide (a batch, a sampled token) become
-``tokens`` operations; a slot file restored becomes ``install``.
+not part of them (a slot restore says when it begins, ``file_restore_begin``, so what came
+before it is observed before the file is installed). Token changes the core does not decide
+(a batch, a sampled token) become ``tokens`` operations; a slot file restored becomes ``install``.
 
 After every model operation (every step of a ``run``) the model's state must equal the last
 observation: a change no core operation explains is a ``LoweringError``, never a silent gap.

@@ -158,6 +158,15 @@ def base_scenarios() -> list[Scenario]:
                         cache_idle_slots=False, kv_unified=True),
                  [request([1, 2, 3, 4, 5, 6, 7, 8, 137], [8], n_predict=3),
                   request([1, 2, 3, 4, 5, 6, 7, 8], [], n_predict=3), RUN]),
+        Scenario("restore-after-idle-clear", "a slot restore that waited for its slot runs right after the "
+                 "idle-slot save cleared that slot: the clear empties it, then the install fills it (found by "
+                 "fuzzing: seed 0, trace 636)",
+                 replace(BASE_CONFIG, n_slots=2, kv_unified=True),
+                 [request(a1[:14], [8], id_slot=0), RUN, {"op": "slot_save", "id_slot": 0, "filename": "a.bin"},
+                  request(SYSTEM + user(2, 6), [8], id_slot=0),
+                  request(SYSTEM + user(3, 6), [8], id_slot=1, n_predict=1),
+                  request(SYSTEM + user(4, 6), [8], id_slot=0),
+                  {"op": "slot_restore", "id_slot": 1, "filename": "a.bin"}, RUN]),
     ]  # fmt: skip
     return out
 

@@ -14,7 +14,7 @@ from pcspec.conform.canon import Canon, differences
 from pcspec.conform.judge import Judge
 from pcspec.conform.lower import lower
 from pcspec.conform.protocol import decode_state, encode_state
-from pcspec.conform.scenarios import BASE_CONFIG, chat
+from pcspec.conform.scenarios import BASE_CONFIG, base_scenarios, chat
 from pcspec.conform.session import Session, sanitizer_findings
 from pcspec.core.trace import Trace
 from pcspec.model.designs import DESIGNS
@@ -78,6 +78,18 @@ def test_lowering_keeps_the_model_in_step() -> None:
     low = lower(Trace(FIXED, BASE_CONFIG, chat()))
     assert low.crash is None and len(low.ops) == len(low.expect) == len(low.origin)
     assert {op["op"] for op in low.ops} >= {"save", "load", "update", "prompt_start", "checkpoint", "tokens", "release"}
+
+
+def test_a_clear_is_observed_before_a_restore_that_follows_it() -> None:
+    """A slot restore a release re-queued runs right after the idle-slot save of the task the same
+    release re-queued, which cleared that slot (fuzzed trace 636 of seed 0): the clear's
+    observation has the slot empty, the install's has the file's tokens."""
+    scenario = next(s for s in base_scenarios() if s.name == "restore-after-idle-clear")
+    low = lower(scenario.trace())
+    i = next(i for i, op in enumerate(low.ops) if op["op"] == "install")
+    assert low.ops[i - 1] == {"op": "clear", "slot": 1}
+    assert low.expect[i - 1]["slots"][1] == {"tokens": [], "ckpts": [], "restored": None}
+    assert low.expect[i]["slots"][1]["tokens"] == low.ops[i]["tokens"] != []
 
 
 def test_judge_names_what_an_observation_breaks() -> None:
