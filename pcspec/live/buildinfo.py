@@ -58,9 +58,12 @@ def rules_for_text(text: str) -> ServerRules:
     got = choose(*named)
     if len(got.candidates) == 1:
         return ServerRules(got.candidates[0], got.evidence, got.warning)
-    return ServerRules(FALLBACK, got.evidence,
-                       f"{got.evidence}: compared with the {FALLBACK} rule set (it may be "
-                       f"{' or '.join(got.candidates)}; --rules NAME to choose)")
+    # several rule sets it may be (oldest first): the first is the newest known build at or
+    # below the binary's, the nearest one whose facts are known to be there
+    nearest = got.candidates[0]
+    return ServerRules(nearest, got.evidence,
+                       f"{got.evidence}: compared with the {nearest} rule set, the nearest known build "
+                       f"(it may be {' or '.join(got.candidates)}; --rules NAME to choose)")
 
 
 def rules_for_server(binary: Path) -> ServerRules:

@@ -68,10 +68,13 @@ def conform(
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_port_conforms(build: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = conform(capsys, tmp_path, build / "pcspec-port", "--fuzz", "100", "--seed", "3")
+def test_port_conforms_at_the_default_budget(build: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command's default run (the golden suite, then 1,000 fuzzed traces of seed 0), as a
+    user runs it: its trace 636 (a clear of a slot just before a slot restore) once diverged
+    where 100 traces never went (about two minutes of CPU, the Python side's)."""
+    code, out = conform(capsys, tmp_path, build / "pcspec-port")
     assert code == 0, json.dumps(out.get("divergence"), indent=1)[:4000]
-    assert out["ok"] and out["fuzzed"] == 100
+    assert out["ok"] and out["fuzzed"] == 1000
 
 
 @pytest.mark.parametrize("broken", sorted(BROKEN))

@@ -45,14 +45,16 @@ def test_the_rule_set_of_the_build_the_server_names(tmp_path: Path, number: int,
     assert args.rules_evidence.startswith(f"build {number} ({commit}) = ")
 
 
-def test_a_newer_build_gets_the_newest_rule_set_with_a_warning(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_newer_build_gets_the_nearest_known_build_with_a_warning(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A build above b11549 may have the November code or not: it is compared with b11549, the
+    nearest known build, and the warning names both and --rules."""
     args = parsed("--server", str(fake_server(tmp_path, 12000, "0123abc")))
     live_cmd._server(args)
-    assert args.variant == NEWEST
+    assert args.variant == "b11549"
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith("pcspec live: warning: build 12000 is newer")
-    assert NEWEST in err[0]
+    assert len(err) == 1 and err[0].startswith("pcspec live: warning: build 12000 (0123abc): newer than")
+    assert f"b11549 or {NEWEST}" in err[0] and "--rules" in err[0]
 
 
 def test_a_server_that_names_nothing_gets_october_and_the_offer_of_rules(tmp_path: Path) -> None:
