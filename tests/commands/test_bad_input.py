@@ -414,7 +414,8 @@ def _fake_server(folder: Path, *, says: str) -> Path:
     a flag does."""
     path = folder / "llama-server"
     path.write_text("#!/bin/sh\n"
-                    'if [ "$1" = "--version" ]; then echo "version: 11549 (build 11549, commit b11549)" >&2; exit 0; fi\n'
+                    'if [ "$1" = "--version" ]; then\n'
+                    '    echo "version: 11549 (build 11549, commit b11549)" >&2; exit 0\nfi\n'
                     f'echo "{says}" >&2\nexit 1\n', encoding="utf-8")
     path.chmod(0o755)
     return path
