@@ -499,9 +499,11 @@ class SlotChecker:
     def _learn_from_scan(self, s: SlotState, st: PromptStart) -> None:
         """A scan that ends in "forcing" names every checkpoint, newest first."""
         rebuilt: list[Ckpt] = []
+        taken: set[int] = set()
         for c in reversed(st.checks):
-            idx = find(s.ckpts, c.pos_min, c.pos_max, None)
+            idx = find(s.ckpts, c.pos_min, c.pos_max, None, taken)
             if idx is not None:
+                taken.add(idx)
                 rebuilt.append(s.ckpts[idx])
                 continue
             n_tokens = c.pos_max + 1 if self.ctx.rules.positions == "text" else None
@@ -719,7 +721,7 @@ class SlotChecker:
                             if not prefix_known and n_prefix_rule else expected)
             observed: set[int] = set()
             for x in st.invalidated:
-                i = find(ckpts, x.pos_min, x.pos_max, x.n_tokens)
+                i = find(ckpts, x.pos_min, x.pos_max, x.n_tokens, observed)
                 if i is None:
                     return (3, "invalidate",
                             f"erased [{x.pos_min}, {x.pos_max}] which slot {s.id} does not "

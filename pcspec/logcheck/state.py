@@ -45,10 +45,14 @@ class Ckpt:
         return f"[{self.pos_min}, {self.pos_max}] n_tokens={n}"
 
 
-def find(ckpts: list[Ckpt], pos_min: int, pos_max: int, n_tokens: int | None) -> int | None:
-    """Index of the first checkpoint with these positions (and n_tokens when both known)."""
+def find(ckpts: list[Ckpt], pos_min: int, pos_max: int, n_tokens: int | None,
+         taken: set[int] | frozenset[int] = frozenset()) -> int | None:
+    """Index of the first checkpoint with these positions (and n_tokens when both known) that
+    is not in ``taken``. Lines name a checkpoint by its numbers only, so identical checkpoints
+    (a slot-file appendix of fillers, say) are one multiset: each line takes one of them, in
+    whatever order the server went through them."""
     for i, c in enumerate(ckpts):
-        if c.matches(pos_min, pos_max, n_tokens):
+        if i not in taken and c.matches(pos_min, pos_max, n_tokens):
             return i
     return None
 
