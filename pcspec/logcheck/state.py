@@ -87,6 +87,9 @@ class SlotState:
     prefix_hint: int | None = None  # from the slot selection / cache load before the task
     restored_by: dict[int, tuple[int, int]] = field(default_factory=dict)  # uid -> (task, line)
     clear_after_save: bool = False
+    # the list stopped being known at a deviation (not because the log cannot show it): it is
+    # known again at the first creation whose "k of N" agrees with it (SlotChecker._resync)
+    suspect: bool = False
 
     def clear(self) -> None:
         """prompt.clear(): tokens and checkpoints (#25649)."""
@@ -98,6 +101,7 @@ class SlotState:
         matters (the next erasure is by a later task)."""
         self.ckpts = ckpts
         self.exact = exact
+        self.suspect = False
         self.restored_by.clear()
 
     def busy(self) -> bool:
