@@ -45,12 +45,13 @@ _LIST_PARTIAL = ("a slot-file restore of the October code shows only in the DEBU
 _CACHE = (ev.PromptSave, ev.CacheConfig, ev.CacheSummary, ev.CacheObsoleteRemoved)
 
 NEEDS: dict[str, Need] = {
-    "ckpt-cap": Need((ev.CheckpointCreated,), _LIST, _RESTORE, _LIST_PARTIAL),
-    "ckpt-count": Need((ev.CheckpointCreated,), _LIST, _RESTORE, _LIST_PARTIAL),
+    "ckpt-cap": Need((ev.CheckpointCreated,), (*_LIST, ev.CheckpointConfig), _RESTORE, _LIST_PARTIAL),
+    "ckpt-count": Need((ev.CheckpointCreated,), (*_LIST, ev.CheckpointConfig), _RESTORE, _LIST_PARTIAL),
     "ckpt-position": Need((ev.CheckpointCreated,), (), (ev.DoCheckpoint,),
                           "the memory range of main/do_checkpoint (DEBUG) is not shown: only "
                           "n_tokens = pos_max + 1 and the batch start are judged"),
-    "ckpt-sweep": Need((ev.CheckpointErasedTooClose, ev.CheckpointCreated), _LIST, _RESTORE, _LIST_PARTIAL),
+    "ckpt-sweep": Need((ev.CheckpointErasedTooClose, ev.CheckpointCreated), (*_LIST, ev.CheckpointConfig),
+                       _RESTORE, _LIST_PARTIAL),
     "ckpt-cap-evict": Need((ev.CheckpointErasedOld,), _LIST, _RESTORE, _LIST_PARTIAL),
     "ckpt-supersede": Need((ev.CheckpointSuperseded, ev.CheckpointCreated), _LIST, _RESTORE, _LIST_PARTIAL),
     "restore-scan": Need((ev.CheckpointChecked, ev.CheckpointRestored, ev.FullReprocess), _LIST,

@@ -70,3 +70,17 @@ def test_campaign_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "checks clean" in capsys.readouterr().err
     assert main([str(deviating), "--mutants", "3", "--option", "restored-owner=restorer"]) == 0
     assert "3 mutants (seed 1)" in capsys.readouterr().out
+
+
+def test_an_edited_cache_limit_is_adopted_from_the_summary(tmp_path: Path) -> None:
+    """--cache-ram edited on the start-up line (1 -> 2 MiB): the first "cache state" summary,
+    which prints the server's limit, deviates and its limit is adopted (one deviation at every
+    summary and a few at the saves, 20 or more, before)."""
+    text = EVICTION.read_text(encoding="utf-8", errors="replace")
+    old = "prompt cache is enabled, size limit: 1 MiB"
+    assert text.count(old) == 1
+    out = tmp_path / "03-eviction.log"
+    out.write_text(text.replace(old, "prompt cache is enabled, size limit: 2 MiB"), encoding="utf-8")
+    r = check_log(out)
+    assert 1 <= r.n_deviations <= GOOD, [d.message for d in r.deviations]
+    assert any("adopted" in d.message for d in r.deviations)
