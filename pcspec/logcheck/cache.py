@@ -600,7 +600,8 @@ class CacheChecker:
             ctx.deviate(sm.line, "cache-limit",
                         f"summary gives a limit of {sm.limit_mib:.3f} MiB, the cache's is "
                         f"{cfg.limit.show()}; the summary's is adopted")
-            # the server's limit is the one it prints at every update (limit_size)
+            # the server's limit is the one it prints at every update (limit_size,
+            # server-task.cpp:1894-1895 at 0c1e570)
             cfg.limit = logged
         if cfg.limit_tokens is None:
             cfg.limit_tokens = sm.limit_tokens

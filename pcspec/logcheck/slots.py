@@ -246,7 +246,8 @@ class SlotChecker:
             ctx.deviate(e.line, "ckpt-count",
                         f"'created ... {e.index} of {e.cap}' but --ctx-checkpoints is "
                         f"{ctx.config.cap} (start-up line); the line's cap is adopted")
-            # the server's cap is the one it prints at every creation (params_base.n_ctx_checkpoints)
+            # the server's cap is the one it prints at every creation (params_base.n_ctx_checkpoints,
+            # server-context.cpp:2349-2351 at 0c1e570)
             ctx.config.cap = cap = e.cap
         if e.index is not None and e.cap is not None and e.index > e.cap:
             ctx.deviate(e.line, "ckpt-cap",
@@ -290,11 +291,13 @@ class SlotChecker:
 
     def _resync(self, s: SlotState, e: ev.CheckpointCreated) -> None:
         """After a deviation about the list at a creation, rebuild it from what the line
-        shows: "created k of N" says the list holds k checkpoints with the new one. A longer
+        shows: "created k of N" says the list holds k checkpoints with the new one (k is
+        ``checkpoints.size()`` after the push, server-context.cpp:2349-2351 at 0c1e570). A longer
         list loses its identical copies first (a checkpoint the checker recorded twice, or a
-        creation line that restates one), then its oldest (the front, where the server
-        erases, create_checkpoint, server-context.cpp:2309-2318 at 0c1e570); a shorter one holds checkpoints
-        the checker has not seen: the list is no longer known, and is known again at the first
+        creation line that restates one), then those the too-close sweep erases but the log
+        did not show, then its oldest (the front, where the server erases: create_checkpoint,
+        server-context.cpp:2311-2318 at 0c1e570); a shorter one holds checkpoints the checker
+        has not seen: the list is no longer known, and is known again at the first
         creation whose k agrees with it, at a "1 of N", or from a scan that names every
         checkpoint. Later lines are judged on the rebuilt list, so one wrong line costs the
         deviations on its own lines, not one at every later step of the slot."""
