@@ -40,7 +40,8 @@ _LIST = (ev.CheckpointCreated, ev.CheckpointErasedOld, ev.CheckpointErasedTooClo
          ev.CheckpointSuperseded, ev.CheckpointInvalidated)
 _RESTORE = (ev.StateRead,)
 _LIST_PARTIAL = ("a slot-file restore of the October code shows only in the DEBUG state_read_meta "
-                 "line: it is seen from its effect on the slot's next token count or f_keep")
+                 "line: it is seen from its effect (the slot's next token count or f_keep, a prompt "
+                 "start that finds no checkpoint)")
 # the lines that build the cache's entries and limits (server_prompt_cache::alloc / update)
 _CACHE = (ev.PromptSave, ev.CacheConfig, ev.CacheSummary, ev.CacheObsoleteRemoved)
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pcspec.logcheck import events as ev
-from pcspec.logcheck.context import Context
+from pcspec.logcheck import levels
+from pcspec.logcheck.context import Context, Deviations
 from pcspec.logcheck.mib import Approx, prints_as
 from pcspec.logcheck.state import UNKNOWN_TASK, Ckpt, PromptStart, SlotState, find
 from pcspec.model import policy
@@ -522,6 +523,10 @@ class SlotChecker:
         before = ctx.deviations.count
         self._adopt(s, [*st.invalidated, *([st.restored] if st.restored else [])],
                     {ev.CheckpointInvalidated: "invalidate", ev.CheckpointRestored: "restore-choice"})
+        if self._silent_restore(s, st, cached, thold):
+            ctx.weaken("a prompt start on a slot that held no checkpoint any more: a slot-file "
+                       "restore the log cannot show at this verbosity (state_read_meta is DEBUG)")
+            self.drop(s, s.n_tokens, restore=True)
         scan_ok = self._check_scan(s, st) if s.exact and self.checks_visible else True
         # statistics of the outcome
         stats = ctx.stats
@@ -556,6 +561,28 @@ class SlotChecker:
             # records of checkpoints that left the list without an erasure line
             held = {c.uid for c in s.ckpts}
             s.restored_by = {k: v for k, v in s.restored_by.items() if k in held}
+
+    def _silent_restore(self, s: SlotState, st: PromptStart, cached: ev.CachedTokens | None,
+                        thold: int | None) -> bool:
+        """Below DEBUG an October slot-file restore leaves no line: ``POST /slots/N?action=
+        restore`` prints only libllama's DEBUG ``state_read_meta`` (llama-kv-cache.cpp:2452)
+        and runs ``prompt.clear()`` (server-context.cpp:2620 at 0c1e570), so the slot's next
+        prompt start finds no checkpoint. (b11549 and the November code say so at INFO,
+        server-context.cpp:2712 at b11549.) A prompt start that shows nothing of the list (no
+        scan, restore, re-processing or invalidation) where the list the checker holds would
+        have been invalidated is read as such a restore."""
+        ctx = self.ctx
+        if (ctx.rules.verbosity >= levels.DBG or ctx.rules.build in ("b11549", "november") or not s.exact
+                or not s.ckpts or st.checks or st.restored is not None or st.forcing is not None
+                or st.invalidated):
+            return False
+        kept, weakened = ctx.deviations, ctx.weakened.copy()
+        ctx.deviations = Deviations()
+        try:
+            self._judge_start(s, st, cached, thold)
+            return ctx.deviations.count > 0
+        finally:
+            ctx.deviations, ctx.weakened = kept, weakened
 
     def _learn_from_scan(self, s: SlotState, st: PromptStart) -> None:
         """A scan that ends in "forcing" names every checkpoint, newest first."""

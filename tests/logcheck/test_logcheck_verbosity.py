@@ -188,3 +188,13 @@ def test_cut_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     plain.write_text("srv  update_slots: all slots are idle\n")
     assert cut_main([str(plain), str(tmp_path / "out.log")]) == 2
     assert "--no-log-prefix" in capsys.readouterr().err
+
+
+def test_an_october_restore_hidden_below_debug_is_read_from_the_prompt_start() -> None:
+    """-lv 4: an October slot-file restore prints only a DEBUG line, and the slot's next prompt
+    start finds no checkpoint to invalidate: read as that restore (a weakened check), not as an
+    invalidation deviation (the -v original, which shows the restore, gives none either)."""
+    r = check_log(SAMPLES / "october-hybrid-restore.v4.log")
+    assert r.n_deviations == 0, [d.message for d in r.deviations]
+    assert any("slot-file restore the log cannot show" in k for k in r.weakened)
+    assert r.stats.slot_file_restores >= 1
