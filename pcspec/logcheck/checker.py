@@ -192,6 +192,10 @@ class _Run:
     def _launched(self, e: ev.TaskLaunched) -> None:
         s = self.slots.slot(e.slot)
         s.task = e.task
+        if not shown(ev.NewPrompt, self.ctx.rules.verbosity):
+            # below TRACE a request shows as its launch (INFO "processing task",
+            # server-context.cpp:1810 at 0c1e570), not as its "new prompt" (TRACE, 3126)
+            self.ctx.stats.requests += 1
         if e.is_child:
             # a child task (n_cmpl > 1) starts from a clone of its parent's prompt
             # (copy_state_to), which the log does not show

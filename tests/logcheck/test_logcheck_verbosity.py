@@ -198,3 +198,10 @@ def test_an_october_restore_hidden_below_debug_is_read_from_the_prompt_start() -
     assert r.n_deviations == 0, [d.message for d in r.deviations]
     assert any("slot-file restore the log cannot show" in k for k in r.weakened)
     assert r.stats.slot_file_restores >= 1
+
+
+def test_requests_are_counted_from_their_launch_below_trace() -> None:
+    """The 10 requests of 01-growing (tests/data/real/README-logs.md): "new prompt" lines at -v,
+    "processing task" lines (INFO) at the default verbosity."""
+    assert check_log(REAL / "01-growing.log").stats.requests == 10
+    assert check_log(SAMPLES / "01-growing.v3.log").stats.requests == 10
