@@ -51,10 +51,13 @@ def register(sub: Any) -> None:
         "check-log",
         help="check a llama-server log against the spec and report where its cache and "
         "checkpoints went",
-        description="Read llama-server logs (any verbosity; -v shows the TRACE lines that "
-        "carry most of the checkpoint and cache detail), replay their prompt-cache and "
-        "checkpoint lines against the model's rules, report deviations with line numbers and "
-        "statistics.",
+        description="Read llama-server logs, replay their prompt-cache and checkpoint lines "
+        "against the model's rules, report deviations with line numbers and statistics. Every "
+        "rule is judged on a -v log. Without -v the server prints no TRACE or DEBUG line "
+        "(checkpoint creation, restore scans, cache saves and listings): the log's verbosity is "
+        "read from its 'verbosity = N' line (or the levels of the lines it shows), and each rule "
+        "whose lines are not printed is skipped or weakened and named in the report as 'not "
+        "judged' (docs/USING.md, 'What a production log shows').",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -13,6 +13,10 @@ Modules, in data-flow order:
   (checkpoints, prompt starts, slot-file restores) and ``cache`` (alloc, load, update) over the
   state in ``state`` and ``context``, with sizes as ``mib.Approx`` intervals; deviations use the
   ids in ``rules``;
+* ``levels``   the C++ log level of each line kind; ``needs`` the lines each rule needs, and
+  what a run's verbosity lets it judge; ``cut`` a ``-v`` log cut to a lower verbosity
+  (``python -m pcspec.logcheck.cut``); ``mutate`` the one-line mutation campaign
+  (``python -m pcspec.logcheck.mutate``);
 * ``stats``    counters and the unique-accounting estimate; ``report`` JSON and text;
   ``trace``    the events as a JSON-lines trace;
 * ``logged``   the events as the records of ``pcspec.model.logged``, the vocabulary the

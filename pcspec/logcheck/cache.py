@@ -589,7 +589,8 @@ class CacheChecker:
             if sm.limit_mib != 0.0:
                 ctx.deviate(sm.line, "cache-limit",
                             f"summary gives a limit of {sm.limit_mib:.3f} MiB but the cache "
-                            "started with no byte limit")
+                            "started with no byte limit; the summary's is adopted")
+                cfg.no_limit, cfg.limit = False, logged
         elif cfg.limit is None:
             if sm.limit_mib == 0.0:
                 cfg.no_limit = True
@@ -598,7 +599,10 @@ class CacheChecker:
         elif not logged.overlaps(cfg.limit):
             ctx.deviate(sm.line, "cache-limit",
                         f"summary gives a limit of {sm.limit_mib:.3f} MiB, the cache's is "
-                        f"{cfg.limit.show()}")
+                        f"{cfg.limit.show()}; the summary's is adopted")
+            # the server's limit is the one it prints at every update (limit_size,
+            # server-task.cpp:1894-1895 at 0c1e570)
+            cfg.limit = logged
         if cfg.limit_tokens is None:
             cfg.limit_tokens = sm.limit_tokens
         elif cfg.limit_tokens != sm.limit_tokens:

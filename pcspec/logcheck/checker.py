@@ -36,8 +36,10 @@ from typing import Any, get_args
 
 from pcspec.core.results import Finding
 from pcspec.logcheck import events as ev
+from pcspec.logcheck import levels
 from pcspec.logcheck.cache import LOAD_LINES, SAVE_LINES, UPDATE_LINES, CacheChecker
 from pcspec.logcheck.context import Context, Deviations
+from pcspec.logcheck.levels import shown
 from pcspec.logcheck.options import Options, Rules, resolve
 from pcspec.logcheck.scan import RunSummary, opens_run, scan_runs
 from pcspec.logcheck.selection import SCAN_LINES, Selection
@@ -50,7 +52,7 @@ _CKPT_LINES = (ev.CheckpointErasedOld, ev.CheckpointErasedTooClose, ev.Checkpoin
 _CACHE_LINES = (ev.CacheMakeRoom, ev.CacheLimitEvict, ev.CacheTokenEvict, ev.CacheOversize)
 # lines that say how the server was started, not what its cache or checkpoints did: a log of
 # only these has nothing to check
-_STARTUP_LINES = (ev.BuildLine, ev.ServerInit, ev.SlotInit, ev.CacheConfig, ev.CheckpointConfig,
+_STARTUP_LINES = (ev.BuildLine, ev.VerbosityLine, ev.ServerInit, ev.SlotInit, ev.CacheConfig, ev.CheckpointConfig,
                   ev.IdleSlotConfig)
 
 
@@ -72,6 +74,9 @@ class CheckResult:
     n_deviations: int = 0
     nothing_to_check: bool = False
     n_knock_on: int = 0  # disagreements resolved by adopting the log (``context.Deviations``)
+    # rule -> "skipped|weakened, why" for the rules some run's verbosity did not let the checker
+    # judge in full (``needs``), with the disagreements of skipped rules that were dropped
+    not_judged: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +91,7 @@ class CheckResult:
             "stats": self.stats.as_dict(),
             "runs": [r.as_dict() for r in self.runs],
             "weakened_checks": dict(self.weakened),
+            "not_judged": dict(self.not_judged),
             "notes": list(self.notes),
         }
 
@@ -97,15 +103,24 @@ class _Run:
         self.ctx = ctx
         kinds = summary.kinds
         started = summary.started
+        verbosity = ctx.rules.verbosity
         # a list is known from the start only when the lines that grow it are visible: the
-        # creation and save lines are TRACE, the erasure and eviction lines WARN
-        created_visible = ev.CheckpointCreated in kinds or not kinds.intersection(_CKPT_LINES)
-        saves_visible = ev.PromptSave in kinds or not (kinds.intersection(_CACHE_LINES)
-                                                        or summary.listed)
-        if started and not created_visible:
+        # creation and save lines are TRACE (levels.LEVELS), the erasure and eviction lines
+        # WARN; below TRACE they are never printed, at TRACE and above a run that shows other
+        # lines of the list but none of these has had them cut out
+        created_visible = shown(ev.CheckpointCreated, verbosity) and (
+            ev.CheckpointCreated in kinds or not kinds.intersection(_CKPT_LINES))
+        saves_visible = shown(ev.PromptSave, verbosity) and (
+            ev.PromptSave in kinds or not (kinds.intersection(_CACHE_LINES) or summary.listed))
+        if started and verbosity < levels.TRC:
+            ctx.notes.append(f"verbosity {levels.describe(verbosity)} ({ctx.rules.verbosity_evidence}): "
+                             "checkpoint lists and cache contents are not printed; the rules "
+                             "that need them are not judged (run the server with -lv 4 or -v "
+                             "to judge them)")
+        elif started and not created_visible:
             ctx.notes.append("checkpoint creation lines are not in the log (TRACE hidden? run "
                              "the server with -lv 4 or -v): checkpoint lists not checked")
-        if started and not saves_visible:
+        if started and verbosity >= levels.TRC and not saves_visible:
             ctx.notes.append("prompt cache save lines are not in the log (TRACE hidden?): "
                              "cache contents not checked")
         if not started:
@@ -177,6 +192,10 @@ class _Run:
     def _launched(self, e: ev.TaskLaunched) -> None:
         s = self.slots.slot(e.slot)
         s.task = e.task
+        if not shown(ev.NewPrompt, self.ctx.rules.verbosity):
+            # below TRACE a request shows as its launch (INFO "processing task",
+            # server-context.cpp:1810 at 0c1e570), not as its "new prompt" (TRACE, 3126)
+            self.ctx.stats.requests += 1
         if e.is_child:
             # a child task (n_cmpl > 1) starts from a clone of its parent's prompt
             # (copy_state_to), which the log does not show
@@ -231,6 +250,7 @@ class LogChecker:
         self.notes: list[str] = []
         self.runs: list[Rules] = []
         self.weakened: dict[str, int] = {}
+        self.not_judged: dict[str, str] = {}
         self.n_events = 0
         self.n_checked = 0  # events past the start-up lines
         self.run: _Run | None = None
@@ -259,6 +279,12 @@ class LogChecker:
         self.runs.append(replace(ctx.rules, invalidation=final,
                                  invalidation_evidence=choice.evidence))
         self.notes.extend(ctx.notes)
+        for rule, verdict in ctx.not_judged.items():
+            if rule not in self.not_judged:
+                self.not_judged[rule] = f"{verdict.status} at verbosity {ctx.rules.verbosity}: {verdict.why}"
+            dropped = ctx.unjudged.get(rule, 0)
+            if dropped:
+                self.not_judged[rule] += f" ({dropped} disagreement(s) not reported)"
         for k, v in ctx.weakened.items():
             self.weakened[k] = self.weakened.get(k, 0) + v
 
@@ -272,7 +298,7 @@ class LogChecker:
         return CheckResult(self.source, n_lines, self.n_events, kept, all_notes, self.stats,
                            self.runs, self.weakened, self.deviations.count,
                            nothing_to_check=self.n_checked == 0,
-                           n_knock_on=self.deviations.knock_on)
+                           n_knock_on=self.deviations.knock_on, not_judged=self.not_judged)
 
 
 def check_events(events: Sequence[ev.Event], options: Options | None = None,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pcspec.core.results import Finding, deviation
 from pcspec.logcheck import events as ev
 from pcspec.logcheck.mib import Approx
+from pcspec.logcheck.needs import Verdict, verdicts
 from pcspec.logcheck.options import Rules
 from pcspec.logcheck.rules import RULES
 from pcspec.logcheck.stats import Stats
@@ -99,12 +100,23 @@ class Context:
     notes: list[str] = field(default_factory=list)
     weakened: Counter[str] = field(default_factory=Counter)
     invalidation: InvalidationChoice = field(init=False)
+    # the rules this run's verbosity does not let the checker judge in full (needs.verdicts)
+    not_judged: dict[str, Verdict] = field(init=False)
+    # disagreements of a skipped rule: dropped, counted by rule
+    unjudged: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self.invalidation = InvalidationChoice(self.rules.invalidation_rules())
+        self.not_judged = verdicts(self.rules.verbosity)
 
     def deviate(self, line: int, rule: str, message: str) -> None:
         assert rule in RULES, rule
+        verdict = self.not_judged.get(rule)
+        if verdict is not None and verdict.status == "skipped":
+            # the lines it needs are not printed at this verbosity: a disagreement is the
+            # checker's missing input, not the server's deviation
+            self.unjudged[rule] += 1
+            return
         point = dict(self.rules.skipped).get(rule)
         if point is not None:  # the design runs its own code where this rule hangs: not judged
             self.weaken(f"{rule}: not judged, the design's own {point} (an effect, not replayable from a log)")

@@ -97,6 +97,14 @@ class BuildLine(Event):
     commit: str
 
 
+class VerbosityLine(Event):
+    """INFO ``cmn common_param: common_params_print_info: verbosity = %d (adjust with the `-lv N`
+    CLI arg)`` (common/common.cpp:405 at 0c1e570): the log's verbosity threshold, printed once
+    per process before load_model at every verbosity (``pcspec.logcheck.levels``)."""
+
+    verbosity: int
+
+
 # --------------------------------------------------------------------------------------------
 # sequence state reads (src/llama-kv-cache.cpp: state_read_meta)
 

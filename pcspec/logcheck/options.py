@@ -113,6 +113,9 @@ class Rules:
     restored_owner: str  # creator | restorer
     pos_min: str = "memory"  # memory | payload
     accounting: str = "per-holder"  # per-holder | unique
+    # the log's verbosity threshold for this run (pcspec.logcheck.levels) and how it shows it
+    verbosity: int = 2**31 - 1
+    verbosity_evidence: str = ""
 
     def invalidation_rules(self) -> tuple[str, ...]:
         """The invalidation rules a prompt start may follow."""
@@ -263,4 +266,6 @@ def resolve(options: Options, run: RunSummary) -> Rules:
         build=rule_set or "unknown",
         build_evidence=build_evidence,
         build_warning=warning if current or options.rules != "auto" else "",
+        verbosity=run.verbosity()[0],
+        verbosity_evidence=run.verbosity()[1],
     )

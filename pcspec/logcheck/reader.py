@@ -25,10 +25,12 @@ Two more things real captures contain: a message printed without a newline glued
 line (the later timestamped prefix is found), and a last line without a newline (a log cut
 while being written: ignored, with a note, since a number in it may be cut short).
 
-Two lines without the ``srv``/``slot`` prefix are read as well: the build line
+Three lines without the ``srv``/``slot`` prefix are read as well: the build line
 (``common_params_print_info: build N (commit)``, which tells the rule set, see
-``pcspec.logcheck.builds``) and libllama's DEBUG ``state_read_meta`` line (which shows a
-slot-file restore). A block is searched for their key words once, and only the lines of a block
+``pcspec.logcheck.builds``), the verbosity line (``common_params_print_info: verbosity = N``,
+which tells which line kinds the log can show, see ``pcspec.logcheck.levels``) and libllama's
+DEBUG ``state_read_meta`` line (which shows a slot-file restore). A block is searched for their
+key words once, and only the lines of a block
 that has one are tested for them.
 
 ``stream_events`` reads a ``LogFile`` block by block (memory independent of the log's length);
@@ -69,6 +71,11 @@ _STATE_READ = re.compile(
     r"dest_seq_id = (-?\d+)"
 )
 _BUILD_WORD = "print_info: build "
+_VERBOSITY_WORD = "print_info: verbosity = "
+_VERBOSITY = re.compile(
+    r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d )?(?:([A-Z]) )?cmn +\S{1,12}: common_params_print_info: "
+    r"verbosity = (-?\d+) "
+)
 # the other forms a build names itself in (pcspec.logcheck.builds.parse_build)
 _OTHER_BUILD_WORDS = ("(build ", "build: ")
 _BUILD = re.compile(
@@ -120,6 +127,9 @@ def _other(line: str, ln: int) -> ev.Event | None:
     m = _STATE_READ.match(line)
     if m is not None:
         return ev.StateRead(ln, m.group(1) or "", int(m.group(2)), int(m.group(3)))
+    m = _VERBOSITY.match(line)
+    if m is not None:
+        return ev.VerbosityLine(ln, m.group(1) or "", int(m.group(2)))
     m = _BUILD.match(line)
     if m is not None:
         return ev.BuildLine(ln, m.group(1) or "", int(m.group(2)), m.group(3))
@@ -130,7 +140,7 @@ def _other(line: str, ln: int) -> ev.Event | None:
 
 
 def _names_build(line: str) -> bool:
-    return _BUILD_WORD in line or any(w in line for w in _OTHER_BUILD_WORDS)
+    return _BUILD_WORD in line or _VERBOSITY_WORD in line or any(w in line for w in _OTHER_BUILD_WORDS)
 
 
 def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) -> int:
@@ -139,7 +149,7 @@ def parse_lines(lines: list[str], first: int, text: str, out: list[ev.Event]) ->
     many of the lines are server lines (the prefix matched, whether or not the message is one
     the checker reads)."""
     state_reads = _STATE_READ_WORD in text
-    builds = _BUILD_WORD in text or any(w in text for w in _OTHER_BUILD_WORDS)
+    builds = _BUILD_WORD in text or _VERBOSITY_WORD in text or any(w in text for w in _OTHER_BUILD_WORDS)
     header = _HEADER.match
     inner = _TS_HEADER.search
     strip_ansi = _ANSI.sub

@@ -99,7 +99,8 @@ def _rules_line(r: CheckResult) -> list[str]:
                    f"invalidation={inval} supersede={'on' if run.supersede else 'off'}"
                    f" positions={run.positions} restored-owner={run.restored_owner}"
                    + (f" pos-min={run.pos_min}" if run.pos_min != "memory" else "")
-                   + (f" accounting={run.accounting}" if run.accounting != "per-holder" else ""))
+                   + (f" accounting={run.accounting}" if run.accounting != "per-holder" else "")
+                   + (f"; verbosity {run.verbosity} ({run.verbosity_evidence})" if run.verbosity < 5 else ""))
         i = j
     return out
 
@@ -112,7 +113,11 @@ def _knock_on(r: CheckResult) -> str:
 
 
 def _notes(r: CheckResult, weakened: str) -> list[str]:
+    """Weakened checks, then one line per rule the log's verbosity did not let the checker judge
+    in full (skipped or weakened, and why), then the notes."""
+    pad = " " * max(0, len(weakened) - len("not judged "))
     return ([f"{weakened}{v} x {k}" for k, v in sorted(r.weakened.items())]
+            + [f"not judged {pad}{rule}: {why}" for rule, why in r.not_judged.items()]
             + [f"note: {note}" for note in r.notes])
 
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pcspec.logcheck import events as ev
-from pcspec.logcheck.context import Context
+from pcspec.logcheck import levels
+from pcspec.logcheck.context import Context, Deviations
 from pcspec.logcheck.mib import Approx, prints_as
 from pcspec.logcheck.state import UNKNOWN_TASK, Ckpt, PromptStart, SlotState, find
 from pcspec.model import policy
@@ -45,6 +46,8 @@ class SlotChecker:
         # the run starts at the server's start-up, so every slot starts without a task
         self.idle_start = idle_start
         self.slots: dict[int, SlotState] = {}
+        # at a creation: the checkpoints the sweep erases that the log did not show (_resync)
+        self._should_go: list[Ckpt] = []
 
     # ---- bookkeeping -------------------------------------------------------------------------
 
@@ -233,15 +236,20 @@ class SlotChecker:
         if s.start is not None:
             self._finish_start(s, None)
         pend, s.pending_create = s.pending_create, []
+        self._should_go = []
         ctx.stats.ckpt_created += 1
         deviated = self._check_position(s, e)
+        before = ctx.deviations.count  # deviations about the list, from here on
         self._adopt(s, pend, {ev.CheckpointErasedTooClose: "ckpt-sweep",
                               ev.CheckpointErasedOld: "ckpt-cap-evict"})
         cap = ctx.config.cap if ctx.config.cap is not None else e.cap
         if e.cap is not None and ctx.config.cap is not None and e.cap != ctx.config.cap:
             ctx.deviate(e.line, "ckpt-count",
                         f"'created ... {e.index} of {e.cap}' but --ctx-checkpoints is "
-                        f"{ctx.config.cap} (start-up line)")
+                        f"{ctx.config.cap} (start-up line); the line's cap is adopted")
+            # the server's cap is the one it prints at every creation (params_base.n_ctx_checkpoints,
+            # server-context.cpp:2349-2351 at 0c1e570)
+            ctx.config.cap = cap = e.cap
         if e.index is not None and e.cap is not None and e.index > e.cap:
             ctx.deviate(e.line, "ckpt-cap",
                         f"slot {e.slot} holds {e.index} checkpoints, above the cap of {e.cap}")
@@ -274,8 +282,47 @@ class SlotChecker:
                 # "1 of N": the list was empty before the append, so it is known again
                 self._drop_all(s, e.task, e.line, "cleared")
                 s.exact = True
+            elif s.suspect and e.index is not None and len(s.ckpts) == e.index - 1:
+                # the list the checker rebuilt has the length the server's has: known again
+                s.exact, s.suspect = True, False
         s.ckpts.append(Ckpt(e.n_tokens, e.pos_min, e.pos_max, Approx.logged(e.size), e.task,
                             e.line, deviated=deviated))
+        if s.exact and ctx.deviations.count > before:
+            self._resync(s, e)
+
+    def _resync(self, s: SlotState, e: ev.CheckpointCreated) -> None:
+        """After a deviation about the list at a creation, rebuild it from what the line
+        shows: "created k of N" says the list holds k checkpoints with the new one (k is
+        ``checkpoints.size()`` after the push, server-context.cpp:2349-2351 at 0c1e570). A longer
+        list loses its identical copies first (a checkpoint the checker recorded twice, or a
+        creation line that restates one), then those the too-close sweep erases but the log
+        did not show, then its oldest (the front, where the server erases: create_checkpoint,
+        server-context.cpp:2311-2318 at 0c1e570); a shorter one holds checkpoints the checker
+        has not seen: the list is no longer known, and is known again at the first
+        creation whose k agrees with it, at a "1 of N", or from a scan that names every
+        checkpoint. Later lines are judged on the rebuilt list, so one wrong line costs the
+        deviations on its own lines, not one at every later step of the slot."""
+        if e.index is None:
+            s.exact, s.suspect = False, True
+            return
+        want = max(1, e.index)
+        seen: set[tuple[int, int, int | None]] = set()
+        i = 0
+        while len(s.ckpts) > want and i < len(s.ckpts):
+            c = s.ckpts[i]
+            key = (c.pos_min, c.pos_max, c.n_tokens)
+            if key in seen:
+                s.ckpts.pop(i)
+                continue
+            seen.add(key)
+            i += 1
+        for c in self._should_go:
+            if len(s.ckpts) > want and any(x is c for x in s.ckpts):
+                s.ckpts.remove(c)
+        while len(s.ckpts) > want:
+            s.ckpts.pop(0)
+        if len(s.ckpts) < want:
+            s.exact, s.suspect = False, True
 
     def _adopt(self, s: SlotState,
                refs: Sequence[ev.Erasure | ev.CheckpointInvalidated | ev.CheckpointRestored],
@@ -294,6 +341,14 @@ class SlotChecker:
                 continue
             c = next((c for c in s.ckpts if (c.pos_min, c.pos_max) == (pos_min, pos_max)), None)
             if c is None:
+                # a checkpoint recorded from a deviating line, named by its two other numbers:
+                # the log's numbers are the server's (a knock-on of that deviation)
+                c = next((c for c in s.ckpts if c.deviated and sum(
+                    (c.pos_min == pos_min, c.pos_max == pos_max, c.n_tokens == n_tokens)) == 2), None)
+                if c is None:
+                    continue
+                self.ctx.knock_on()
+                c.pos_min, c.pos_max, c.n_tokens, c.deviated = pos_min, pos_max, n_tokens, False
                 continue
             if c.deviated:
                 self.ctx.knock_on()
@@ -393,6 +448,8 @@ class SlotChecker:
             expected = (own.sweep_too_close(pairs, e.task, ctx.config.min_step, cap) if own is not None
                         else policy.sweep_too_close(pairs, e.task, ctx.config.min_step, cap, rule == "when-full"))
         if expected is not None and sorted(observed) != expected:
+            # what the rule erases and the log did not show: the first to go in a resync
+            self._should_go = [s.ckpts[i] for i in expected if i not in observed]
             line = sweep[0].line if sweep else e.line
             ctx.deviate(line, "ckpt-sweep",
                         f"task {e.task} swept {self._show([s.ckpts[i] for i in sorted(observed)])} "
@@ -463,8 +520,13 @@ class SlotChecker:
                         "thresholds")
         if not s.exact and st.forcing is not None and self.checks_visible:
             self._learn_from_scan(s, st)
+        before = ctx.deviations.count
         self._adopt(s, [*st.invalidated, *([st.restored] if st.restored else [])],
                     {ev.CheckpointInvalidated: "invalidate", ev.CheckpointRestored: "restore-choice"})
+        if self._silent_restore(s, st, cached, thold):
+            ctx.weaken("a prompt start on a slot that held no checkpoint any more: a slot-file "
+                       "restore the log cannot show at this verbosity (state_read_meta is DEBUG)")
+            self.drop(s, s.n_tokens, restore=True)
         scan_ok = self._check_scan(s, st) if s.exact and self.checks_visible else True
         # statistics of the outcome
         stats = ctx.stats
@@ -491,17 +553,45 @@ class SlotChecker:
             self._erase_logged(s, x, new.task, count=False)
         if cached is not None:
             s.n_tokens = cached.n_tokens
+        if s.exact and ctx.deviations.count > before:
+            # the list the prompt start was judged on is not the server's: no longer known,
+            # rebuilt from the next lines that show it (a creation's "k of N", a full scan)
+            s.exact, s.suspect = False, True
         if len(s.restored_by) > len(s.ckpts):
             # records of checkpoints that left the list without an erasure line
             held = {c.uid for c in s.ckpts}
             s.restored_by = {k: v for k, v in s.restored_by.items() if k in held}
 
+    def _silent_restore(self, s: SlotState, st: PromptStart, cached: ev.CachedTokens | None,
+                        thold: int | None) -> bool:
+        """Below DEBUG an October slot-file restore leaves no line: ``POST /slots/N?action=
+        restore`` prints only libllama's DEBUG ``state_read_meta`` (llama-kv-cache.cpp:2452)
+        and runs ``prompt.clear()`` (server-context.cpp:2620 at 0c1e570), so the slot's next
+        prompt start finds no checkpoint. (b11549 and the November code say so at INFO,
+        server-context.cpp:2712 at b11549.) A prompt start that shows nothing of the list (no
+        scan, restore, re-processing or invalidation) where the list the checker holds would
+        have been invalidated is read as such a restore."""
+        ctx = self.ctx
+        if (ctx.rules.verbosity >= levels.DBG or ctx.rules.build in ("b11549", "november") or not s.exact
+                or not s.ckpts or st.checks or st.restored is not None or st.forcing is not None
+                or st.invalidated):
+            return False
+        kept, weakened = ctx.deviations, ctx.weakened.copy()
+        ctx.deviations = Deviations()
+        try:
+            self._judge_start(s, st, cached, thold)
+            return ctx.deviations.count > 0
+        finally:
+            ctx.deviations, ctx.weakened = kept, weakened
+
     def _learn_from_scan(self, s: SlotState, st: PromptStart) -> None:
         """A scan that ends in "forcing" names every checkpoint, newest first."""
         rebuilt: list[Ckpt] = []
+        taken: set[int] = set()
         for c in reversed(st.checks):
-            idx = find(s.ckpts, c.pos_min, c.pos_max, None)
+            idx = find(s.ckpts, c.pos_min, c.pos_max, None, taken)
             if idx is not None:
+                taken.add(idx)
                 rebuilt.append(s.ckpts[idx])
                 continue
             n_tokens = c.pos_max + 1 if self.ctx.rules.positions == "text" else None
@@ -719,7 +809,7 @@ class SlotChecker:
                             if not prefix_known and n_prefix_rule else expected)
             observed: set[int] = set()
             for x in st.invalidated:
-                i = find(ckpts, x.pos_min, x.pos_max, x.n_tokens)
+                i = find(ckpts, x.pos_min, x.pos_max, x.n_tokens, observed)
                 if i is None:
                     return (3, "invalidate",
                             f"erased [{x.pos_min}, {x.pos_max}] which slot {s.id} does not "

@@ -45,10 +45,14 @@ class Ckpt:
         return f"[{self.pos_min}, {self.pos_max}] n_tokens={n}"
 
 
-def find(ckpts: list[Ckpt], pos_min: int, pos_max: int, n_tokens: int | None) -> int | None:
-    """Index of the first checkpoint with these positions (and n_tokens when both known)."""
+def find(ckpts: list[Ckpt], pos_min: int, pos_max: int, n_tokens: int | None,
+         taken: set[int] | frozenset[int] = frozenset()) -> int | None:
+    """Index of the first checkpoint with these positions (and n_tokens when both known) that
+    is not in ``taken``. Lines name a checkpoint by its numbers only, so identical checkpoints
+    (a slot-file appendix of fillers, say) are one multiset: each line takes one of them, in
+    whatever order the server went through them."""
     for i, c in enumerate(ckpts):
-        if c.matches(pos_min, pos_max, n_tokens):
+        if i not in taken and c.matches(pos_min, pos_max, n_tokens):
             return i
     return None
 
@@ -83,6 +87,9 @@ class SlotState:
     prefix_hint: int | None = None  # from the slot selection / cache load before the task
     restored_by: dict[int, tuple[int, int]] = field(default_factory=dict)  # uid -> (task, line)
     clear_after_save: bool = False
+    # the list stopped being known at a deviation (not because the log cannot show it): it is
+    # known again at the first creation whose "k of N" agrees with it (SlotChecker._resync)
+    suspect: bool = False
 
     def clear(self) -> None:
         """prompt.clear(): tokens and checkpoints (#25649)."""
@@ -94,6 +101,7 @@ class SlotState:
         matters (the next erasure is by a later task)."""
         self.ckpts = ckpts
         self.exact = exact
+        self.suspect = False
         self.restored_by.clear()
 
     def busy(self) -> bool:

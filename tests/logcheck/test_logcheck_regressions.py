@@ -47,13 +47,13 @@ def test_slot_restore_lines_removed() -> None:
 def test_slot_restore_lines_removed_and_the_pick_agreeing() -> None:
     """The same, with a pick whose f_keep fits the 203 tokens the checker holds: nothing shows
     the restore, the slot seems to still hold request 2's two checkpoints; request 3
-    re-processes everything but keeps them, and numbers its checkpoints from 1."""
+    re-processes everything but keeps them (the deviation), and numbers its checkpoints from 1:
+    the list is rebuilt from that line, so its creations do not deviate again (they did, twice,
+    before the resync of issue 34)."""
     lines = [x.replace("f_keep = 1.000", "f_keep = 1.493") for x in lines_of("slot-restore.log")
              if "state_read_meta" not in x]
     assert found(check(lines)) == [
         (where(lines, "cached n_tokens = 0", 2), "invalidate"),
-        (where(lines, "created context checkpoint 1 of 8", 2), "ckpt-count"),
-        (where(lines, "created context checkpoint 2 of 8", 2), "ckpt-count"),
     ]
 
 
@@ -108,14 +108,14 @@ def test_silent_restore_each_line_alone_shows_it() -> None:
 
 
 def test_silent_restore_unseen() -> None:
-    """Without both lines nothing shows the restore: the old checkpoints seem kept."""
+    """Without both lines nothing shows the restore: the old checkpoints seem kept (the
+    deviation); the list is then rebuilt from the "1 of 8" that follows (two more deviations
+    before the resync of issue 34)."""
     lines = lines_of("silent-restore.log")
     drop = {where(lines, "skipping, slot is empty", 1), where(lines, "base f_keep = -1.000", 1)}
     lines = [x for i, x in enumerate(lines, 1) if i not in drop]
     assert found(check(lines)) == [
         (where(lines, "cached n_tokens = 0", 1), "invalidate"),
-        (where(lines, "created context checkpoint 1 of 8", 1), "ckpt-count"),
-        (where(lines, "created context checkpoint 2 of 8", 1), "ckpt-count"),
     ]
 
 

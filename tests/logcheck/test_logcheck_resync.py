@@ -73,3 +73,13 @@ def test_edited_listing(tmp_path: Path) -> None:
 def test_unedited_logs_unchanged(name: str) -> None:
     r = check_log(REAL / name)
     assert r.n_deviations == 0 and r.n_knock_on == 0
+
+
+def test_identical_checkpoints_are_a_multiset() -> None:
+    """30 identical fillers beside two real checkpoints, restored from a slot file, learnt from
+    the scan and erased in an order of the server's own: each erasure line takes one of them
+    (the first match for every line left 29 "kept which must be erased")."""
+    logs = REAL.parent / "logs"
+    r = check_log(logs / "restored-fillers.log")
+    assert r.n_deviations == 0, [d.message[:200] for d in r.deviations]
+    assert r.stats.ckpt_invalidated == 32
