@@ -35,15 +35,20 @@ def test_one_wrong_checkpoint_line_costs_a_few_deviations(line: int, op: str, be
     assert 1 <= m.deviations <= GOOD + 1, (m.show(), m.deviations, before)
 
 
+def edited(tmp_path: Path, log: Path, old: str, new: str) -> Path:
+    """A copy of ``log`` with its one line holding ``old`` edited to ``new``."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    assert text.count(old) == 1
+    out = tmp_path / log.name
+    out.write_text(text.replace(old, new), encoding="utf-8")
+    return out
+
+
 def test_an_edited_cap_is_adopted_from_the_creation_lines(tmp_path: Path) -> None:
     """--ctx-checkpoints edited on the start-up line: the first creation's "k of 8" deviates
     and its cap is adopted (52 deviations, one per creation, before)."""
-    text = GROWING.read_text(encoding="utf-8", errors="replace")
-    old = "context checkpoints enabled, max = 8,"
-    assert text.count(old) == 1
-    out = tmp_path / "01-growing.log"
-    out.write_text(text.replace(old, "context checkpoints enabled, max = 18,"), encoding="utf-8")
-    r = check_log(out)
+    r = check_log(edited(tmp_path, GROWING, "context checkpoints enabled, max = 8,",
+                         "context checkpoints enabled, max = 18,"))
     assert r.n_deviations == 1 and r.deviations[0].rule == "ckpt-count"
     assert "adopted" in r.deviations[0].message
 
@@ -76,11 +81,7 @@ def test_an_edited_cache_limit_is_adopted_from_the_summary(tmp_path: Path) -> No
     """--cache-ram edited on the start-up line (1 -> 2 MiB): the first "cache state" summary,
     which prints the server's limit, deviates and its limit is adopted (one deviation at every
     summary and a few at the saves, 20 or more, before)."""
-    text = EVICTION.read_text(encoding="utf-8", errors="replace")
-    old = "prompt cache is enabled, size limit: 1 MiB"
-    assert text.count(old) == 1
-    out = tmp_path / "03-eviction.log"
-    out.write_text(text.replace(old, "prompt cache is enabled, size limit: 2 MiB"), encoding="utf-8")
-    r = check_log(out)
+    r = check_log(edited(tmp_path, EVICTION, "prompt cache is enabled, size limit: 1 MiB",
+                         "prompt cache is enabled, size limit: 2 MiB"))
     assert 1 <= r.n_deviations <= GOOD, [d.message for d in r.deviations]
     assert any("adopted" in d.message for d in r.deviations)
