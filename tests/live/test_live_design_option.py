@@ -86,6 +86,7 @@ def test_the_rules_of_each_design() -> None:
 
 @pytest.mark.live
 def test_a_tiny_campaign_on_the_pr30137_build(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
     d = design_of("pr30137")
     server = build.find_server(d.tree, d.patch_paths())
     if server is None:
@@ -107,6 +108,7 @@ def test_a_short_campaign_on_the_fixed_build_finds_nothing(capsys: pytest.Captur
     recurrent checkpoint at the prompt's very end serves no resume, and no earlier one exists) and
     F5 (not located) may show; F1 and F2, which its patches 0002 and 0005 remove, and any finding
     without an explanation, may not."""
+    pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
     d = design_of("fixed")
     server = build.find_server(d.tree, d.patch_paths())
     if server is None:
@@ -123,6 +125,7 @@ def test_a_short_campaign_on_the_fixed_build_finds_nothing(capsys: pytest.Captur
 
 @pytest.mark.live
 def test_a_tiny_campaign_on_the_fixed_fault_point_build(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
     """``--faults``: the design's fault-point build (its code with the LLAMA_FAULTS hooks, none
     armed) runs and is compared with the design's own rules, as the build without them is."""
     from pcspec.live.designs import with_faults

@@ -11,9 +11,11 @@ times it prints are left out as ``...``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -112,9 +114,22 @@ def test_an_output_block_is_held_to_the_output() -> None:
     assert matches('{"kind": "summary", ..., "violated": ["ACC-1"]}', printed) is not None
 
 
+# the lines of section 6 that build and drive a llama-server, and read what it wrote
+NEEDS_A_SERVER = re.compile(r"pcspec\.live\.build|pcspec live |live-mine/")
+
+
+def _no_server_here() -> str:
+    """Why this machine cannot run section 6's server (the gguf package makes its models, CMake
+    builds it; .ci/run has both), or ""."""
+    if importlib.util.find_spec("gguf") is None:
+        return "no gguf package (pip install 'pcspec[live]')"
+    return "" if shutil.which("cmake") and shutil.which("g++") else "no cmake and g++"
+
+
 @pytest.mark.slow
 def test_the_guide_runs_as_written(tmp_path: Path) -> None:
     printed = ""
+    no_server, left_out = _no_server_here(), 0
     for lang, info, body in blocks():
         if info.startswith("file="):
             (tmp_path / info.removeprefix("file=")).write_text(body, encoding="utf-8")
@@ -125,11 +140,16 @@ def test_the_guide_runs_as_written(tmp_path: Path) -> None:
             for line in body.splitlines():
                 if not line.strip() or line.lstrip().startswith("#"):
                     continue
+                if no_server and NEEDS_A_SERVER.search(line):
+                    left_out += 1
+                    continue
                 cmd, expected = command(line)
                 done = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
                 assert done.returncode == expected, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
                 assert "Traceback" not in done.stderr, done.stderr
                 printed = done.stdout
+    if left_out:
+        pytest.skip(f"docs/USING.md ran as written but for the {left_out} lines that need a server: {no_server}")
 
 
 def test_the_guide_lists_every_configuration_bound() -> None:
