@@ -46,7 +46,7 @@ def binary_of(design: str) -> tuple[Path | None, str]:
         d = design_of(design)
     except DesignUnavailable as exc:
         return None, f"not built: {exc}"
-    found = live_build.find_server(d.tree, d.patch_paths())
+    found = live_build.find_server(d.tree, d.patch_paths(), d.flags)
     if found is None:
         return None, f"not built: run python -m pcspec.live.build --design {design}"
     return found, ""

@@ -97,7 +97,7 @@ def _design_server(args: argparse.Namespace) -> Path:
         raise PcspecError(str(exc)) from None
     if args.variant is None:
         args.variant = calibrate.design_rules(design.name, design.tree)
-    patches, flags = with_faults(design) if args.faults else (design.patch_paths(), ())
+    patches, flags = with_faults(design) if args.faults else (design.patch_paths(), design.flags)
     found = live_build.find_server(design.tree, patches, flags)
     if found is not None:
         return found

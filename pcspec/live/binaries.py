@@ -95,7 +95,7 @@ class Cell:
 
 def _binary(design: str) -> Path | None:
     d = design_of(design)
-    return find_server(d.tree, d.patch_paths())
+    return find_server(d.tree, d.patch_paths(), d.flags)
 
 
 def _unexplained(out: Outcome) -> str | None:

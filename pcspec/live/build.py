@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"not {args.tree} (drop --tree)", file=sys.stderr)
             return 2
         args.tree = design.tree
-        patches, fault_flags = with_faults(design) if args.faults else (design.patch_paths(), ())
+        patches, fault_flags = with_faults(design) if args.faults else (design.patch_paths(), design.flags)
         args.patch = [*patches, *args.patch]
         args.flags = list(fault_flags)
     elif args.faults:

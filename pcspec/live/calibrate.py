@@ -128,7 +128,10 @@ def model_config(kind: str, flags: Flags, facts: ServerFacts, sizes: Sizes | Non
 
 def design_rules(design: str, tree: str) -> str:
     """The name ``pcspec live --design`` compares a design's build with: ``october`` for
-    baseline on 0c1e570 (the same code), else ``DESIGN@TREE``."""
+    baseline on 0c1e570 (the same code), a design named ``DESIGN@RULES`` as named (the November
+    builds: ``fixed@november``), else ``DESIGN@TREE``."""
+    if "@" in design:
+        return design
     if design == "baseline" and tree == "0c1e570":
         return DEFAULT_VARIANT
     return f"{design}@{tree}"

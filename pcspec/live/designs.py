@@ -11,6 +11,21 @@ design        tree      patches (``pcspec/live/patches/<design>/``, applied with
 ``fixed``     0c1e570   #30137's port, then pcspec's own design (the overrides of ``Fixed``)
 ============  ========  =================================================================
 
+The November server, today's upstream master as near as a tree pip can fetch makes it, and
+``fixed`` on it, are built from b11549 and named as the model names them, ``DESIGN@RULES``:
+
+======================  ========  =======================================================
+design                  tree      patches
+======================  ========  =======================================================
+``pr30137@november``    b11549    the November invalidation (the code #30137 was merged on),
+(also ``november``)               then the merged #30137 itself (``patches/november/``)
+``fixed@november``      b11549    those two, then ``fixed``'s series rebased onto them
+                                  (``patches/fixed-november/``), the slot-file checks included
+======================  ========  =======================================================
+
+Their builds name themselves ``build 11549 (november)`` (``Design.flags``), so that the log
+checker and ``pcspec live`` choose the ``november`` rule set from the build line.
+
 A design built on another's patches lists them first (``fixed``: ``pr30137/0001-...``), so each
 patch file is kept once, in the folder of the design that introduced it.
 
@@ -39,10 +54,35 @@ class Design:
     tree: str  # a name of pcspec.live.build.TREES
     patches: tuple[str, ...]  # in order, relative to PATCH_DIR
     ports: str  # the upstream change the patches port ("" for none)
+    # CMake flags of the build beyond the tree's (the November builds name their commit, which
+    # the log checker reads: pcspec.logcheck.builds.KNOWN_BUILDS)
+    flags: tuple[str, ...] = ()
 
     def patch_paths(self) -> tuple[Path, ...]:
         return tuple(PATCH_DIR / p for p in self.patches)
 
+
+NOVEMBER_PATCHES = (
+    "november/0001-server-erase-checkpoints-past-the-shared-prefix.patch",
+    "november/0002-server-reference-counted-checkpoints.patch",
+)
+# fixed's series on the November server, one patch per override of Fixed, in order (the October
+# series' 0012 is upstream there: the November invalidation is NOVEMBER_PATCHES' first).
+FIXED_NOVEMBER_PATCHES: tuple[str, ...] = (
+    "fixed-november/0003-server-no-cache-update-on-busy-pinned-slot.patch",
+    "fixed-november/0004-server-unique-accounting-of-shared-checkpoints.patch",
+    "fixed-november/0005-server-transactional-prompt-cache-save.patch",
+    "fixed-november/0006-server-swa-checkpoint-payload-pos-min.patch",
+    "fixed-november/0007-server-empty-pinned-slot-consults-cache.patch",
+    "fixed-november/0008-server-drop-cache-entry-on-failed-load.patch",
+    "fixed-november/0009-server-keep-cache-limit-on-bad-alloc.patch",
+    "fixed-november/0010-server-contain-context-checkpoint-failures.patch",
+    "fixed-november/0011-server-check-restored-slot-file-against-its-state.patch",
+    "fixed-november/0012-server-sync-draft-context-on-slot-restore.patch",
+    "fixed-november/0013-server-keep-restored-checkpoint.patch",
+    "fixed-november/0014-server-resume-from-best-state.patch",
+)
+NOVEMBER_FLAGS = ("-DLLAMA_BUILD_COMMIT=november",)
 
 DESIGNS: dict[str, Design] = {
     d.name: d
@@ -69,8 +109,15 @@ DESIGNS: dict[str, Design] = {
             "fixed/0013-server-keep-restored-checkpoint.patch",  # Fixed.kept_checkpoint
             "fixed/0014-server-resume-from-best-state.patch",  # Fixed.resume, restore_choice
         ), ""),
+        # The November server: b11549, the invalidation of the code #30137 was merged on, the
+        # merged #30137 (docs/DESIGNS.md, "The November server").
+        Design("pr30137@november", "b11549", NOVEMBER_PATCHES, "#30137 (merge e152332a1) on b11549",
+               NOVEMBER_FLAGS),
+        Design("fixed@november", "b11549", (*NOVEMBER_PATCHES, *FIXED_NOVEMBER_PATCHES), "", NOVEMBER_FLAGS),
     )
 }
+# Other names of a design.
+ALIASES: dict[str, str] = {"november": "pr30137@november"}
 
 # The fault points (docs/DESIGNS.md, "Fault points"): two patches on src/, which no design's patch
 # touches, so they apply after any design's; compiled in only with the CMake option, and a build
@@ -104,7 +151,7 @@ def alloc_site(size: int, nth: int) -> str:
 
 def with_faults(design: Design) -> tuple[tuple[Path, ...], tuple[str, ...]]:
     """The patches and CMake flags of ``design``'s build with the fault points compiled in."""
-    return (*design.patch_paths(), *(PATCH_DIR / p for p in FAULTS_PATCHES)), FAULTS_FLAGS
+    return (*design.patch_paths(), *(PATCH_DIR / p for p in FAULTS_PATCHES)), (*design.flags, *FAULTS_FLAGS)
 
 
 # A sanitizer build (``python -m pcspec.live.build --design D --sanitize``): llama.cpp's own options,
@@ -120,6 +167,7 @@ UNAVAILABLE: dict[str, str] = {}
 def design_of(name: str) -> Design:
     """The buildable design ``name``; ``DesignUnavailable`` (one line) otherwise, which for an
     old name (``master``) says what it is called now (``pcspec.model.designs.renamed_error``)."""
+    name = ALIASES.get(name, name)
     if name in DESIGNS:
         if DESIGNS[name].patches and not PATCH_DIR.is_dir():
             # (a checkout made without symbolic links has a one-line text file here)

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         except DesignUnavailable as exc:
             print(f"pcspec live smoke: {exc}", file=sys.stderr)
             return 2
-        binary = build.find_server(d.tree, d.patch_paths())
+        binary = build.find_server(d.tree, d.patch_paths(), d.flags)
         if binary is None:
             print(f"pcspec live smoke: design {d.name} is not built: python -m pcspec.live.build --design {d.name}",
                   file=sys.stderr)

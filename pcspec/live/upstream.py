@@ -282,7 +282,7 @@ def _binaries(names: Sequence[str]) -> dict[str, tuple[str, Path]]:
         except DesignUnavailable as exc:
             raise UpstreamError(str(exc)) from None
     for name, d in designs.items():
-        binary = build.find_server(d.tree, d.patch_paths())
+        binary = build.find_server(d.tree, d.patch_paths(), d.flags)
         if binary is None:
             raise UpstreamError(f"design {name!r} is not built (python -m pcspec.live.build --design {name})")
         found[name] = (d.tree, binary)

@@ -64,7 +64,7 @@ KNOWN_BUILDS: tuple[KnownBuild, ...] = (  # oldest first, as RULE_SETS
     KnownBuild("b11434", "llama.cpp b11434 (about 2026-10-06)", 11434, ("b11434",)),
     KnownBuild("b11549", "llama.cpp b11549 (about 2026-10-10)", 11549, ("b11549",)),
     KnownBuild("november", "llama.cpp e152332 (#30137, 2026-11-05, the November tree)", None,
-               ("e152332a15986f4b15f79396df1980276b984001",)),
+               ("e152332a15986f4b15f79396df1980276b984001", "november")),
 )
 ALL_RULE_SETS: tuple[str, ...] = tuple(b.rule_set for b in KNOWN_BUILDS)
 NEWEST = KNOWN_BUILDS[-1]  # (tests/logcheck/test_logcheck_builds.py: the same as the model's)
