@@ -90,7 +90,8 @@ B11549 = replace(
 NOVEMBER = replace(
     B11549,
     name="november",
-    summary="the November 2026 code: b11549 with the n_prefix invalidation (no tree of it can be had here)",
+    summary="the November 2026 code: b11549 with the n_prefix invalidation (no sdist of it; built as b11549 with"
+    " patches/november, docs/DESIGNS.md)",
     tree="",
     invalidate_n_prefix=True,
 )

@@ -81,7 +81,8 @@ def register(sub: Any) -> None:
                         "docs/DESIGNS.md): the design's code with the LLAMA_FAULTS hooks, none armed by pcspec")
     p.add_argument("--matrix", action="store_true",
                    help="the verdict matrix on the designs' binaries: each cell a workload reaches, run on every "
-                        "cached design build (or --design's) and its model; exit 1 if a binary diverged from its model")
+                        "cached design build (or those --design names, comma-separated) and its model; exit 1 if a "
+                        "binary diverged from its model")
     p.add_argument("--replay", type=Path, metavar="WORKLOAD", help="run a saved workload.jsonl once")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
@@ -182,12 +183,12 @@ def _matrix(args: argparse.Namespace) -> int:
     if args.server or args.llama or args.replay or args.faults or args.variant or args.rules:
         raise PcspecError("--matrix runs the designs' own builds with their own rules: "
                           "give only --design and --timeout")
-    if args.design is not None:
+    designs = list(DESIGNS)
+    if args.design is not None:  # one design, or several: --design pr30137@november,fixed@november
         try:
-            design_of(args.design)
+            designs = [design_of(name.strip()).name for name in args.design.split(",")]
         except DesignUnavailable as exc:
             raise PcspecError(str(exc)) from None
-    designs = [args.design] if args.design else list(DESIGNS)
     cells = matrix(designs, say=lambda m: print(m, file=sys.stderr, flush=True), timeout=args.timeout)
     if args.json:
         json.dump({"schema": 1, "cells": [vars(c) for c in cells]}, sys.stdout, indent=2)

@@ -17,6 +17,7 @@ The November server, today's upstream master as near as a tree pip can fetch mak
 ======================  ========  =======================================================
 design                  tree      patches
 ======================  ========  =======================================================
+``baseline@november``   b11549    the November invalidation (the code #30137 was merged on)
 ``pr30137@november``    b11549    the November invalidation (the code #30137 was merged on),
 (also ``november``)               then the merged #30137 itself (``patches/november/``)
 ``fixed@november``      b11549    those two, then ``fixed``'s series rebased onto them
@@ -81,6 +82,7 @@ FIXED_NOVEMBER_PATCHES: tuple[str, ...] = (
     "fixed-november/0012-server-sync-draft-context-on-slot-restore.patch",
     "fixed-november/0013-server-keep-restored-checkpoint.patch",
     "fixed-november/0014-server-resume-from-best-state.patch",
+    "fixed-november/0015-server-check-slot-file-appendix-against-the-slot.patch",
 )
 NOVEMBER_FLAGS = ("-DLLAMA_BUILD_COMMIT=november",)
 
@@ -111,6 +113,8 @@ DESIGNS: dict[str, Design] = {
         ), ""),
         # The November server: b11549, the invalidation of the code #30137 was merged on, the
         # merged #30137 (docs/DESIGNS.md, "The November server").
+        # #30137's parent on b11549: the November server without #30137 (pcspec bench compares the two).
+        Design("baseline@november", "b11549", NOVEMBER_PATCHES[:1], "", NOVEMBER_FLAGS),
         Design("pr30137@november", "b11549", NOVEMBER_PATCHES, "#30137 (merge e152332a1) on b11549",
                NOVEMBER_FLAGS),
         Design("fixed@november", "b11549", (*NOVEMBER_PATCHES, *FIXED_NOVEMBER_PATCHES), "", NOVEMBER_FLAGS),
@@ -127,6 +131,7 @@ FAULTS_PATCHES = (
     "faults/0002-llama-allocation-fault-points.patch",
 )
 FAULTS_FLAGS = ("-DLLAMA_FAULT_POINTS=ON",)
+FAULTS_TREE = "0c1e570"
 # LLAMA_FAULTS sites of the patches -> the model's fault sites they stand for (model/heap.py:
 # Faults). ``alloc.SIZE`` is the n-th ``operator new`` of exactly SIZE bytes: it stands for the
 # model's allocation site whose buffer has that size (``alloc_site``).
@@ -150,7 +155,11 @@ def alloc_site(size: int, nth: int) -> str:
 
 
 def with_faults(design: Design) -> tuple[tuple[Path, ...], tuple[str, ...]]:
-    """The patches and CMake flags of ``design``'s build with the fault points compiled in."""
+    """The patches and CMake flags of ``design``'s build with the fault points compiled in (the
+    fault patches are written for src/ of the October tree: another tree is refused)."""
+    if design.tree != FAULTS_TREE:
+        raise DesignUnavailable(f"the fault points are patches of the {FAULTS_TREE} tree; design {design.name!r} is "
+                                f"built from {design.tree} (docs/DESIGNS.md, \"Fault points\")")
     return (*design.patch_paths(), *(PATCH_DIR / p for p in FAULTS_PATCHES)), (*design.flags, *FAULTS_FLAGS)
 
 

@@ -38,13 +38,22 @@ from pcspec.model.designs import DESIGNS as MODEL_DESIGNS
 from tests.support.paths import ROOT
 
 PATCHED = tuple(name for name, d in DESIGNS.items() if d.patches)
+OCTOBER = tuple(name for name, d in DESIGNS.items() if d.tree == "0c1e570")
+NOVEMBER = ("baseline@november", "pr30137@november", "fixed@november")
 
 
 def test_every_design_of_the_model_is_buildable_or_says_why_not() -> None:
-    assert set(DESIGNS) | set(UNAVAILABLE) == set(MODEL_DESIGNS)
+    assert set(OCTOBER) | set(UNAVAILABLE) == set(MODEL_DESIGNS)
     assert not set(DESIGNS) & set(UNAVAILABLE)
     assert DESIGNS["baseline"].patches == ()
-    assert set(PATCHED) == {"pr30137", "pr27451", "fixed"}
+    assert set(PATCHED) == {"pr30137", "pr27451", "fixed", *NOVEMBER}
+    # the November builds are named as the model names them, and the model knows each name
+    from pcspec.model.designs import get_design
+
+    assert set(DESIGNS) - set(OCTOBER) == set(NOVEMBER)
+    for name in NOVEMBER:
+        assert get_design(name).rules.name == "november"
+    assert design_of("november") is DESIGNS["pr30137@november"]
 
 
 @pytest.mark.parametrize("name", list(DESIGNS))
@@ -55,13 +64,15 @@ def test_a_design_maps_to_its_tree_and_existing_package_files(name: str) -> None
         assert p.is_file(), p
         assert p.resolve().is_relative_to(PATCH_DIR.resolve())
         assert re.fullmatch(r"\d{4}-[a-z0-9-]+\.patch", p.name), p.name
-    # patches/<design>/NNNN-<slug>.patch, after the whole patch list of a design it builds on
-    own = [p for p in d.patches if p.split("/")[0] == name]
+    # patches/<folder>/NNNN-<slug>.patch, after the whole patch list of a design it builds on
+    folder = d.patches[-1].split("/")[0] if d.patches else name
+    assert folder in (name, name.replace("@", "-"), "november")
+    own = [p for p in d.patches if p.split("/")[0] == folder]
     base = d.patches[: len(d.patches) - len(own)]
     assert d.patches[len(base):] == tuple(own)
     if base:
         (other,) = {p.split("/")[0] for p in base}
-        assert DESIGNS[other].patches == base
+        assert design_of(other).patches == base
     numbers = [int(p.split("/")[1][:4]) for p in d.patches]
     assert numbers == list(range(1, len(numbers) + 1))  # numbered in the order they apply
 
@@ -79,7 +90,7 @@ def test_every_patch_file_belongs_to_a_design() -> None:
 
 
 def test_designs_are_distinct_builds() -> None:
-    keys = {build.build_key(d.tree, d.patch_paths()) for d in DESIGNS.values()}
+    keys = {build.build_key(d.tree, d.patch_paths(), d.flags) for d in DESIGNS.values()}
     assert len(keys) == len(DESIGNS)
     assert build.build_key(DESIGNS["baseline"].tree) == build.build_key()  # baseline is the October build
 
@@ -97,7 +108,8 @@ def _check_format_patch(text: str) -> None:
     assert re.fullmatch(r"From [0-9a-f]{40} Mon Sep 17 00:00:00 2001", lines[0])
     assert lines[1].startswith("From: ") and lines[2].startswith("Date: ")
     assert re.match(r"Subject: \[PATCH\] (server|llama) : ", lines[3])
-    assert "0c1e570" in text.split("\n---\n", 1)[0]  # the message names the tree it applies to
+    message = text.split("\n---\n", 1)[0]
+    assert "0c1e570" in message or "b11549" in message  # the message names the tree it applies to
     for added in _added_lines(text):
         assert added == added.rstrip(), f"trailing whitespace: {added!r}"
         assert "\t" not in added, f"a tab: {added!r}"
@@ -163,6 +175,48 @@ def test_the_patches_of_fixed_implement_its_points_and_no_other() -> None:
     assert ours.rules == base.rules
 
 
+# fixed's series rebased onto the November server: the same points, renumbered after November's two
+# patches; the October 0012 (the November invalidation) is upstream there, and 0015 is the appendix
+# check the October tree had no appendix for.
+FIXED_NOVEMBER_POINTS: dict[str, tuple[set[str], str]] = {
+    f"{int(n) + 1:04d}": v for n, v in FIXED_POINTS.items() if n not in ("0012", "0013", "0014")
+} | {
+    "0011": ({"file_restore_begin", "file_restore_refuses"}, "Fixed.file_restore_begin and Fixed.file_restore_refuses"),
+    "0013": FIXED_POINTS["0013"],
+    "0014": FIXED_POINTS["0014"],
+    "0015": ({"file_checkpoint_refused"}, "Fixed.file_checkpoint_refused"),
+}
+
+
+@pytest.mark.parametrize("path", [p for p in design_of("fixed@november").patch_paths()
+                                  if p.parent.name == "fixed-november"], ids=lambda p: p.name[:4])
+def test_a_patch_of_fixed_on_november_is_one_change_a_maintainer_can_review(path: Path) -> None:
+    """As the October series: a format patch in llama.cpp's style, one change, its message naming
+    the tree it applies to and the points of ``Fixed`` it implements."""
+    text = path.read_text(encoding="utf-8")
+    _check_format_patch(text)
+    message = text.split("\n---\n", 1)[0]
+    assert "Applies to master after #30137" in message
+    pcspec = message.split("\npcspec: ", 1)[1]
+    assert re.search(r"\b[A-Z]+-\d\b", pcspec), "names no property"
+    assert " ".join(pcspec.split()).startswith(FIXED_NOVEMBER_POINTS[path.name[:4]][1])
+
+
+def test_the_patches_of_fixed_on_november_implement_its_points_and_no_other() -> None:
+    """``pcspec live --design fixed@november`` compares the build with the model's ``fixed`` under
+    the November rules: the points where it runs other code than ``pr30137@november`` are those
+    the patches name, and ``invalidated``, whose rule is the November code's own (patches/november/0001)."""
+    from pcspec.live import calibrate
+    from pcspec.model.design import POINTS, implementation
+
+    ours, base = calibrate.variant("fixed@november"), calibrate.variant("pr30137@november")
+    differ = {p for p in POINTS if implementation(ours, p) != implementation(base, p)}
+    assert differ == set().union(*(points for points, _ in FIXED_NOVEMBER_POINTS.values()), {"invalidated"})
+    assert ours.rules == base.rules
+    assert set(FIXED_NOVEMBER_POINTS) == {p.name[:4] for p in design_of("fixed@november").patch_paths()
+                                          if p.parent.name == "fixed-november"}
+
+
 def _sdist(t: build.Tree) -> Path:
     """The tree's sdist from build.py's cache (the build step fetches it: ``python -m
     pcspec.live.build``, as .ci/run does); a test never downloads it, so it skips without it."""
@@ -172,7 +226,7 @@ def _sdist(t: build.Tree) -> Path:
     return found[0]
 
 
-@pytest.mark.parametrize(("name", "faults"), [*((n, False) for n in PATCHED), *((n, True) for n in DESIGNS)])
+@pytest.mark.parametrize(("name", "faults"), [*((n, False) for n in PATCHED), *((n, True) for n in OCTOBER)])
 def test_a_patch_applies_cleanly_to_its_tree(name: str, faults: bool, tmp_path: Path) -> None:
     """Each design's patches, and with ``faults`` the fault points after them (they touch only
     src/, which no design changes), apply to the tree with no offset or fuzz."""
@@ -258,7 +312,7 @@ def test_design_where_names_the_design_build(name: str, monkeypatch: pytest.Monk
     d = design_of(name)
     rc, out, _err = _run_build(["--design", name, "--where"], capsys)
     assert rc == 1  # not built in an empty cache
-    assert Path(out.strip()) == build.cached_server(d.tree, d.patch_paths())
+    assert Path(out.strip()) == build.cached_server(d.tree, d.patch_paths(), d.flags)
     assert out.strip().endswith(f"-p{len(d.patches)}/llama-server" if d.patches else "/llama-server")
 
 
@@ -283,10 +337,10 @@ def test_a_sanitizer_build_is_a_build_of_its_own(monkeypatch: pytest.MonkeyPatch
 
 def _binary(name: str) -> Path:
     d = design_of(name)
-    found = build.find_server(d.tree, d.patch_paths()) if d.patches else build.find_server(d.tree)
+    found = build.find_server(d.tree, d.patch_paths(), d.flags) if d.patches else build.find_server(d.tree)
     if found is None:
         pytest.skip(f"design {name} not built: run `python -m pcspec.live.build --design {name}` "
-                    f"(cached as {build.cached_server(d.tree, d.patch_paths())})")
+                    f"(cached as {build.cached_server(d.tree, d.patch_paths(), d.flags)})")
     return found
 
 
@@ -323,7 +377,7 @@ def _kept_as_0013_logs(records: list[str]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("name", PATCHED)
+@pytest.mark.parametrize("name", [n for n in PATCHED if n in OCTOBER])
 def test_a_built_design_logs_what_baseline_logs(name: str, tmp_path: Path) -> None:
     """The ports change how checkpoints are held, not what the server does with them: the
     smoke run's checkpoint and cache lines (and the cache's size accounting) are baseline's; on

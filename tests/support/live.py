@@ -36,7 +36,7 @@ def build_or_skip(name: str, faults: bool = False) -> Path:
         found, how = find_server(name), f"--tree {name}"
     else:
         d = design_of(name)
-        patches, flags = with_faults(d) if faults else (d.patch_paths(), ())
+        patches, flags = with_faults(d) if faults else (d.patch_paths(), d.flags)
         found, how = find_server(d.tree, patches, flags), f"--design {name}" + (" --faults" if faults else "")
     if found is None:
         pytest.skip(f"not built: python -m pcspec.live.build {how}")
