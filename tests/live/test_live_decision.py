@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pcspec.live.build import cached_server, find_server
+from pcspec.logcheck import events as ev
 
 pytestmark = pytest.mark.live  # a real llama-server
 
@@ -33,6 +34,11 @@ def binary(tree: str) -> Path:
     return found
 
 
+def cached(run: d.DecisionRun) -> list[tuple[int, int, int, int]]:
+    """Each prompt step's slot, task, cached tokens and where memory_seq_rm starts."""
+    return [(e.slot, e.task, e.n_tokens, e.seq_rm_from) for e in run.of(ev.CachedTokens)]
+
+
 CASES = [("b11549", "lfm2-d1", kind) for kind in KINDS] + [("b11549", "openjev", "kv"), ("b11434", "openjev", "kv")]
 
 
@@ -47,20 +53,19 @@ def test_two_questions_on_two_slots_share_their_prefix(tree: str, decision: str,
     run = d.run(server, kind, tmp_path / "two", decision=decision, body=body)
     assert run.ok, run.summary()
     assert not run.missing(), run.summary()
-    (parent, n_children), = run.find(d.PARENT)
-    assert n_children == 1
-    (slot_c, task_c), = run.find(d.CHILD)
-    assert task_c != parent
-    # parent slot, parent task, tokens copied, child slot
-    (slot_p, task_p, n_copied, to), = run.find(d.COPY)
-    assert (task_p, to, n_copied) == (parent, slot_c, n_shared) and slot_p != slot_c
+    (parent,) = run.of(ev.ParentLaunched)
+    assert parent.n_children == 1
+    (child,) = run.children()
+    assert child.task != parent.task
+    (copy,) = run.of(ev.SharedPromptCopied)
+    assert (copy.task, copy.child, copy.n_tokens) == (parent.task, child.slot, n_shared) and copy.slot != child.slot
     # the child starts from the copy, the parent went through the prefix from 0
-    assert (slot_c, task_c, n_shared, n_shared) in run.find(d.CACHED)
-    assert (slot_p, task_p, 0, 0) in run.find(d.CACHED)
+    assert (child.slot, child.task, n_shared, n_shared) in cached(run)
+    assert (copy.slot, copy.task, 0, 0) in cached(run)
     # a child keeps nothing when it is released (server-context.cpp:592-595 of b11549)
-    assert [(s, t) for s, t, _n in run.find(d.CLEARED)] == [(slot_c, task_c)]
+    assert [(e.slot, e.task) for e in run.of(ev.PromptCleared)] == [(child.slot, child.task)]
     single = d.run(server, kind, tmp_path / "one", decision=decision, body=body, flags=ONE_SLOT)
-    assert single.ok and not single.find(d.PARENT) and not single.find(d.COPY), single.summary()
+    assert single.ok and not single.of(ev.ParentLaunched) and not single.of(ev.SharedPromptCopied), single.summary()
     shared, alone = d.probabilities(run.replies[0]), d.probabilities(single.replies[0])
     assert shared.keys() == alone.keys() == body["questions"].keys()
     for q in shared:
@@ -75,9 +80,9 @@ def test_a_repeated_request_recomputes_the_parents_own_tokens(tmp_path: Path) ->
     body = d.systemone_body()
     n_shared = d.expected_shared(body)
     run = d.run(binary("b11549"), "kv", tmp_path, body=body, requests=2)
-    assert run.ok and len(run.find(d.PARENT)) == 2, run.summary()
-    (_p1, _n1), (parent2, _n2) = run.find(d.PARENT)
-    assert [c for c in run.find(d.CACHED) if c[1] == parent2] == [(1, parent2, n_shared, n_shared)]
+    assert run.ok and len(run.of(ev.ParentLaunched)) == 2, run.summary()
+    _first, second = run.of(ev.ParentLaunched)
+    assert [c for c in cached(run) if c[1] == second.task] == [(1, second.task, n_shared, n_shared)]
 
 
 def test_three_questions_with_a_common_start_on_three_and_on_two_slots(tmp_path: Path) -> None:
@@ -97,18 +102,18 @@ def test_three_questions_with_a_common_start_on_three_and_on_two_slots(tmp_path:
     three = d.run(server, "kv", tmp_path / "three", body=body,
                   flags=Flags(n_slots=3, n_ctx=3072, n_batch=64, n_ubatch=64))
     assert three.ok, three.summary()
-    (parent, n_children), = three.find(d.PARENT)
-    assert n_children == 2
-    copies = three.find(d.COPY)
-    assert sorted(to for _s, _t, _n, to in copies) == sorted(s for s, _t in three.find(d.CHILD))
-    assert {(t, n) for _s, t, n, _to in copies} == {(parent, n_shared)}
+    (parent,) = three.of(ev.ParentLaunched)
+    assert parent.n_children == 2
+    copies = three.of(ev.SharedPromptCopied)
+    assert sorted(c.child for c in copies) == sorted(e.slot for e in three.children())
+    assert {(c.task, c.n_tokens) for c in copies} == {(parent.task, n_shared)}
     two = d.run(server, "kv", tmp_path / "two", body=body)
     assert two.ok, two.summary()
-    (parent2, n_children2), = two.find(d.PARENT)
-    assert n_children2 == 1 and len(two.find(d.COPY)) == 1
-    last = max(t for _s, t, _n, _p in two.find(d.CACHED))
-    slot_parent = next(s for s, t, _n, _p in two.find(d.CACHED) if t == parent2)
-    assert (slot_parent, last, n_shared, n_shared) in two.find(d.CACHED)
+    (parent2,) = two.of(ev.ParentLaunched)
+    assert parent2.n_children == 1 and len(two.of(ev.SharedPromptCopied)) == 1
+    last = max(t for _s, t, _n, _p in cached(two))
+    slot_parent = next(s for s, t, _n, _p in cached(two) if t == parent2.task)
+    assert (slot_parent, last, n_shared, n_shared) in cached(two)
 
 
 @pytest.mark.parametrize(("tree", "decision"), [("b11549", "lfm2-d1"), ("b11434", "openjev")])
@@ -126,4 +131,4 @@ def test_a_completion_pinned_to_a_busy_parent_aborts(tree: str, decision: str, t
         if d.ASSERT_SHARED in run.log:
             break
     assert d.ASSERT_SHARED in run.log, run.summary()
-    assert not run.find(d.COPY)  # the parent never held exactly n_tokens_shared tokens
+    assert not run.of(ev.SharedPromptCopied)  # the parent never held exactly n_tokens_shared tokens
