@@ -26,6 +26,9 @@ Modules, in data-flow order:
   live`` and ``pcspec bench`` read one; ``excerpt`` a log's checkpoint and cache lines as text
   (two builds' logs compared).
 
+Every llama-server line pcspec reads is recognised in this package and nowhere else
+(``tests/project/test_log_lines.py``).
+
 ``check_log`` reads the file twice, side by side (the first pass at most one server run ahead),
 so its memory does not depend on the log's length.
 
