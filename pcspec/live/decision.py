@@ -31,8 +31,6 @@ import argparse
 import os
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -157,46 +155,6 @@ def run(binary: Path, kind: str, workdir: Path, *, decision: str = DECISION_TYPE
                 replies.append(systemone(client, body))
     except ServerDied as exc:
         return DecisionRun(binary, kind, decision, server.log_bytes().decode("utf-8", "replace") + f"\n{exc}", replies)
-    return DecisionRun(binary, kind, decision, server.log_bytes().decode("utf-8", "replace"), replies)
-
-
-ASSERT_SHARED = "GGML_ASSERT(slot.task->n_tokens_shared == 0) failed"  # server-context.cpp:4260 of b11549
-
-
-def busy_parent_load(binary: Path, workdir: Path, *, kind: str = "kv", decision: str = DECISION_TYPE,
-                     delay: float = 0.01, reps: int = 24) -> DecisionRun:
-    """F1 on a shared-prefix parent (docs/FINDINGS.md, the model's prediction of
-    tests/model/test_scenarios_children.py): a completion of ``n_tokens_shared`` + 2 tokens
-    leaves an entry of ``n_tokens_shared`` + 5 tokens in the cache (the idle-slot save after two
-    more completions); a decision request of two questions is sent, and ``delay`` seconds later a
-    completion of the same tokens and three more, pinned to the parent's slot (the LRU pick: the
-    slot of the second completion). Its cache update, on the busy slot, loads that entry onto the
-    parent, which then holds more than the shared prefix, never copies it to its child, fills to
-    its end, and the end of ``decode`` aborts (``ASSERT_SHARED``; the log's last lines hold it)."""
-    model = ensure_model(kind, workdir / "models", decision=decision)
-    state = "the quick brown fox jumps over the lazy dog " * reps
-    body = systemone_body(state=state)
-    n_shared = expected_shared(body)
-    tokens = [10 + (i * 7) % 90 for i in range(n_shared + 2)]
-    flags = Flags(n_slots=2, n_ctx=8192, n_batch=16, n_ubatch=16)
-    replies: list[Reply] = []
-    server = ServerProcess(binary, model, flags, workdir, name=f"busy-parent-{kind}")
-    try:
-        with server:
-            client = Client(server.url, timeout=60.0)
-            replies.append(client.completion(tokens, n_predict=4))
-            replies.append(client.completion([5, 6, 7, 8], n_predict=2))
-            replies.append(client.completion([9, 8, 7, 6], n_predict=2))
-            parent = replies[1].data.get("id_slot", -1)
-            answer: list[Reply] = []
-            sender = threading.Thread(target=lambda: answer.append(systemone(client, body, timeout=30.0)))
-            sender.start()
-            time.sleep(delay)
-            replies.append(client.completion([*tokens, 11, 12, 13], n_predict=2, id_slot=parent, timeout=30.0))
-            sender.join()
-            replies += answer
-    except ServerDied:
-        pass
     return DecisionRun(binary, kind, decision, server.log_bytes().decode("utf-8", "replace"), replies)
 
 

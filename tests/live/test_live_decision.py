@@ -2,17 +2,22 @@
 tasks of a shared prompt prefix (``n_tokens_shared``), read from the log (pcspec/live/decision.py,
 docs/LIVE.md "Decision requests and shared-prefix children").
 
+``busy_parent_load`` drives F1 on a busy parent (docs/FINDINGS.md) for the one test of it.
+
 Each test is skipped without the cached build of its tree (``python -m pcspec.live.build --tree
 b11549``, ``--tree b11434``); all without the ``gguf`` package that makes the models.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from pcspec.live.build import cached_server, find_server
+from pcspec.live.client import Client, Reply
 from pcspec.logcheck import events as ev
 
 pytestmark = pytest.mark.live  # a real llama-server
@@ -20,8 +25,8 @@ pytestmark = pytest.mark.live  # a real llama-server
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 
 from pcspec.live import decision as d  # noqa: E402
-from pcspec.live.models import KINDS  # noqa: E402
-from pcspec.live.process import Flags  # noqa: E402
+from pcspec.live.models import KINDS, ensure_model  # noqa: E402
+from pcspec.live.process import Flags, ServerDied, ServerProcess  # noqa: E402
 
 ONE_SLOT = Flags(n_slots=1, n_ctx=2048, n_batch=64, n_ubatch=64)
 
@@ -116,6 +121,46 @@ def test_three_questions_with_a_common_start_on_three_and_on_two_slots(tmp_path:
     assert (slot_parent, last, n_shared, n_shared) in cached(two)
 
 
+ASSERT_SHARED = "GGML_ASSERT(slot.task->n_tokens_shared == 0) failed"  # server-context.cpp:4260 of b11549
+
+
+def busy_parent_load(binary: Path, workdir: Path, *, kind: str = "kv", decision: str = d.DECISION_TYPE,
+                     delay: float = 0.01, reps: int = 24) -> d.DecisionRun:
+    """F1 on a shared-prefix parent (docs/FINDINGS.md, the model's prediction of
+    tests/model/test_scenarios_children.py): a completion of ``n_tokens_shared`` + 2 tokens
+    leaves an entry of ``n_tokens_shared`` + 5 tokens in the cache (the idle-slot save after two
+    more completions); a decision request of two questions is sent, and ``delay`` seconds later a
+    completion of the same tokens and three more, pinned to the parent's slot (the LRU pick: the
+    slot of the second completion). Its cache update, on the busy slot, loads that entry onto the
+    parent, which then holds more than the shared prefix, never copies it to its child, fills to
+    its end, and the end of ``decode`` aborts (``ASSERT_SHARED``; the log's last lines hold it)."""
+    model = ensure_model(kind, workdir / "models", decision=decision)
+    state = "the quick brown fox jumps over the lazy dog " * reps
+    body = d.systemone_body(state=state)
+    n_shared = d.expected_shared(body)
+    tokens = [10 + (i * 7) % 90 for i in range(n_shared + 2)]
+    flags = Flags(n_slots=2, n_ctx=8192, n_batch=16, n_ubatch=16)
+    replies: list[Reply] = []
+    server = ServerProcess(binary, model, flags, workdir, name=f"busy-parent-{kind}")
+    try:
+        with server:
+            client = Client(server.url, timeout=60.0)
+            replies.append(client.completion(tokens, n_predict=4))
+            replies.append(client.completion([5, 6, 7, 8], n_predict=2))
+            replies.append(client.completion([9, 8, 7, 6], n_predict=2))
+            parent = replies[1].data.get("id_slot", -1)
+            answer: list[Reply] = []
+            sender = threading.Thread(target=lambda: answer.append(d.systemone(client, body, timeout=30.0)))
+            sender.start()
+            time.sleep(delay)
+            replies.append(client.completion([*tokens, 11, 12, 13], n_predict=2, id_slot=parent, timeout=30.0))
+            sender.join()
+            replies += answer
+    except ServerDied:
+        pass
+    return d.DecisionRun(binary, kind, decision, server.log_bytes().decode("utf-8", "replace"), replies)
+
+
 @pytest.mark.parametrize(("tree", "decision"), [("b11549", "lfm2-d1"), ("b11434", "openjev")])
 def test_a_completion_pinned_to_a_busy_parent_aborts(tree: str, decision: str, tmp_path: Path) -> None:
     """The model's prediction (docs/FINDINGS.md, F1 on a shared-prefix parent;
@@ -126,9 +171,9 @@ def test_a_completion_pinned_to_a_busy_parent_aborts(tree: str, decision: str, t
     parent fills its 1058 shared tokens 16 at a time; on a loaded machine the timing may miss
     (the completion then comes before the launch or after the copy), so up to three tries."""
     for attempt in range(3):
-        run = d.busy_parent_load(binary(tree), tmp_path / str(attempt), decision=decision)
+        run = busy_parent_load(binary(tree), tmp_path / str(attempt), decision=decision)
         assert [r.status for r in run.replies[:3]] == [200, 200, 200], run.summary()
-        if d.ASSERT_SHARED in run.log:
+        if ASSERT_SHARED in run.log:
             break
-    assert d.ASSERT_SHARED in run.log, run.summary()
+    assert ASSERT_SHARED in run.log, run.summary()
     assert not run.of(ev.SharedPromptCopied)  # the parent never held exactly n_tokens_shared tokens
