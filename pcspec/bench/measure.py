@@ -13,7 +13,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,13 +22,12 @@ from pcspec.bench.predict import flags
 from pcspec.bench.workload import Request, Workload
 from pcspec.live.client import completion_body
 from pcspec.live.process import HOST, ServerProcess
+from pcspec.logcheck import events as ev
+from pcspec.logcheck import read_events
 
 MIB = 1024 * 1024
-_UPDATE = re.compile(rb"prompt cache update took ([0-9.]+) ms")
-_STATE = re.compile(rb"- cache state: (\d+) prompts, ([0-9.]+) MiB")
 # the lines of an entry leaving the cache but for a load (server-task.cpp:1742, 1753, 1873, 1887)
-_EVICT = re.compile(rb"removing obsolete cached prompt|removing oldest entry")
-_CKPT = re.compile(rb"created context checkpoint (\d+) of \d+ .*size = ([0-9.]+) MiB")
+_EVICTIONS = (ev.CacheObsoleteRemoved, ev.CacheMakeRoom, ev.CacheLimitEvict, ev.CacheTokenEvict)
 
 
 @dataclass
@@ -58,6 +56,31 @@ class Run:
     idle_rss: int  # after start, before any request
     requests: list[Measured] = field(default_factory=list)
     log: str = ""
+
+
+@dataclass(frozen=True)
+class LogFigures:
+    """What the server's log says of one request (``Measured``'s fields of the same names)."""
+
+    update_ms: float | None
+    cache_mib: float | None
+    cache_prompts: int | None
+    checkpoints: int
+    ckpt_mib: float | None
+    evictions: int
+
+    @classmethod
+    def of(cls, log: bytes) -> LogFigures:
+        """The figures of the request's lines ``log``: every cache update's time summed, the
+        last ``cache state`` line's, and the checkpoints created with their ``k of N`` (those
+        the designs' builds print)."""
+        events = read_events(log.decode("utf-8", errors="replace"))
+        upd = [e.ms for e in events if isinstance(e, ev.CacheUpdateDone)]
+        states = [e for e in events if isinstance(e, ev.CacheSummary)]
+        ckpts = [e for e in events if isinstance(e, ev.CheckpointCreated) and e.index is not None]
+        return cls(sum(upd) if upd else None, states[-1].total_mib if states else None,
+                   states[-1].n_prompts if states else None, len(ckpts), ckpts[-1].size if ckpts else None,
+                   sum(isinstance(e, _EVICTIONS) for e in events))
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -113,16 +136,12 @@ def measure_request(srv: ServerProcess, r: Request, w: Workload, timeout: float)
     ttft, total, error = _stream(srv.port, body, timeout)
     time.sleep(0.05)  # the log lines of the release are written right after the last chunk
     st = _status(pid) if srv.alive() else {}
-    text = srv.log_bytes(start)
-    upd = [float(m.group(1)) for m in _UPDATE.finditer(text)]
-    states = list(_STATE.finditer(text))
-    ckpts = list(_CKPT.finditer(text))
+    log = LogFigures.of(srv.log_bytes(start))
     if not srv.alive():
         error = error or f"the server exited with {srv.returncode()}"
     return Measured(
-        r.index, sum(upd) if upd else None, ttft, total, st.get("VmRSS", 0), st.get("VmHWM", 0),
-        float(states[-1].group(2)) if states else None, int(states[-1].group(1)) if states else None,
-        len(ckpts), float(ckpts[-1].group(2)) if ckpts else None, len(_EVICT.findall(text)), error,
+        r.index, log.update_ms, ttft, total, st.get("VmRSS", 0), st.get("VmHWM", 0),
+        log.cache_mib, log.cache_prompts, log.checkpoints, log.ckpt_mib, log.evictions, error,
     )
 
 

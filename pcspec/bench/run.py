@@ -135,10 +135,6 @@ class Spread:
         return {"min": round(self.lo, 3), "median": round(self.mid, 3), "max": round(self.hi, 3)}
 
 
-def _last(xs: list[Any]) -> Any:
-    return xs[-1] if xs else None
-
-
 def measured_figures(d: DesignResult) -> dict[str, Spread | None]:
     """Per design, over its repeats (each run gives one value)."""
     runs = [r for r in d.runs if r.requests and not any(m.error for m in r.requests)]

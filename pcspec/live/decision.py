@@ -29,19 +29,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pcspec.live import build
 from pcspec.live.client import Client, Reply
 from pcspec.live.models import DECISION_TYPES, KINDS, ensure_model
 from pcspec.live.process import Flags, ServerDied, ServerProcess
+from pcspec.logcheck import events as ev
+from pcspec.logcheck import read_events
 
 TREE = "b11549"
 DECISION_TYPE = "lfm2-d1"
@@ -60,16 +60,17 @@ QUESTIONS: dict[str, Any] = {
     "size": {"type": "score", "instructions": "How big?", "criteria": ["small", "medium", "large"]},
 }
 
-# the lines of the path (-v: TRACE and DEBUG), with the C++ that prints them (b11549)
-PARENT = re.compile(r"launching slots for parent task id_task = (\d+) with (\d+) child tasks")  # 2483
-CHILD = re.compile(r"id +(\d+) \| task (\d+) \| processing task, is_child = 1")  # 1962
-WAIT = re.compile(r"id +(\d+) \| task (\d+) \| waiting for parent slot to complete")  # 3488
-COPY = re.compile(r"id +(\d+) \| task (\d+) \| +- copying shared prompt \((\d+) tokens\) to child (\d+)")  # 3842
-CACHED = re.compile(r"id +(\d+) \| task (\d+) \| cached n_tokens = (\d+), memory_seq_rm \[(\d+), end\)")  # 3829
-STREAM = re.compile(r"copying KV buffer: stream (\d+) to stream (\d+)")  # src/llama-kv-cache.cpp:859
-CLEARED = re.compile(r"id +(\d+) \| task (\d+) \| clearing prompt with (\d+) tokens")  # 344
-DECIDED = re.compile(r"id +(\d+) \| task (\d+) \| sending decision result")  # 2404
-RECORD = re.compile("|".join(p.pattern for p in (PARENT, CHILD, WAIT, COPY, CACHED, STREAM, CLEARED, DECIDED)))
+# the lines of the path (-v: TRACE and DEBUG), as the log checker's events (the C++ that prints
+# them, b11549, is on each class): the parent launched with its children, a child task (a task
+# launch with is_child), a child waiting for its parent, the prefix copied to a child, each
+# prompt's cached tokens, a copy across KV streams, a prompt cleared, a decision answered
+PATH: tuple[type[ev.Event], ...] = (ev.ParentLaunched, ev.TaskLaunched, ev.WaitingForParent, ev.SharedPromptCopied,
+                                    ev.CachedTokens, ev.KvStreamCopied, ev.PromptCleared, ev.DecisionSent)
+E = TypeVar("E", bound=ev.Event)
+
+
+def _on_path(e: ev.Event) -> bool:
+    return isinstance(e, PATH) and not (isinstance(e, ev.TaskLaunched) and not e.is_child)
 
 
 def systemone_body(state: str = STATE, questions: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -111,17 +112,27 @@ class DecisionRun:
     def ok(self) -> bool:
         return bool(self.replies) and all(r.ok and isinstance(r.data.get("answers"), dict) for r in self.replies)
 
-    def find(self, pattern: re.Pattern[str]) -> list[tuple[int, ...]]:
-        return [tuple(int(g) for g in m.groups()) for m in pattern.finditer(self.log)]
+    @cached_property
+    def events(self) -> list[ev.Event]:
+        return read_events(self.log)
+
+    def of(self, kind: type[E]) -> list[E]:
+        """The log's events of ``kind``, in order."""
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def children(self) -> list[ev.TaskLaunched]:
+        return [e for e in self.of(ev.TaskLaunched) if e.is_child]
 
     def records(self) -> list[str]:
         """The lines of the path, without their time stamps."""
-        return [line.split(" ", 1)[-1].strip() for line in self.log.splitlines() if RECORD.search(line)]
+        lines = self.log.split("\n")
+        path = dict.fromkeys(e.line for e in self.events if _on_path(e))
+        return [lines[n - 1].split(" ", 1)[-1].strip() for n in path]
 
     def missing(self) -> list[str]:
-        wanted = {"parent launched with children": PARENT, "child task": CHILD,
-                  "shared prompt copied": COPY, "decision result": DECIDED}
-        return [what for what, pattern in wanted.items() if not self.find(pattern)]
+        seen = {"parent launched with children": self.of(ev.ParentLaunched), "child task": self.children(),
+                "shared prompt copied": self.of(ev.SharedPromptCopied), "decision result": self.of(ev.DecisionSent)}
+        return [what for what, events in seen.items() if not events]
 
     def summary(self) -> str:
         out = [f"{self.binary} (model {self.kind}, {self.decision})"]
@@ -144,46 +155,6 @@ def run(binary: Path, kind: str, workdir: Path, *, decision: str = DECISION_TYPE
                 replies.append(systemone(client, body))
     except ServerDied as exc:
         return DecisionRun(binary, kind, decision, server.log_bytes().decode("utf-8", "replace") + f"\n{exc}", replies)
-    return DecisionRun(binary, kind, decision, server.log_bytes().decode("utf-8", "replace"), replies)
-
-
-ASSERT_SHARED = "GGML_ASSERT(slot.task->n_tokens_shared == 0) failed"  # server-context.cpp:4260 of b11549
-
-
-def busy_parent_load(binary: Path, workdir: Path, *, kind: str = "kv", decision: str = DECISION_TYPE,
-                     delay: float = 0.01, reps: int = 24) -> DecisionRun:
-    """F1 on a shared-prefix parent (docs/FINDINGS.md, the model's prediction of
-    tests/model/test_scenarios_children.py): a completion of ``n_tokens_shared`` + 2 tokens
-    leaves an entry of ``n_tokens_shared`` + 5 tokens in the cache (the idle-slot save after two
-    more completions); a decision request of two questions is sent, and ``delay`` seconds later a
-    completion of the same tokens and three more, pinned to the parent's slot (the LRU pick: the
-    slot of the second completion). Its cache update, on the busy slot, loads that entry onto the
-    parent, which then holds more than the shared prefix, never copies it to its child, fills to
-    its end, and the end of ``decode`` aborts (``ASSERT_SHARED``; the log's last lines hold it)."""
-    model = ensure_model(kind, workdir / "models", decision=decision)
-    state = "the quick brown fox jumps over the lazy dog " * reps
-    body = systemone_body(state=state)
-    n_shared = expected_shared(body)
-    tokens = [10 + (i * 7) % 90 for i in range(n_shared + 2)]
-    flags = Flags(n_slots=2, n_ctx=8192, n_batch=16, n_ubatch=16)
-    replies: list[Reply] = []
-    server = ServerProcess(binary, model, flags, workdir, name=f"busy-parent-{kind}")
-    try:
-        with server:
-            client = Client(server.url, timeout=60.0)
-            replies.append(client.completion(tokens, n_predict=4))
-            replies.append(client.completion([5, 6, 7, 8], n_predict=2))
-            replies.append(client.completion([9, 8, 7, 6], n_predict=2))
-            parent = replies[1].data.get("id_slot", -1)
-            answer: list[Reply] = []
-            sender = threading.Thread(target=lambda: answer.append(systemone(client, body, timeout=30.0)))
-            sender.start()
-            time.sleep(delay)
-            replies.append(client.completion([*tokens, 11, 12, 13], n_predict=2, id_slot=parent, timeout=30.0))
-            sender.join()
-            replies += answer
-    except ServerDied:
-        pass
     return DecisionRun(binary, kind, decision, server.log_bytes().decode("utf-8", "replace"), replies)
 
 

@@ -7,23 +7,29 @@ when there is one) and returns the name of the cause, or None.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pcspec.core.results import Finding
 from pcspec.live.analyze import is_observation, segments
 from pcspec.live.session import Outcome
+from pcspec.logcheck import events as ev
+from pcspec.logcheck import read_events
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import replay
 
 Explainer = Callable[[Finding, Outcome], str | None]
 
 
-def _op_log(f: Finding, out: Outcome) -> str:
+def _events(log: bytes) -> list[ev.Event]:
+    return read_events(log.decode("utf-8", "replace"))
+
+
+def _op_log(f: Finding, out: Outcome) -> list[ev.Event]:
+    """The events of the log lines of the finding's operation."""
     obs = [o for o in out.run.observations if o.index == f.op]
     if not obs:
-        return ""
-    return out.log[obs[0].log_start:obs[0].log_end].decode("utf-8", "replace")
+        return []
+    return _events(out.log[obs[0].log_start:obs[0].log_end])
 
 
 def pinned_busy(f: Finding, out: Outcome) -> str | None:
@@ -34,35 +40,43 @@ def pinned_busy(f: Finding, out: Outcome) -> str | None:
     group = [obs[i] for i in next((g for g in segments(out.run) if f.op in g), [])]
     if not any(o.op.is_async for o in group):
         return None
-    text = out.log[group[0].log_start:max(o.log_end for o in group)].decode("utf-8", "replace")
-    if _PINNED_BUSY_UPDATE.search(text):
+    if _pinned_busy_update(_events(out.log[group[0].log_start:max(o.log_end for o in group)])):
         return "F1 (server): a pinned task runs the cache update on its busy slot before deferring"
     return None
 
 
-# "selected slot by id (N)", then that slot skipped as busy, then the cache update (on it)
-_PINNED_BUSY_UPDATE = re.compile(
-    r"id +(\d+) \| task -?\d+ \| selected slot by id \(\1\)\n"
-    r"[^\n]*id +\1 \| task -?\d+ \|  - skipping, is_processing = 1\n"
-    r"[^\n]*updating prompt cache"
-)
+def _pinned_busy_update(events: Sequence[ev.Event]) -> bool:
+    """Three lines in a row: "selected slot by id (N)", then that slot skipped as busy (the scan
+    looks at the pinned slot only, so its id is the one printed), then the cache update (on
+    it)."""
+    for pick, skip, update in zip(events, events[1:], events[2:], strict=False):
+        if isinstance(pick, ev.SlotSelected) and pick.how == "id" \
+                and isinstance(skip, ev.SlotSkipped) and not skip.empty and skip.slot == pick.slot \
+                and isinstance(update, ev.CacheUpdateStart) and update.line == skip.line + 1 == pick.line + 2:
+            return True
+    return False
 
 
 def swa_off_by_one(f: Finding, out: Outcome) -> str | None:
     """FINDINGS F2: a restored SWA checkpoint one cell short when the prompt ends one before it."""
     if out.target.kind != "swa" or f.rule != "transparency":
         return None
-    text = _op_log(f, out)
-    if "restored context checkpoint" in text and "need to evaluate at least 1 token" in text:
+    kinds = {type(e) for e in _op_log(f, out)}
+    if ev.CheckpointRestored in kinds and ev.NeedEvaluate in kinds:
         return "F2 (server): SWA window one cell short after a restore (server-context.cpp:3278, 3355, 3384)"
     return None
 
 
-# a prompt loaded from the cache into one slot, then the idle other slot saved and cleared
-_LOAD_THEN_IDLE_CLEAR = re.compile(
-    r"found better prompt[^\n]*\n(?:[^\n]*\n)*?[^\n]*id +\d+ \| task -?\d+ \| saving idle slot to prompt cache\n"
-    r"(?:[^\n]*\n)*?[^\n]*clearing prompt with \d+ tokens"
-)
+def _load_then_idle_clear(events: Sequence[ev.Event]) -> bool:
+    """A prompt loaded from the cache into one slot, then the idle other slot saved, then a
+    prompt cleared, each on a later line than the one before."""
+    wanted: list[type[ev.Event]] = [ev.LoadFound, ev.IdleSlotSave, ev.PromptCleared]
+    for e in events:
+        if isinstance(e, wanted[0]):
+            wanted.pop(0)
+            if not wanted:
+                return True
+    return False
 
 
 def hybrid_unified_resume(f: Finding, out: Outcome) -> str | None:
@@ -72,7 +86,7 @@ def hybrid_unified_resume(f: Finding, out: Outcome) -> str | None:
     the float noise of another batch split), on 0c1e570, b11434 and b11549 alike."""
     if out.target.kind != "hybrid" or f.rule != "transparency" or not out.target.flags.kv_unified:
         return None
-    if _LOAD_THEN_IDLE_CLEAR.search(_op_log(f, out)):
+    if _load_then_idle_clear(_op_log(f, out)):
         return "F5 (server, cause not located): hybrid, unified KV: a cache-loaded prompt resumed after the " \
                "other slot was cleared answers differently"
     return None
@@ -100,7 +114,7 @@ def silent_restore(f: Finding, out: Outcome) -> str | None:
         if o.index >= f.op:
             break
         if o.op.op == "slot_restore" and o.reply is not None and o.reply.ok \
-                and b"state_read_meta" not in out.log[o.log_start:o.log_end]:
+                and not any(isinstance(e, ev.StateRead) for e in _events(out.log[o.log_start:o.log_end])):
             return "L1 (log checker): a slot restore it cannot see in the log (no state_read_meta line)"
     return None
 

@@ -14,21 +14,17 @@ cancel task at the front of the queue (``front = 1``): their ids are not request
 Server facts the model's configuration needs are read from the same log: the slot context
 (``initializing, n_slots = %d, n_ctx_slot = %d``) and the SWA cache's cells (``creating SWA KV
 cache, size = %u cells``, src/llama-kv-cache-iswa.cpp:100).
+
+Every line is read as the log checker's typed event (``pcspec.logcheck.read_events``), the one
+place that knows the lines' formats.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-_TASK = re.compile(r"que +\S{1,12}: processing task, id = (\d+)")
-_DECLINE = re.compile(r"decoding, decline task, id_task = (\d+)")
-_POST = re.compile(r"que +post: new task, id = (\d+)(?:/\d+)?, front = (\d)")
-_NEXT_RESPONSE = "posting NEXT_RESPONSE"
-_UPDATE = re.compile(r"que +start_loop: update slots")
-_NEW_PROMPT = re.compile(r"\| task (\d+) \| new prompt, .*task\.n_tokens = (\d+)")
-_INIT = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)")
-_SWA = re.compile(r"creating +SWA KV cache, size = (\d+) cells")
+from pcspec.logcheck import events as ev
+from pcspec.logcheck import read_events
 
 
 @dataclass
@@ -46,39 +42,26 @@ def read_schedule(text: str) -> Schedule:
     internal: set[int] = set()
     next_internal = False
     s = Schedule()
-    for line in text.splitlines():
-        np_ = _NEW_PROMPT.search(line)
-        if np_ is not None:
-            s.n_tokens.setdefault(int(np_.group(1)), int(np_.group(2)))
-            continue
-        if _NEXT_RESPONSE in line:
+    for e in read_events(text):
+        if isinstance(e, ev.NewPrompt):
+            s.n_tokens.setdefault(e.task, e.n_tokens)
+        elif isinstance(e, ev.NextResponsePosted):
             next_internal = True
-            continue
-        p = _POST.search(line)
-        if p is not None:
-            if next_internal or p.group(2) == "1":
-                internal.add(int(p.group(1)))
+        elif isinstance(e, ev.TaskPosted):
+            if next_internal or e.front:
+                internal.add(e.task)
             next_internal = False
-            continue
-        d = _DECLINE.search(line)
-        if d is not None:
-            tid = int(d.group(1))
-            if s.actions and s.actions[-1] == ("arrive", tid):
+        elif isinstance(e, ev.TaskDeclined):
+            if s.actions and s.actions[-1] == ("arrive", e.task):
                 s.actions.pop()
-                seen.discard(tid)
+                seen.discard(e.task)
                 s.n_tasks -= 1
-            continue
-        if "que " not in line:
-            continue
-        m = _TASK.search(line)
-        if m is not None:
-            tid = int(m.group(1))
-            if tid not in seen and tid not in internal:
-                seen.add(tid)
-                s.actions.append(("arrive", tid))
+        elif isinstance(e, ev.TaskTaken):
+            if e.task not in seen and e.task not in internal:
+                seen.add(e.task)
+                s.actions.append(("arrive", e.task))
                 s.n_tasks += 1
-            continue
-        if _UPDATE.search(line):
+        elif isinstance(e, ev.UpdateSlots):
             s.actions.append(("step", 0))
     return s
 
@@ -91,8 +74,10 @@ class ServerFacts:
 
 
 def read_facts(text: str) -> ServerFacts | None:
-    m = _INIT.search(text)
-    if m is None:
+    """The first server start's slots and slot context, and the first SWA cache's cells."""
+    events = read_events(text)
+    init = next((e for e in events if isinstance(e, ev.ServerInit)), None)
+    if init is None:
         return None
-    swa = _SWA.search(text)
-    return ServerFacts(int(m.group(1)), int(m.group(2)), int(swa.group(1)) if swa else None)
+    swa = next((e for e in events if isinstance(e, ev.SwaCacheCreated)), None)
+    return ServerFacts(init.n_slots, init.n_ctx_slot, swa.cells if swa is not None else None)

@@ -19,10 +19,10 @@ prints the log lines of each step, and exits 1 when a step is missing or a reque
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from pcspec.live import build
@@ -30,6 +30,9 @@ from pcspec.live.client import Client, Reply
 from pcspec.live.designs import DesignUnavailable, design_of
 from pcspec.live.models import ensure_model
 from pcspec.live.process import Flags, ServerDied, ServerProcess
+from pcspec.logcheck import events as ev
+from pcspec.logcheck import read_events
+from pcspec.logcheck.excerpt import cache_lines
 
 FLAGS = Flags(n_slots=1, n_ctx=2048, n_batch=64, n_ubatch=64, cache_ram_mib=64, ctx_checkpoints=8,
               checkpoint_min_step=64)
@@ -38,16 +41,13 @@ PROMPT_B = [128 + (13 * i + 5) % 128 for i in range(300)]
 # what each step logs (0c1e570: create_checkpoint, server_slot::prompt_save,
 # server_prompt_cache::load, the checkpoint restore of update_slots); the slot save logs no line
 # of its own (server-context.cpp:2526-2575): its reply and its file show it
-STEPS = (
-    ("checkpoint created", "created context checkpoint"),
-    ("prompt saved to the cache", "saving prompt with length"),
-    ("prompt loaded from the cache", "found better prompt"),
-    ("checkpoint restored", "restored context checkpoint"),
+STEPS: tuple[tuple[str, type[ev.Event]], ...] = (
+    ("checkpoint created", ev.CheckpointCreated),
+    ("prompt saved to the cache", ev.PromptSave),
+    ("prompt loaded from the cache", ev.LoadFound),
+    ("checkpoint restored", ev.CheckpointRestored),
 )
 SLOT_FILE = "smoke.bin"
-# the checkpoint and cache lines two designs are compared on (the patches change no log line a
-# healthy run prints, and not the cache accounting either)
-RECORD = re.compile(r"context checkpoint|saving prompt|found better prompt|cache state|removing|erased|erasing")
 
 
 @dataclass
@@ -75,27 +75,31 @@ class SmokeResult:
         """The save wrote a file of the size its reply gives (``n_written``)."""
         return self.n_saved > 0 and self.slot_file_bytes == self._save("n_written") > 0
 
-    def lines(self, needle: str) -> list[str]:
-        return [line for line in self.log.splitlines() if needle in line]
+    @cached_property
+    def events(self) -> list[ev.Event]:
+        return read_events(self.log)
+
+    def lines(self, kind: type[ev.Event]) -> list[str]:
+        """The log's lines of ``kind``."""
+        text = self.log.split("\n")
+        return [text[e.line - 1] for e in self.events if isinstance(e, kind)]
 
     def records(self) -> list[str]:
-        """The checkpoint and cache lines, without their time stamps and addresses."""
-        out = []
-        for line in self.log.splitlines():
-            if RECORD.search(line):
-                out.append(re.sub(r"0x[0-9a-f]+", "0x", line.split(" ", 1)[-1]))
-        return out
+        """The checkpoint and cache lines two designs are compared on (the patches change no log
+        line a healthy run prints, and not the cache accounting either), without their time
+        stamps and addresses."""
+        return cache_lines(self.log)
 
     def missing(self) -> list[str]:
-        return [what for what, needle in STEPS if not self.lines(needle)]
+        return [what for what, kind in STEPS if not self.lines(kind)]
 
     def summary(self) -> str:
         out = [f"{self.binary}"]
         out += [f"  {r.method} {r.path}: {r.status} {r.error}".rstrip() for r in self.replies]
         out.append(f"  slot save: n_saved = {self.n_saved}, n_written = {self._save('n_written')}, "
                    f"file {SLOT_FILE}: {self.slot_file_bytes} bytes")
-        for what, needle in STEPS:
-            found = self.lines(needle)
+        for what, kind in STEPS:
+            found = self.lines(kind)
             out.append(f"  {what}: {len(found)} line(s)")
             out += [f"    {line.strip()[:200]}" for line in found[:2]]
         return "\n".join(out)

@@ -19,11 +19,12 @@ until a request or a clear makes it known again.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from pcspec.live.driver import Observation
 from pcspec.live.slotfiles import FileView
+from pcspec.logcheck import read_events
+from pcspec.logcheck.events import SlotFileCheckpoints
 from pcspec.model.cache import lcp
 from pcspec.model.logged import CacheLoaded, CkptCreated, CkptErased, FullReprocess, Logged, PromptCleared
 
@@ -42,8 +43,12 @@ def _served_slot(obs: Observation) -> int | None:
     return int(v) if isinstance(v, int) else None
 
 
-# load_slot_checkpoints' last line (server-context.cpp:2711 of b11549)
-_RESTORED_CKPTS = re.compile(rb"restored (\d+) context checkpoint\(s\) from")
+def _restored_checkpoints(log: bytes) -> list[int]:
+    """How many checkpoints each restore in ``log`` put back: load_slot_checkpoints' last line
+    (server-context.cpp:2711 of b11549), or 0 for an appendix it ignored (which leaves the
+    restored slot with none, as no line does)."""
+    return [e.count for e in read_events(log.decode("utf-8", errors="replace"))
+            if isinstance(e, SlotFileCheckpoints)]
 
 
 class WasteWatch:
@@ -102,9 +107,9 @@ class WasteWatch:
             if obs.reply is not None and obs.reply.ok and op.filename in self.files:
                 tokens, saved = self.files[op.filename]
                 view.tokens, view.ckpts, view.restored = tokens, [], True
-                restored = _RESTORED_CKPTS.findall(log[obs.log_start:obs.log_end])
+                restored = _restored_checkpoints(log[obs.log_start:obs.log_end])
                 if saved is not None and restored:  # the newest N of the file's (pop_front)
-                    n_back = int(restored[-1])
+                    n_back = restored[-1]
                     view.ckpts = list(saved[len(saved) - n_back:]) if n_back else []
             else:
                 view.tokens, view.ckpts, view.restored = (), [], False

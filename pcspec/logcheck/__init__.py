@@ -20,7 +20,14 @@ Modules, in data-flow order:
 * ``stats``    counters and the unique-accounting estimate; ``report`` JSON and text;
   ``trace``    the events as a JSON-lines trace;
 * ``logged``   the events as the records of ``pcspec.model.logged``, the vocabulary the
-  model's events share (what ``pcspec live`` compares).
+  model's events share (what ``pcspec live`` compares);
+* ``tasks``    the lines of how the server runs its tasks (the queue, decision tasks), which the
+  checker does not replay, and ``read_events``: every event of a log, the one way ``pcspec
+  live`` and ``pcspec bench`` read one; ``excerpt`` a log's checkpoint and cache lines as text
+  (two builds' logs compared).
+
+Every llama-server line pcspec reads is recognised in this package and nowhere else
+(``tests/project/test_log_lines.py``).
 
 ``check_log`` reads the file twice, side by side (the first pass at most one server run ahead),
 so its memory does not depend on the log's length.
@@ -30,6 +37,7 @@ Public API::
     check_log(path, options, trace=None) -> CheckResult  # raises PcspecError for bad input
     check_events(events, options) -> CheckResult         # events held in memory
     read_log(path) -> LogRead                            # all events in memory (tests, tools)
+    read_events(text) -> list[Event]                     # also the task lines (live, bench)
     parse_options(["sweep=always", ...]) -> Options
     TraceWriter(path), load_trace(path)
     RULES: dict[rule id, description]
@@ -46,6 +54,7 @@ from pcspec.logcheck.reader import LogRead, ReadInfo, parse_bytes, parse_text, r
 from pcspec.logcheck.rules import RULES
 from pcspec.logcheck.scan import scan_runs
 from pcspec.logcheck.source import LogFile
+from pcspec.logcheck.tasks import read_events
 from pcspec.logcheck.trace import TraceWriter, load_trace
 
 
@@ -84,5 +93,6 @@ __all__ = [
     "parse_bytes",
     "parse_options",
     "parse_text",
+    "read_events",
     "read_log",
 ]

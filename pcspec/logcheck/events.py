@@ -335,8 +335,10 @@ class CacheUpdateStart(Event):
 
 
 class CacheUpdateDone(Event):
-    """``prompt cache update took %.2f ms`` (get_available_slot)."""
+    """``prompt cache update took %.2f ms`` (get_available_slot): what ``pcspec bench`` reports
+    as the update's time."""
 
+    ms: float
 
 
 class PromptSave(Event):
@@ -445,6 +447,90 @@ class CacheSummaryEntry(Event):
     n_tokens: int
     n_ckpts: int | None
     size_mib: float
+
+
+# --------------------------------------------------------------------------------------------
+# how the server runs its tasks: lines the checker does not replay, read by ``pcspec live`` to
+# follow the server's schedule and its decision tasks (``pcspec.logcheck.tasks``; the checker's
+# reader never yields them, so ``check-log`` counts and judges what it did before them)
+
+
+class TaskPosted(Event):
+    """DEBUG ``que post: new task, id = %d[/%d], front = %d`` (server-queue.cpp:37, 62): a task
+    queued; ``front`` for a task queued ahead of the others (a cancel)."""
+
+    task: int
+    front: bool
+
+
+class TaskTaken(Event):
+    """DEBUG ``que <func>: processing task, id = %d`` (server-queue.cpp:152): the loop takes a
+    task from the queue (again, for a deferred one)."""
+
+    task: int
+
+
+class UpdateSlots(Event):
+    """DEBUG ``que start_loop: update slots`` (server-queue.cpp:306): one call of
+    update_slots."""
+
+
+
+class TaskDeclined(Event):
+    """DEBUG ``decoding, decline task, id_task = %d`` (server-context.cpp:2359; 2720 of b11549):
+    a task offered while a decode runs, offered again after it."""
+
+    task: int
+
+
+class NextResponsePosted(Event):
+    """DEBUG ``posting NEXT_RESPONSE`` (server-context.cpp:2807; 3178 of b11549): the task
+    update_slots posts for itself, whose id is no request's."""
+
+
+
+class ParentLaunched(Event):
+    """TRACE ``launching slots for parent task id_task = %d with %zu child tasks``
+    (server-context.cpp:2252; 2483 of b11549)."""
+
+    task: int
+    n_children: int
+
+
+class WaitingForParent(SlotEvent):
+    """DEBUG ``waiting for parent slot to complete`` (server-context.cpp:3109; 3488 of b11549): a
+    child task waits for its parent's shared prefix."""
+
+
+
+class SharedPromptCopied(SlotEvent):
+    """TRACE ``- copying shared prompt (%d tokens) to child %d`` (3842 of b11549): the parent's
+    prefix copied to the slot of a waiting child."""
+
+    n_tokens: int
+    child: int
+
+
+class DecisionSent(SlotEvent):
+    """DEBUG ``sending decision result`` (2404 of b11549)."""
+
+
+
+class SwaCacheCreated(Event):
+    """libllama's INFO ``<func>: creating     SWA KV cache, size = %u cells``
+    (src/llama-kv-cache-iswa.cpp:100; ``creating SWA KV cache`` in
+    src/llama-kv-cache-dsa-iswa.cpp:70): the SWA cache's cells, a fact the model's
+    configuration needs."""
+
+    cells: int
+
+
+class KvStreamCopied(Event):
+    """libllama's DEBUG ``<func>: copying KV buffer: stream %d to stream %d``
+    (src/llama-kv-cache.cpp:841; 859 of b11549): a sequence copied across KV streams."""
+
+    src: int
+    dst: int
 
 
 ALL_EVENT_TYPES: tuple[type[Event], ...] = tuple(

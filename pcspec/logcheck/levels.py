@@ -81,6 +81,18 @@ LEVELS: dict[type[ev.Event], int] = {
     ev.CacheSummary: TRC,  # st:1894 / 1897 SRV_TRC "cache state:"
     ev.CacheSummaryEntry: TRC,  # st:1898 / 1901 SRV_TRC "prompt %p: tokens, checkpoints"
     ev.VerbosityLine: INF,  # cm:405 COM_INF "common_params_print_info: verbosity = N"
+    # the lines of pcspec.logcheck.tasks (server-queue.cpp "sq")
+    ev.TaskPosted: DBG,  # sq:37, 62 QUE_DBG "new task, id"
+    ev.TaskTaken: DBG,  # sq:152 QUE_DBG "processing task, id"
+    ev.UpdateSlots: DBG,  # sq:306 QUE_DBG "update slots"
+    ev.TaskDeclined: DBG,  # sc:2359 / 2720 SRV_DBG "decoding, decline task"
+    ev.NextResponsePosted: DBG,  # sc:2807 / 3178 SRV_DBG "posting NEXT_RESPONSE"
+    ev.ParentLaunched: TRC,  # sc:2252 / 2483 SRV_TRC "launching slots for parent task"
+    ev.WaitingForParent: DBG,  # sc:3109 / 3488 SLT_DBG "waiting for parent slot to complete"
+    ev.SharedPromptCopied: TRC,  # b11549 sc:3842 SLT_TRC "copying shared prompt"
+    ev.DecisionSent: DBG,  # b11549 sc:2404 SLT_DBG "sending decision result"
+    ev.SwaCacheCreated: TRC,  # libllama LLAMA_LOG_INFO "creating SWA KV cache" (log.cpp:532)
+    ev.KvStreamCopied: DBG,  # libllama LLAMA_LOG_DEBUG "copying KV buffer" (log.cpp:531)
 }
 
 

@@ -9,6 +9,12 @@ that matches, or None when the line is something else.
 Each format is one row: a regex matched at the start of the message, and how its groups make the
 event. ``_slot`` rows are ``SLT_x`` lines (they carry the slot and the task), ``_srv`` rows
 ``SRV_x`` lines; a few start-up messages are accepted with either prefix (``anywhere``).
+
+Two more tables hold the lines of how the server runs its tasks, which the checker does not
+replay (``pcspec.logcheck.tasks`` reads them for ``pcspec live``): ``TASKS``, more ``SRV_x`` and
+``SLT_x`` messages, and ``QUEUE``, the ``QUE_x`` messages of server-queue.cpp. They are tables
+of their own so that the checker's reader, which reads ``DISPATCH`` only, yields what it did
+before them.
 """
 
 from __future__ import annotations
@@ -188,7 +194,7 @@ DISPATCH: dict[str, Builder] = {
              _typed(ev.LoadCandidate, int, int, float, float)),
         _srv(r"prompt \S+: +(\d+) tokens(?:, checkpoints: +(\d+))?, +" + _F + r" MiB",
              _typed(ev.CacheSummaryEntry, int, lambda k: int(k) if k is not None else None, float)),
-        _srv(r"prompt cache update took", _typed(ev.CacheUpdateDone)),
+        _srv(r"prompt cache update took " + _F + r" ms", _typed(ev.CacheUpdateDone, float)),
         _srv(r"prompt is already in the cache", _typed(ev.CacheAlreadyCached)),
         _srv(r"prompt state size " + _F + r" MiB exceeds cache size limit " + _F + r" MiB",
              _typed(ev.CacheOversize, float, float)),
@@ -227,4 +233,24 @@ DISPATCH: dict[str, Builder] = {
                  lambda ln, lv, m: ev.IdleSlotConfig(ln, lv, True, m[1] is not None), anywhere=True),
     "cache-idle-slots": _srv(r"cache-idle-slots requires --cache-ram",
                              lambda ln, lv, m: ev.IdleSlotConfig(ln, lv, False, False), anywhere=True),
+}
+
+# the SRV_x and SLT_x lines of how the server runs its tasks (not replayed by the checker)
+TASKS: dict[str, Builder] = {
+    "decoding,": _srv(r"decoding, decline task, id_task = (\d+)", _typed(ev.TaskDeclined, int)),
+    "posting": _srv(r"posting NEXT_RESPONSE", _typed(ev.NextResponsePosted)),
+    "launching": _srv(r"launching slots for parent task id_task = (\d+) with (\d+) child tasks",
+                      _typed(ev.ParentLaunched, int, int)),
+    "waiting": _slot(r"waiting for parent slot to complete", _ints(ev.WaitingForParent)),
+    "copying": _slot(r"copying shared prompt \((\d+) tokens\) to child (\d+)", _ints(ev.SharedPromptCopied)),
+    "sending": _slot(r"sending decision result", _ints(ev.DecisionSent)),
+}
+
+# the QUE_x lines (server-queue.cpp); each message comes from one function (``post``, the
+# loop's ``start_loop``), so the function tag is not read
+QUEUE: dict[str, Builder] = {
+    "new": _srv(r"new task, id = (\d+)(?:/\d+)?, front = (\d)",
+                lambda ln, lv, m: ev.TaskPosted(ln, lv, int(m[1]), m[2] == "1")),
+    "processing": _srv(r"processing task, id = (\d+)", _typed(ev.TaskTaken, int)),
+    "update": _srv(r"update slots", _typed(ev.UpdateSlots)),
 }

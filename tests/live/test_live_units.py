@@ -314,7 +314,8 @@ def test_waste_watch_follows_the_checkpoints_a_b11549_restore_brings_back() -> N
         save.reply = Reply("POST", "/slots/0?action=save", {}, status=200, data={"n_saved": 10})
         save.file = FileView(tuple(range(1, 11)), appendix)
         w.observe([save], [])
-        line = b"" if n_back is None else f"restored {n_back} context checkpoint(s) from 'a'\n".encode()
+        line = b"" if n_back is None else (f"0.00.000.104 I slot load_slot_ch: id  0 | task -1 | restored {n_back} "
+                                           "context checkpoint(s) from 'a'\n").encode()
         restore = Observation(2, LiveOp("slot_restore", id_slot=0, filename="a"), log_start=0, log_end=len(line))
         restore.reply = Reply("POST", "/slots/0?action=restore", {}, status=200, data={"n_restored": 10})
         w.observe([restore], [], line)
@@ -367,7 +368,10 @@ def test_explainers_name_known_causes_and_consequences(tmp_path: Path) -> None:
     assert explain(m3, swa) is None
     # What follows an explained divergence in the same run is explained by it: the SWA window
     # one cell short after a restore (F2, a transparency finding), then a later difference.
-    log = b"restored context checkpoint ...\nneed to evaluate at least 1 token\n"
+    log = (b"0.01.000.000 I slot update_slots: id  0 | task 5 | restored context checkpoint (pos_min = 0, "
+           b"pos_max = 9, n_tokens = 10, n_past = 10, size = 0.100 MiB)\n"
+           b"0.01.000.001 W slot update_slots: id  0 | task 5 | need to evaluate at least 1 token for each "
+           b"active slot (n_past = 10, task.n_tokens() = 10)\n")
     run.observations[1].log_start, run.observations[1].log_end = 0, len(log)
     f2 = divergence("transparency", 1, "")
     swa = Outcome(Target(tmp_path, tmp_path, "swa", Flags()), [], run, Analysis([f2, later]), log, tmp_path)
