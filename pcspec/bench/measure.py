@@ -75,7 +75,7 @@ class LogFigures:
         last ``cache state`` line's, and the checkpoints created with their ``k of N`` (those
         the designs' builds print)."""
         events = read_events(log.decode("utf-8", errors="replace"))
-        upd = [e.ms for e in events if isinstance(e, ev.CacheUpdateDone)]
+        upd = [e.ms for e in events if isinstance(e, ev.CacheUpdateDone) and e.ms is not None]
         states = [e for e in events if isinstance(e, ev.CacheSummary)]
         ckpts = [e for e in events if isinstance(e, ev.CheckpointCreated) and e.index is not None]
         return cls(sum(upd) if upd else None, states[-1].total_mib if states else None,

@@ -336,9 +336,10 @@ class CacheUpdateStart(Event):
 
 class CacheUpdateDone(Event):
     """``prompt cache update took %.2f ms`` (get_available_slot): what ``pcspec bench`` reports
-    as the update's time."""
+    as the update's time (None in a ``--trace`` file written before the time was read: the
+    trace format is unchanged otherwise, and such a file still loads)."""
 
-    ms: float
+    ms: float | None = None
 
 
 class PromptSave(Event):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
@@ -112,7 +112,8 @@ def load_trace(path: str | Path) -> list[tuple[str, list[ev.Event]]]:
         if cls is None:
             raise PcspecError(f"unknown event {rec.get('event')!r}", where)
         try:
-            args = {f.name: rec[f.name] for f in fields(cls)}
+            # a field with a default may be missing: a trace written before the field was added
+            args = {f.name: rec[f.name] for f in fields(cls) if f.name in rec or f.default is MISSING}
             logs[-1][1].append(cls(**args))
         except (KeyError, TypeError) as exc:
             raise PcspecError(f"bad fields for {cls.kind}: {exc}", where) from None

@@ -169,3 +169,22 @@ def test_first_pass_stays_one_run_ahead() -> None:
         limit = starts[run + 1] + 1 if run + 1 < len(starts) else len(events)
         assert read_ahead[0] <= limit
     assert checker.finish().n_deviations == 0
+
+
+def test_a_trace_written_before_the_update_time_was_read_still_loads(tmp_path: Path) -> None:
+    """``cache_update_done`` gained its time (``ms``) after traces had been written without it:
+    such a line loads with no time, and a line missing a field without a default is still one
+    error naming the line."""
+    from pcspec.logcheck import events as ev
+    from pcspec.model.errors import PcspecError
+
+    old = tmp_path / "old.jsonl"
+    old.write_text('{"schema": 1, "kind": "pcspec-log-events", "source": "a.log"}\n'
+                   '{"event": "cache_update_done", "line": 7, "level": "D"}\n')
+    ((_src, (done,)),) = load_trace(old)
+    assert isinstance(done, ev.CacheUpdateDone) and done.ms is None and done.line == 7
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"schema": 1, "kind": "pcspec-log-events", "source": "a.log"}\n'
+                   '{"event": "prompt_save", "line": 7, "level": "D", "length": 3}\n')
+    with pytest.raises(PcspecError, match="bad fields for prompt_save"):
+        load_trace(bad)
