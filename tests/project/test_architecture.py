@@ -1,7 +1,8 @@
 """The dependency contract of docs/ARCHITECTURE.md, checked with import-linter (pyproject.toml,
 ``[tool.importlinter]``): it holds for the package, and it is broken by a layer reached upward,
-by a cycle between two files of one package, by the model calling the state codec and by the
-codec leaning on the core (each shown on a copy of the package)."""
+by a cycle between two files of one package, by the model calling the state codec, by the codec
+leaning on the core and by the package importing the tests (each shown on a copy of the
+package)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def copy(tmp_path: Path) -> Path:
 def test_the_package_keeps_the_contract(copy: Path) -> None:
     out = _lint(copy)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "4 kept, 0 broken" in out.stdout
+    assert "5 kept, 0 broken" in out.stdout
 
 
 def _add_import(copy: Path, module: str, line: str) -> None:
@@ -72,3 +73,11 @@ def test_the_codec_and_the_core_are_independent(copy: Path) -> None:
     out = _lint(copy)
     assert out.returncode != 0 and "BROKEN" in out.stdout
     assert "pcspec.codec.layout -> pcspec.core.errors" in out.stdout
+
+
+def test_the_package_importing_the_tests_breaks_the_contract(copy: Path) -> None:
+    _add_import(copy, "tools/verdicts.py", "import tests.support.paths")
+    out = _lint(copy)
+    assert out.returncode != 0
+    assert "the package imports nothing of the tests BROKEN" in " ".join(out.stdout.split())
+    assert "pcspec.tools.verdicts -> tests" in out.stdout
