@@ -12,7 +12,7 @@ offset     field
 8          u32 ``n_token_count``: the number of 32-bit words that follow
 12         the words: the packed ``server_tokens`` form (``-1`` marker, version 1, ``n``, the ``n``
            tokens, a media count, zero-padded to whole words) or a legacy plain token list
-12+4w      the sequence state: the memory's ``state_write`` output (``state_layout``), NO length prefix
+12+4w      the sequence state: the memory's ``state_write`` output (``pcspec.codec.layout``), NO length prefix
 ...        optional appendix: u32 0x504b4353 ('SCKP'), u32 version 1, u32 count, then per
            checkpoint i64 n_tokens, i32 pos_min, i32 pos_max and three blobs (u64 length + bytes):
            data_tgt, data_dft, data_spec
@@ -28,11 +28,11 @@ Where the state ends. The file stores no state length: ``llama_state_seq_load_fi
 file to the memory's ``state_read`` (KV cache, iSWA, recurrent, hybrid: each its own layout, and
 the layout changes with the state-sequence version), which consumes exactly what it needs, and
 returns ``file.tell()``; PR #26004 reads the appendix from there. This module is independent of
-any memory layout (``state_layout`` and ``state_reader`` know them), so it delimits the state in
+any memory layout (the codec, ``pcspec.codec``, knows them), so it delimits the state in
 one of two ways:
 
 * ``state_size`` given (what the target context's ``state_read`` consumes: the model knows it
-  for the files it writes, ``state_reader.parse_state`` finds it in a llama.cpp state): exact,
+  for the files it writes, ``pcspec.codec.reader.parse_state`` finds it in a llama.cpp state): exact,
   the C++ behaviour. The appendix is read at that offset.
 * ``state_size`` not given: a scan. See ``_locate_appendix`` for the rules and their limits.
 
@@ -578,7 +578,7 @@ def write_slot_file(
     there are checkpoints (a save whose appendix fails half way answers "Unable to save slot:
     incomplete context checkpoints" and leaves the partial file, server-context.cpp:2926-2929 of
     b11549). ``state`` is the sequence state exactly as the target context's ``state_write``
-    produced it (``state_layout.encode_state`` writes one of a given version). ``unwritten``
+    produced it (``pcspec.codec.layout.encode_state`` writes one of a given version). ``unwritten``
     names buffers (state, checkpoint payloads) that hold bytes never written: no unwritten
     byte may ever be written to a slot file, so any name there
     makes the write refuse instead of producing a file.

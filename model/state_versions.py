@@ -2,7 +2,7 @@
 
 ``LLAMA_STATE_SEQ_VERSION`` (include/llama.h:49) is the second word of every slot file. 3 in the
 October tree, 4 in b11434 and b11549, with ``LLAMA_SESSION_VERSION`` 10 -> 11 (llama.h:46): the
-KV cache's data header gained ``n_rot_k`` and ``n_rot_v`` (``state_layout``). The header and the
+KV cache's data header gained ``n_rot_k`` and ``n_rot_v`` (``pcspec.codec.layout``). The header and the
 token words are the same in all of them; the bumps are about the memory's state layout. A build
 restores its own version only: ``llama_context::state_seq_load_file`` refuses any other, with
 "unknown (magic, version) for sequence state file", and returns 0 (``llama_state_seq_load_file``),
@@ -12,7 +12,7 @@ and the server answers ``RESTORE_LOAD_FAILED`` and clears the slot.
 from __future__ import annotations
 
 # The versions known: 2 is the August 2026 code's (docs/SOURCES.md), whose state layout is not
-# in ``state_layout``.
+# in ``pcspec.codec.layout``.
 STATE_SEQ_VERSIONS: tuple[int, ...] = (2, 3, 4)
 # The October build's version: what a file is written with unless told otherwise, and the
 # designs' (``RuleSet.state_seq_version``; the rule sets b11434, b11549 and november write 4).

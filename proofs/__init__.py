@@ -6,5 +6,6 @@ unbounded over uninterpreted sorts (``world*.py``, ``setsum.py``) or for every c
 N entries and K checkpoints with every size symbolic (``cache*.py``) -- and searches the
 canvas (``canvas.py``, ``search_*.py``) for a counterexample that the model then replays
 (``replay.py``). ``suite.py`` runs the pairs ``pairs.py`` draws from the oracle; ``solver.py``
-and ``recheck.py`` are the two solvers; ``conform_*.py`` check the encodings against the model.
+and ``recheck.py`` are the two solvers. The encodings are checked against the model by the
+tests (``tests/proofs/conform_*.py``).
 """

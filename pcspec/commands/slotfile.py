@@ -6,7 +6,7 @@ not fatal, because the server ignores it and still restores); 2 (a ``PcspecError
 are not. A file whose first 8 bytes are not a slot file's magic and version is refused before
 the rest of it is read.
 
-The state is delimited and described by parsing it (``state_reader.parse_state``: the KV,
+The state is delimited and described by parsing it (``codec.reader.parse_state``: the KV,
 iSWA, recurrent and hybrid layouts of versions 3 and 4), so a cut or an overwrite inside it is
 reported at its byte. Three other ways: the model's own files hold a symbolic state blob (not a
 llama.cpp state), read by its length field (``slot_files.symbolic_state_size``);
@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pcspec.codec.layout import LAYOUT_VERSIONS, StateLayout
+from pcspec.codec.reader import parse_state
 from pcspec.commands.argtypes import count
 from pcspec.core.errors import PcspecError
 from pcspec.core.outdir import check_output_file, write_output
@@ -37,8 +39,6 @@ from pcspec.model.design import Design
 from pcspec.model.designs import get_design
 from pcspec.model.slot_files import symbolic_state_size
 from pcspec.model.slotfile import HEADER_BYTES, LLAMA_STATE_SEQ_MAGIC, Head, SlotFile, read_head, read_slot_file
-from pcspec.model.state_layout import LAYOUT_VERSIONS, StateLayout
-from pcspec.model.state_reader import parse_state
 from pcspec.model.state_versions import APPENDIX_BUILDS, STATE_SEQ_BUILDS, STATE_SEQ_VERSIONS
 from pcspec.properties.catalogue import BY_ID
 from pcspec.tools.slotfile_writer import Written, from_tokens, from_trace

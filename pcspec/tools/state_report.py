@@ -1,4 +1,4 @@
-"""What a parsed sequence state holds (``pcspec.model.state_reader.parse_state``), for
+"""What a parsed sequence state holds (``pcspec.codec.reader.parse_state``), for
 ``pcspec slotfile inspect``: text lines and a JSON object.
 
 Per part (KV cache, or recurrent memory; an iSWA state has two KV parts, a hybrid one a KV part
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pcspec.model.ggml_types import type_name
-from pcspec.model.state_layout import Part, Rows, StateLayout, Stream, position_runs
+from pcspec.codec.ggml_types import type_name
+from pcspec.codec.layout import Part, Rows, StateLayout, Stream, position_runs
 
 INDENT = "    "
 

@@ -20,7 +20,7 @@ the cache's byte limit to 0.4 of what it holds (server-task.cpp:1762-1775 at 0c1
 other design's server when its slot is the only one in the batch (docs/FINDINGS.md, F6);
 ``fixed`` goes on without the checkpoint (its patch 0009). The
 allocation is named by its size (``alloc.SIZE@n``, patches/faults/0002), which the model of the
-same requests gives (``pcspec.live.allocfaults``).
+same requests gives (``tests.live.allocfaults``).
 
 Each test skips when its design's fault build is not cached.
 """
@@ -38,7 +38,6 @@ pytestmark = pytest.mark.live
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 
 from pcspec.live import calibrate  # noqa: E402
-from pcspec.live.allocfaults import AllocCalls  # noqa: E402
 from pcspec.live.client import Client, Reply, generated, top_logprobs  # noqa: E402
 from pcspec.live.models import ensure_model  # noqa: E402
 from pcspec.live.process import Flags, ServerProcess  # noqa: E402
@@ -50,6 +49,7 @@ from pcspec.model.designs import DESIGNS, Fixed  # noqa: E402
 from pcspec.model.server import Server  # noqa: E402
 from pcspec.properties.catalogue import CATALOGUE, get_property  # noqa: E402
 from pcspec.properties.judge import Judge  # noqa: E402
+from tests.live.allocfaults import AllocCalls  # noqa: E402
 from tests.support.live import build_or_skip  # noqa: E402
 
 FLAGS = Flags(n_slots=1, n_ctx=1024, n_batch=64, n_ubatch=64, cache_ram_mib=8, ctx_checkpoints=0)
@@ -374,7 +374,7 @@ def test_the_checkpoint_payloads_each_design_copies(design: str, tmp_path: Path)
     back into the slot when A returns: 4 copies, 67,360 bytes, 33,680 of them in the save. The
     shared designs copy none: every such allocation is a checkpoint being made (one fewer on
     ``fixed``, whose 0013 does not re-create the checkpoint A's return restores). The model counts
-    the same allocations of that size (``pcspec.live.allocfaults``)."""
+    the same allocations of that size (``tests.live.allocfaults``)."""
     from pcspec.live.smoke import FLAGS as SMOKE_FLAGS
     from pcspec.live.smoke import PROMPT_A, PROMPT_B
 

@@ -37,7 +37,7 @@ CKPTS = [
 ]
 TOKENS = [1, 2, 3, 4, 5]
 STATE = b"STATE-BLOB\x00\x01"  # opaque: the reader of this module does not parse states
-# A KV cache's state of the five tokens (state_layout), for `inspect`, which parses the state.
+# A KV cache's state of the five tokens (pcspec.codec.layout), for `inspect`, which parses the state.
 KV_STATE = encoded("kv", 3, kv_part("kv", kv_stream(5, n_layer=1, row_bytes=4)))
 
 

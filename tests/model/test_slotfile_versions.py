@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from pcspec.cli import main
+from pcspec.codec.layout import encode_state
+from pcspec.codec.reader import parse_state
 from pcspec.model.config import Config
 from pcspec.model.designs import get_design
 from pcspec.model.errors import PcspecError
 from pcspec.model.server import Server
 from pcspec.model.slotfile import FileCheckpoint, read_slot_file, write_slot_file
-from pcspec.model.state_layout import encode_state
-from pcspec.model.state_reader import parse_state
 from pcspec.model.state_versions import RESTORE_LOAD_FAILED, STATE_SEQ_VERSION_DEFAULT
 from tests.support.state_builders import (
     REAL_FILES,

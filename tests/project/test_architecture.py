@@ -1,6 +1,8 @@
 """The dependency contract of docs/ARCHITECTURE.md, checked with import-linter (pyproject.toml,
-``[tool.importlinter]``): it holds for the package, and it is broken by a layer reached upward
-or by a cycle between two files of one package (each shown on a copy of the package)."""
+``[tool.importlinter]``): it holds for the package, and it is broken by a layer reached upward,
+by a cycle between two files of one package, by the model calling the state codec, by the codec
+leaning on the core and by the package importing the tests (each shown on a copy of the
+package)."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ def copy(tmp_path: Path) -> Path:
 def test_the_package_keeps_the_contract(copy: Path) -> None:
     out = _lint(copy)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "3 kept, 0 broken" in out.stdout
+    assert "5 kept, 0 broken" in out.stdout
 
 
 def _add_import(copy: Path, module: str, line: str) -> None:
@@ -56,3 +58,26 @@ def test_a_cycle_between_two_files_breaks_the_contract(copy: Path) -> None:
     out = _lint(copy)
     assert out.returncode != 0
     assert "No cycles are allowed in pcspec.core" in out.stdout
+
+
+def test_the_model_calling_the_codec_breaks_the_contract(copy: Path) -> None:
+    _add_import(copy, "model/slotfile.py", "import pcspec.codec.reader")
+    out = _lint(copy)
+    assert out.returncode != 0
+    assert "the spec never calls the slot-file state codec BROKEN" in " ".join(out.stdout.split())
+    assert "pcspec.model.slotfile -> pcspec.codec.reader" in out.stdout
+
+
+def test_the_codec_and_the_core_are_independent(copy: Path) -> None:
+    _add_import(copy, "codec/layout.py", "import pcspec.core.errors")
+    out = _lint(copy)
+    assert out.returncode != 0 and "BROKEN" in out.stdout
+    assert "pcspec.codec.layout -> pcspec.core.errors" in out.stdout
+
+
+def test_the_package_importing_the_tests_breaks_the_contract(copy: Path) -> None:
+    _add_import(copy, "tools/verdicts.py", "import tests.support.paths")
+    out = _lint(copy)
+    assert out.returncode != 0
+    assert "the package imports nothing of the tests BROKEN" in " ".join(out.stdout.split())
+    assert "pcspec.tools.verdicts -> tests" in out.stdout

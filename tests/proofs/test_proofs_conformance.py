@@ -1,6 +1,6 @@
 """Encoding conformance: for every operation the proofs encode, Hypothesis-drawn concrete
 states run through the Python model and through the Z3 transition relation, which must allow
-exactly the model's result (``pcspec.proofs.conform_cache``, ``conform_world``); and each
+exactly the model's result (``tests.proofs.conform_cache``, ``conform_world``); and each
 ``policy`` rule the cache encoding restates, against the policy function itself."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from pcspec.model import policy
 from pcspec.model.designs import get_design
 from pcspec.proofs import cache_ops, rules
-from pcspec.proofs import conform_cache as cc
-from pcspec.proofs import conform_world as cw
 from pcspec.proofs.build import Build
+from tests.proofs import conform_cache as cc
+from tests.proofs import conform_world as cw
 
 SETTINGS = settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 CACHE_VARIANTS = (

@@ -1,4 +1,4 @@
-"""Sequence states built from their layout (``pcspec.model.state_layout``), for the tests.
+"""Sequence states built from their layout (``pcspec.codec.layout``), for the tests.
 
 Row bytes are a fixed function of their place, so two builds of the same shape are equal and a
 state never happens to contain a field-like pattern by accident of randomness.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from pcspec.model.state_layout import Cell, Part, Rows, StateLayout, Stream, encode_state
-from pcspec.model.state_reader import parse_state
+from pcspec.codec.layout import Cell, Part, Rows, StateLayout, Stream, encode_state
+from pcspec.codec.reader import parse_state
 from tests.support.paths import DATA
 
 REAL_DIR = DATA / "real"

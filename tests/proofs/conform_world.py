@@ -31,9 +31,9 @@ from pcspec.model.server import Server
 from pcspec.model.slot import Task
 from pcspec.proofs import world_ops as ops
 from pcspec.proofs.build import Build, Term
-from pcspec.proofs.conform_cache import agreement, stage_entry
 from pcspec.proofs.encoded import encode
 from pcspec.proofs.world import World, fresh, sorts
+from tests.proofs.conform_cache import agreement, stage_entry
 
 NH, NC, NB = 5, 14, 24  # designated holders, checkpoint objects, buffers
 # The model-state arrays of a World that conformance compares, and the sorts indexing them.

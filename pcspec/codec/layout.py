@@ -42,7 +42,7 @@ header differs between versions 3 and 4):
   the recurrent memory) and **hybrid-idx** (src/llama-memory-hybrid-idx.cpp:258-269 of the
   October tree, 259 of b11434, 256 of b11549: the hybrid state, then the indexer's KV cache).
 
-Reading a state from a file, and what the bytes do and do not decide, is ``state_reader``.
+Reading a state from a file, and what the bytes do and do not decide, is ``reader``.
 """
 
 from __future__ import annotations
@@ -52,11 +52,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pcspec.codec.ggml_types import row_elements
 from pcspec.model.errors import PcspecError
-from pcspec.model.ggml_types import row_elements
 
-# The state-sequence versions whose layouts this module knows (``state_versions``: 3 in the
-# October tree, 4 in b11434 and b11549).
+# The state-sequence versions whose layouts this module knows (``pcspec.model.state_versions``:
+# 3 in the October tree, 4 in b11434 and b11549).
 LAYOUT_VERSIONS: tuple[int, ...] = (3, 4)
 VERSION_N_ROT = 4  # the first version with n_rot_k, n_rot_v in the KV data header
 

@@ -1,4 +1,4 @@
-"""Reading a slot file's sequence state: which layout (``state_layout``) the bytes are, and
+"""Reading a slot file's sequence state: which layout (``layout``) the bytes are, and
 where they break (``parse_state``).
 
 What the file says and what it does not. The state carries no tag, no length and no memory
@@ -50,9 +50,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from pcspec.model.errors import PcspecError
-from pcspec.model.ggml_types import GGML_TYPES, row_elements, type_name
-from pcspec.model.state_layout import (
+from pcspec.codec.ggml_types import GGML_TYPES, row_elements, type_name
+from pcspec.codec.layout import (
     KIND_PARTS,
     LAYOUT_VERSIONS,
     LAYOUTS,
@@ -63,6 +62,7 @@ from pcspec.model.state_layout import (
     StateLayout,
     Stream,
 )
+from pcspec.model.errors import PcspecError
 
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h:8
 LLAMA_MAX_LAYERS = 512  # src/llama-hparams.h:11
@@ -502,7 +502,7 @@ def parse_state(
 ) -> StateLayout:
     """The layout of the state at ``data[start:]``, chosen as the module docstring says. Raises
     ``PcspecError`` naming the byte and the field when no layout reads it. ``with_data`` keeps the
-    rows (``Rows.data``), as ``state_layout.encode_state`` needs them."""
+    rows (``Rows.data``), as ``layout.encode_state`` needs them."""
     data = bytes(data)
     if version not in LAYOUT_VERSIONS:
         raise PcspecError(

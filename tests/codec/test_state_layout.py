@@ -1,4 +1,4 @@
-"""The sequence state's layouts (pcspec.model.state_layout, state_reader): the real files of every
+"""The sequence state's layouts (pcspec.codec.layout, reader): the real files of every
 memory kind read exactly, versions 3 and 4 round-trip, and a cut or an overwrite in each part of
 each kind is reported at its byte."""
 
@@ -9,9 +9,9 @@ import struct
 
 import pytest
 
+from pcspec.codec.layout import LAYOUTS, StateLayout, encode_state
+from pcspec.codec.reader import MAX_ROW_BYTES, parse_state
 from pcspec.model.errors import PcspecError
-from pcspec.model.state_layout import LAYOUTS, StateLayout, encode_state
-from pcspec.model.state_reader import MAX_ROW_BYTES, parse_state
 from tests.support.state_builders import (
     F16,
     Q8_0,
@@ -241,7 +241,7 @@ def test_a_cut_in_each_part(name: str, state: bytes, lay: StateLayout) -> None:
 
 
 def test_a_cut_at_a_part_boundary_reads_as_the_shorter_layout() -> None:
-    # Not decidable (state_reader's docstring): an iSWA state cut after its base part is a whole
+    # Not decidable (pcspec.codec.reader's docstring): an iSWA state cut after its base part is a whole
     # KV state, and a hybrid one cut after its attention part too.
     for name, kind in (("swa-a.bin", "iswa"), ("hybrid-a.bin", "hybrid")):
         lay = real_layout(name)
