@@ -105,10 +105,6 @@ class Replica(Server):
     buffers keep their identity across observations (by canonical id), and a buffer whose
     part changed took a write (``version``), as the judge's fingerprints compare them."""
 
-    # (the judge's history takes a make-room eviction's numbers from the port's observation,
-    # which the session holds to the model's: properties/history.py, Eviction)
-    observed = True
-
     def __init__(self, config: dict[str, Any], tags: Tags) -> None:
         self.design = DESIGNS["fixed"]
         self.heap = Heap(host_ram=1 << 62)
@@ -223,7 +219,7 @@ class Judge:
 
     def __init__(self, config: dict[str, Any], tags: Tags) -> None:
         self.replica = Replica(config, tags)
-        self.judge = judge.Judge(self.replica, JUDGED, shortcuts=False)
+        self.judge = judge.Judge(self.replica, JUDGED, shortcuts=False, observed=True)
         self.published: set[int] = set()
 
     def __call__(self, index: int, op: dict[str, Any], obs: Obs) -> list[Finding]:
