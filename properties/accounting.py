@@ -14,23 +14,23 @@ from collections.abc import Sequence
 
 from pcspec.model import events as ev
 from pcspec.model.events import Event
-from pcspec.model.server import Server
 from pcspec.properties.base import also_reads, events_of, history_of, memo, needs, on_events, on_storage
 from pcspec.properties.history import EXCUSED_EVICTIONS
+from pcspec.properties.view import StateView
 
 
 # What several checks read of the cache, computed once per judgement (``memo``).
-def _unique(srv: Server, events: Sequence[Event]) -> int:
+def _unique(srv: StateView, events: Sequence[Event]) -> int:
     return memo(events, "unique_bytes", lambda: srv.unique_bytes)
 
 
-def _accounted(srv: Server, events: Sequence[Event]) -> int:
+def _accounted(srv: StateView, events: Sequence[Event]) -> int:
     # ``srv.accounted_bytes`` is ``cache.size()`` whenever there is a cache (the only case read)
     return memo(events, "cache_size", lambda: srv.accounted_bytes)
 
 
 @on_storage
-def acc1_accounted_equals_unique(srv: Server, events: Sequence[Event]) -> list[str]:
+def acc1_accounted_equals_unique(srv: StateView, events: Sequence[Event]) -> list[str]:
     if srv.cache is None:
         return []
     acc, uniq = _accounted(srv, events), _unique(srv, events)
@@ -41,7 +41,7 @@ def acc1_accounted_equals_unique(srv: Server, events: Sequence[Event]) -> list[s
 
 @on_events(ev.SaveRejectOversize, ev.EntryInsert)
 @needs("cache")
-def acc2_reject_iff_oversize(srv: Server, events: Sequence[Event]) -> list[str]:
+def acc2_reject_iff_oversize(srv: StateView, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for a in history_of(events).admissions:
         if a.rejected and a.own_unique <= a.limit:
@@ -54,7 +54,7 @@ def acc2_reject_iff_oversize(srv: Server, events: Sequence[Event]) -> list[str]:
 
 @on_events(ev.EntryEvict)
 @needs("cache")
-def acc3_minimal_eviction(srv: Server, events: Sequence[Event]) -> list[str]:
+def acc3_minimal_eviction(srv: StateView, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for e in history_of(events).evictions:
         if e.why is not None and e.why in (*EXCUSED_EVICTIONS, "limit_tokens"):
@@ -82,7 +82,7 @@ def _token_limit(size: int, n_tokens: int, limit_size: int, limit_tokens: int) -
 @on_storage
 @also_reads(ev.EntryInsert)
 @needs("cache")
-def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
+def limit1_within_limits(srv: StateView, events: Sequence[Event]) -> list[str]:
     cache = srv.cache
     if cache is None:
         return []
@@ -103,7 +103,7 @@ def limit1_within_limits(srv: Server, events: Sequence[Event]) -> list[str]:
 
 
 @on_storage
-def live1_limit_not_reduced(srv: Server, events: Sequence[Event]) -> list[str]:
+def live1_limit_not_reduced(srv: StateView, events: Sequence[Event]) -> list[str]:
     cache = srv.cache
     if cache is None or cache.limit_size == srv.cfg.limit_size:
         return []

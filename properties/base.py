@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.events import Event
-from pcspec.model.ownership import Holder, holders
-from pcspec.model.server import Server
+from pcspec.model.ownership import Holder, entry_holder, slot_holder
+from pcspec.properties.view import StateView
 
 if TYPE_CHECKING:
     from pcspec.properties.history import History
 
-Check = Callable[[Server, Sequence[Event]], list[str]]
+Check = Callable[[StateView, Sequence[Event]], list[str]]
 C = TypeVar("C", bound=Check)
 T = TypeVar("T")
 E = TypeVar("E", bound=Event)
@@ -221,16 +221,20 @@ class Events(list[Event]):
         return by_kind
 
 
-def holders_of(srv: Server, events: Sequence[Event]) -> list[Holder]:
-    """``pcspec.model.ownership.holders(srv)``, computed once per judgement."""
-    if isinstance(events, Events):
-        if events.holders is None:
-            events.holders = list(holders(srv))
+def holders_of(srv: StateView, events: Sequence[Event]) -> list[Holder]:
+    """Every holder (``pcspec.model.ownership.holders``, over the view): the slots in order, then
+    the cache's entries front first; computed once per judgement."""
+    if isinstance(events, Events) and events.holders is not None:
         return events.holders
-    return list(holders(srv))
+    out = [slot_holder(s) for s in srv.slots]
+    if srv.cache is not None:
+        out += [entry_holder(e) for e in srv.cache.entries]
+    if isinstance(events, Events):
+        events.holders = out
+    return out
 
 
-def held_checkpoints(srv: Server, events: Sequence[Event]) -> dict[int, tuple[Checkpoint, list[str]]]:
+def held_checkpoints(srv: StateView, events: Sequence[Event]) -> dict[int, tuple[Checkpoint, list[str]]]:
     """Every checkpoint object the holders hold, by id, in the order the holder walk first
     meets it, with the names of its holders in walk order (once per holding)."""
     if isinstance(events, Events) and events.checkpoints is not None:

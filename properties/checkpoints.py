@@ -15,7 +15,6 @@ from pcspec.model.config import MemoryKind
 from pcspec.model.events import Event
 from pcspec.model.memory import StateImage, Tokens
 from pcspec.model.ownership import Holder, entry_holder, slot_holder, slot_task_tokens
-from pcspec.model.server import Server
 from pcspec.model.slot import Slot
 from pcspec.properties.base import (
     Carry,
@@ -28,11 +27,12 @@ from pcspec.properties.base import (
     on_events,
     on_storage,
 )
+from pcspec.properties.view import StateView
 
 
 @on_storage
 @also_reads(ev.CkptCreate)
-def ckpt1_slot_list_shape(srv: Server, events: Sequence[Event]) -> list[str]:
+def ckpt1_slot_list_shape(srv: StateView, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     cap = srv.cfg.n_ctx_checkpoints
     # A checkpoint created and dropped within one operation was still in the slot's list: the
@@ -70,7 +70,7 @@ def describes_prefix(ck: Checkpoint, tokens: Tokens) -> bool:
     return isinstance(img, StateImage) and img.describes() == tokens[: ck.n_tokens]
 
 
-def ckpt2_describes_prefix(srv: Server, events: Sequence[Event]) -> list[str]:
+def ckpt2_describes_prefix(srv: StateView, events: Sequence[Event]) -> list[str]:
     carry = carry_of(events)
     if carry is None:
         out: list[str] = []
@@ -128,7 +128,7 @@ def _keeps_prefix(k: _SlotKept, tokens: Tokens) -> bool:
     return len(tokens) >= m and tokens[:m] == k.tokens[:m]
 
 
-def _ckpt2_carried(srv: Server, events: Sequence[Event], carry: Carry) -> list[str]:
+def _ckpt2_carried(srv: StateView, events: Sequence[Event], carry: Carry) -> list[str]:
     """CKPT-2, carried over a storage epoch. The checkpoints (their lists, metadata and target
     payloads) are the storage's, the same all epoch; what changes within it is the slots'
     tokens (a decode step appends to them) and tasks. A slot whose checkpoints all described
@@ -164,7 +164,7 @@ def _ckpt2_carried(srv: Server, events: Sequence[Event], carry: Carry) -> list[s
 
 @on_events(ev.PromptStart)
 @needs("starts")
-def restore1_prompt_start(srv: Server, events: Sequence[Event]) -> list[str]:
+def restore1_prompt_start(srv: StateView, events: Sequence[Event]) -> list[str]:
     """Judged on what ``prompt_start`` kept, as of that moment (later work in the same
     ``update_slots`` iteration, such as a deferred task's cache load, is not its doing)."""
     out: list[str] = []
@@ -182,7 +182,7 @@ def restore1_prompt_start(srv: Server, events: Sequence[Event]) -> list[str]:
 
 
 @on_events(ev.CkptErase, ev.CkptCreate, ev.PromptClear)
-def perf2_restored_kept(srv: Server, events: Sequence[Event]) -> list[str]:
+def perf2_restored_kept(srv: StateView, events: Sequence[Event]) -> list[str]:
     """Wasted restores: the task erases, re-creates identically or clears away the checkpoint
     it restored. A context shift is not counted: it moves every position, so no checkpoint
     describes the shifted sequence and keeping one would break CKPT-2."""
@@ -212,7 +212,7 @@ ALLOWED_ERASURES = ("invalidated", "cap", "too_close", "supersede", "context_shi
 
 
 @on_events(ev.CkptErase)
-def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
+def ckpt4_erasure_reasons(srv: StateView, events: Sequence[Event]) -> list[str]:
     """Every ``ckpt_erase`` has an allowed reason whose condition held *at that erasure*
     (clears and prompt replacements drop whole lists and are not ``ckpt_erase`` events):
 
@@ -256,7 +256,7 @@ def ckpt4_erasure_reasons(srv: Server, events: Sequence[Event]) -> list[str]:
 
 @on_events(ev.PromptStart)
 @needs("starts")
-def perf3_extension_resumes(srv: Server, events: Sequence[Event]) -> list[str]:
+def perf3_extension_resumes(srv: StateView, events: Sequence[Event]) -> list[str]:
     """A prompt that strictly extends a recurrent or hybrid slot's live tokens resumes from
     live memory (#24110: no needless restore when the prompt brings new tokens). "Live" is
     the premise: every context's memory was the state of the slot's tokens when the prompt
@@ -305,7 +305,7 @@ _COUNTS_AS_MADE = (ev.CkptCreateFailed, ev.CkptCreateSkipped)
 
 
 @on_events(ev.Batch)
-def ckpt3_creation_rules(srv: Server, events: Sequence[Event]) -> list[str]:
+def ckpt3_creation_rules(srv: StateView, events: Sequence[Event]) -> list[str]:
     """Checkpoint creation judged both ways, batch by batch, for every task that makes
     checkpoints (a completion on a memory that cannot roll back, or with a window):
 
@@ -356,7 +356,7 @@ def ckpt3_creation_rules(srv: Server, events: Sequence[Event]) -> list[str]:
 
 
 @on_events(ev.Batch)
-def ckpt5_batch_ends(srv: Server, events: Sequence[Event]) -> list[str]:
+def ckpt5_batch_ends(srv: StateView, events: Sequence[Event]) -> list[str]:
     """CKPT-3's other direction: a batch ends only where the fill loop's conditions name an
     end (server-context.cpp:3505-3560 at 0c1e570). The loop runs while the prompt has tokens
     left and the batch has room (3505); it breaks early only when ``do_checkpoint`` (3441-3455)

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 
 from pcspec.model import events as ev
 from pcspec.model.events import Event
-from pcspec.model.server import Server
 from pcspec.properties.base import events_of, history_of, needs, on_events
+from pcspec.properties.view import StateView
 
 
 @on_events(ev.Crash, ev.FileRestore, ev.FileRestoreFailed)
 @needs("files")
-def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list[str]:
+def file1_round_trip_and_rejection(srv: StateView, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     ops = events_of(events, ev.Op)
     restoring = bool(ops) and ops[0].name == "slot_restore"
@@ -47,7 +47,7 @@ def file1_round_trip_and_rejection(srv: Server, events: Sequence[Event]) -> list
 
 
 @on_events(ev.FileWrite, ev.FileRestore)
-def file2_reported_bytes(srv: Server, events: Sequence[Event]) -> list[str]:
+def file2_reported_bytes(srv: StateView, events: Sequence[Event]) -> list[str]:
     out = [
         f"saving {w.filename!r} reported n_written {w.n_written} for a file of {w.size} bytes"
         for w in events_of(events, ev.FileWrite)

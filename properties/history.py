@@ -26,8 +26,8 @@ from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.events import Event
 from pcspec.model.heap import Buffer
 from pcspec.model.memory import FULL, SeqMemory, Tokens
-from pcspec.model.server import Server
 from pcspec.model.slot import Slot, TaskType
+from pcspec.properties.view import StateView
 
 # The parts of the history, and the events each listens to.
 PARTS: dict[str, tuple[type[Event], ...]] = {
@@ -77,7 +77,7 @@ def file_summary(slot: Slot) -> tuple[Any, ...]:
     )
 
 
-def cache_fingerprint(srv: Server) -> tuple[Any, ...]:
+def cache_fingerprint(srv: StateView) -> tuple[Any, ...]:
     """What a failed save must leave as it was: the limit and which entries, with which data
     buffers, in which order (changes inside an entry's buffers are IMM-2's business)."""
     if srv.cache is None:
@@ -177,8 +177,12 @@ EXCUSED_EVICTIONS = ("obsolete", "loaded", "pop_back", "load_failed", "wake")
 
 @dataclass
 class History:
-    srv: Server
+    srv: StateView
     parts: frozenset[str]
+    # Whether the state is only seen after each operation (a port's observations): the cache at
+    # an eviction is gone by then, so an eviction's numbers are the ones its event reports,
+    # which the kit's session holds to the model's (pcspec/conform/judge.py).
+    observed: bool = False
     sealed_ckpts: dict[int, tuple[object, ...]] = field(default_factory=dict)
     sealed_entries: dict[int, tuple[object, ...]] = field(default_factory=dict)
     saves: list[Save] = field(default_factory=list)
@@ -386,10 +390,7 @@ class History:
         gone = self._entries.get(e.entry)
         with_it = [*cache.entries, *([gone] if gone is not None else [])]
         unique = unique_bytes(with_it)
-        if getattr(self.srv, "observed", False) and e.unique_total is not None and e.limit is not None:
-            # A conformance replica holds a port's observation after the operation, not the
-            # cache at the eviction: it takes the numbers the port reported, which the kit's
-            # session compares with the model's (pcspec/conform/judge.py).
+        if self.observed and e.unique_total is not None and e.limit is not None:
             self.evictions.append(Eviction(e.entry, e.reason, e.reason, e.unique_total, e.limit, 0, 0))
             return
         why: str | None = e.reason

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pcspec.model.events import Event
-from pcspec.model.server import Server
 from pcspec.properties.base import held_checkpoints, history_of, needs, on_storage
 from pcspec.properties.history import checkpoint_fingerprint, entry_fingerprint
+from pcspec.properties.view import StateView
 
 
 @on_storage
 @needs("seals")
-def imm1_published_checkpoint_unchanged(srv: Server, events: Sequence[Event]) -> list[str]:
+def imm1_published_checkpoint_unchanged(srv: StateView, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     seals = history_of(events).sealed_ckpts
     for ck, names in held_checkpoints(srv, events).values():
@@ -32,7 +32,7 @@ def imm1_published_checkpoint_unchanged(srv: Server, events: Sequence[Event]) ->
 
 @on_storage
 @needs("seals")
-def imm2_entry_unchanged(srv: Server, events: Sequence[Event]) -> list[str]:
+def imm2_entry_unchanged(srv: StateView, events: Sequence[Event]) -> list[str]:
     if srv.cache is None:
         return []
     out: list[str] = []

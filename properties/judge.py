@@ -21,7 +21,6 @@ from pcspec.core.snippet import pytest_snippet
 from pcspec.core.trace import Trace
 from pcspec.model.design import CHOICE_POINTS, EFFECT_POINTS, Design, defined_by
 from pcspec.model.designs import get_design
-from pcspec.model.server import Server
 from pcspec.properties.base import (
     DECODE_STEP_KINDS,
     STORAGE_NEUTRAL_KINDS,
@@ -36,6 +35,7 @@ from pcspec.properties.base import (
 )
 from pcspec.properties.catalogue import CATALOGUE, get_property
 from pcspec.properties.history import History
+from pcspec.properties.view import StateView
 
 
 class Judge:
@@ -43,7 +43,10 @@ class Judge:
 
     ``shortcuts=False``: no check is skipped after a decode step. The skip rests on the model's
     code (a decode step changes no storage, ``base.on_storage``); the conformance kit judges a
-    port's answers, replayed into model objects, which need not keep it.
+    port's state as its answers show it, which need not keep it.
+
+    ``observed``: the state is seen only after each operation, as a port's observations show
+    it (``History.observed``).
 
     ``incremental`` (by default as ``shortcuts``, which it rests on too): what a check found
     is carried over while the storage it reads stays as it was. A storage check
@@ -55,11 +58,12 @@ class Judge:
 
     def __init__(
         self,
-        srv: Server,
+        srv: StateView,
         props: Iterable[Property] = CATALOGUE,
         shortcuts: bool = True,
         incremental: bool | None = None,
         reference: bool | None = None,
+        observed: bool = False,
     ) -> None:
         self.srv = srv
         self.props = tuple(props)
@@ -100,7 +104,7 @@ class Judge:
         )
         self._watched = frozenset().union(*(x[3] for x in self._plan if x[3] is not None))
         # What the chosen checks compare against, kept as the model runs (properties/history.py).
-        self.history = History(srv, frozenset().union(*(history_parts(p.check) for p in self.props)))
+        self.history = History(srv, frozenset().union(*(history_parts(p.check) for p in self.props)), observed)
         # The storage epoch and what the incremental checks keep (None: everything afresh).
         self.carry: Carry | None = Carry() if self.incremental else None
         # A storage check's findings as of the epoch it last ran in: pid -> (epoch, messages).

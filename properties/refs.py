@@ -9,12 +9,12 @@ from collections.abc import Sequence
 
 from pcspec.model.events import Event
 from pcspec.model.heap import Buffer
-from pcspec.model.server import Server
 from pcspec.properties.base import held_checkpoints, holders_of, on_storage
+from pcspec.properties.view import StateView
 
 
 @on_storage
-def ref1_refcounts_match_holders(srv: Server, events: Sequence[Event]) -> list[str]:
+def ref1_refcounts_match_holders(srv: StateView, events: Sequence[Event]) -> list[str]:
     # buffer id -> (the buffer, its holders' names): holders' data buffers in holder order,
     # then each checkpoint's payload (as ``pcspec.model.ownership.graph`` lists the edges)
     bufs: dict[int, tuple[Buffer, list[str]]] = {}

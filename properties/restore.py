@@ -23,8 +23,8 @@ from pcspec.model import events as ev
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.design import Design, runs
 from pcspec.model.events import Event
-from pcspec.model.server import Server
 from pcspec.properties.base import events_of, history_of, needs, on_events
+from pcspec.properties.view import StateView
 
 # A prompt start whose restore was cut by a fault, or whose memory refused to go back (fixed):
 # no choice to judge (the choice is made, the failure is not the rule's).
@@ -70,7 +70,7 @@ def _show(ck: Checkpoint | None) -> str:
 
 @on_events(ev.PromptStart)
 @needs("starts")
-def restore2_restore_choice(srv: Server, events: Sequence[Event]) -> list[str]:
+def restore2_restore_choice(srv: StateView, events: Sequence[Event]) -> list[str]:
     """At every prompt start, the checkpoint restored (or none) and the resume point are the
     C++ rule's over the slot's checkpoints and live memory as the prompt start found them."""
     out: list[str] = []

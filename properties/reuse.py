@@ -17,9 +17,9 @@ from pcspec.model import events as ev
 from pcspec.model.checkpoint import Checkpoint
 from pcspec.model.events import Event
 from pcspec.model.memory import PARTIAL_ONLY, SeqMemory, StateImage, Tokens
-from pcspec.model.server import Server
 from pcspec.properties.base import events_of, history_of, needs, on_events
 from pcspec.properties.checkpoints import describes_prefix
+from pcspec.properties.view import StateView
 
 
 def _serves(memories: Sequence[tuple[str, SeqMemory]], ck: Checkpoint | None, prompt: Tokens, n: int) -> bool:
@@ -64,7 +64,7 @@ def _restored_n_past(pos_next: int, ck: Checkpoint, n_prompt: int) -> int:
 
 @on_events(ev.PromptStart)
 @needs("starts")
-def reuse1_best_resume(srv: Server, events: Sequence[Event]) -> list[str]:
+def reuse1_best_resume(srv: StateView, events: Sequence[Event]) -> list[str]:
     """At every prompt start with ``cache_prompt``: the tokens kept (``n_past``) are at least
     what the best usable source would keep. The sources are the slot's live memory (kept up to
     the shared prefix) and each held checkpoint that is the state of a prefix of the new
@@ -139,7 +139,7 @@ def _load_choice(prompt: Tokens, slot_tokens: Tokens, entries: Sequence[Tokens])
 
 @on_events(ev.Select)
 @needs("loads")
-def reuse2_cache_load(srv: Server, events: Sequence[Event]) -> list[str]:
+def reuse2_cache_load(srv: StateView, events: Sequence[Event]) -> list[str]:
     """A completion task placed on a slot that shares nothing with its prompt (empty, or
     unrelated) gets the cache entry the load rules choose (``_load_choice``: the ``f_keep``
     floor, strictly better than the slot on both fractions; an empty slot's load

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 from pcspec.model import events as ev
 from pcspec.model.events import Event
-from pcspec.model.server import Server
 from pcspec.properties.base import events_of, history_of, needs, on_events, on_storage
+from pcspec.properties.view import StateView
 
 
 @on_storage
-def rb1_no_partial_entry(srv: Server, events: Sequence[Event]) -> list[str]:
+def rb1_no_partial_entry(srv: StateView, events: Sequence[Event]) -> list[str]:
     if srv.cache is None:
         return []
     out: list[str] = []
@@ -34,7 +34,7 @@ def rb1_no_partial_entry(srv: Server, events: Sequence[Event]) -> list[str]:
 
 @on_events(ev.SaveEnd)
 @needs("saves")
-def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> list[str]:
+def rb2_failed_save_changes_nothing(srv: StateView, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for e in history_of(events).saves:
         if e.ok or e.before == e.after:
@@ -55,7 +55,7 @@ def rb2_failed_save_changes_nothing(srv: Server, events: Sequence[Event]) -> lis
 
 
 @on_events(ev.Crash)
-def rb3_alloc_failure_contained(srv: Server, events: Sequence[Event]) -> list[str]:
+def rb3_alloc_failure_contained(srv: StateView, events: Sequence[Event]) -> list[str]:
     return [
         f"allocation failure during a save crashed the server at {e.where}: {e.message}"
         for e in events_of(events, ev.Crash)

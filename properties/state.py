@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from pcspec.model import events as ev
 from pcspec.model.events import Event
-from pcspec.model.server import Server
 from pcspec.properties.base import events_of, on_events
+from pcspec.properties.view import StateView
 
 
-def state1_memory_matches_tokens(srv: Server, events: Sequence[Event]) -> list[str]:
+def state1_memory_matches_tokens(srv: StateView, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     contexts = srv.contexts()
     for s in srv.slots:
@@ -33,12 +33,12 @@ def state1_memory_matches_tokens(srv: Server, events: Sequence[Event]) -> list[s
 
 
 @on_events(ev.Crash)
-def noabort1_no_crash(srv: Server, events: Sequence[Event]) -> list[str]:
+def noabort1_no_crash(srv: StateView, events: Sequence[Event]) -> list[str]:
     return [f"the server aborted at {e.where}: {e.message}" for e in events_of(events, ev.Crash)]
 
 
 @on_events(ev.Stall)
-def progress1_no_stall(srv: Server, events: Sequence[Event]) -> list[str]:
+def progress1_no_stall(srv: StateView, events: Sequence[Event]) -> list[str]:
     """A ``stall`` is a pass in which a slot processing a prompt added no token and did not
     finish: the model is deterministic and nothing but that slot's release changes its
     state, so every later pass repeats it (the real server loops forever, answering
@@ -51,7 +51,7 @@ def progress1_no_stall(srv: Server, events: Sequence[Event]) -> list[str]:
 
 
 @on_events(ev.CopyPayload)
-def perf1_no_payload_copies(srv: Server, events: Sequence[Event]) -> list[str]:
+def perf1_no_payload_copies(srv: StateView, events: Sequence[Event]) -> list[str]:
     copies = events_of(events, ev.CopyPayload)
     if not copies:
         return []

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 from pcspec.model import events as ev
 from pcspec.model.events import Event
-from pcspec.model.server import Server
 from pcspec.properties.base import events_of, holders_of, on_events, on_storage
+from pcspec.properties.view import StateView
 
 
 @on_storage
-def uninit1_no_unwritten_reachable(srv: Server, events: Sequence[Event]) -> list[str]:
+def uninit1_no_unwritten_reachable(srv: StateView, events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for h in holders_of(srv, events):
         for b in h.data:
@@ -33,7 +33,7 @@ def uninit1_no_unwritten_reachable(srv: Server, events: Sequence[Event]) -> list
 
 
 @on_events(ev.UninitLoaded, ev.FileWrite)
-def uninit2_no_unwritten_loaded_or_written(srv: Server, events: Sequence[Event]) -> list[str]:
+def uninit2_no_unwritten_loaded_or_written(srv: StateView, events: Sequence[Event]) -> list[str]:
     out = [
         f"{u.unwritten} unwritten bytes of buffer #{u.buf} loaded into context {u.ctx} sequence {u.seq}"
         for u in events_of(events, ev.UninitLoaded)

@@ -108,8 +108,9 @@ def _judged(*steps: tuple[dict[str, Any], dict[str, Any]]) -> set[str]:
 
 
 def test_judge_settles_what_an_observation_leaves_open() -> None:
-    """The catalogue's checks over a replica (pcspec/conform/judge.py): a held checkpoint the port
-    does not report, a reported one nobody holds, a copy in a saved entry, the token limit."""
+    """The catalogue's checks over a port's observed state (pcspec/conform/judge.py): a held
+    checkpoint the port does not report, a reported one nobody holds, a copy in a saved entry,
+    the token limit."""
     obs = next(o for o in CASE.expect if o["entries"] and o["slots"][0]["ckpts"] and o["entries"][0]["ckpts"])
     obs = {**obs, "events": []}
     ck = obs["ckpts"][0]
