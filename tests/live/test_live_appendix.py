@@ -42,7 +42,7 @@ FLAGS = Flags(n_slots=1, n_ctx=512, n_batch=64, n_ubatch=64, cache_ram_mib=0, ct
 FACTS = ServerFacts(1, 512, None)
 A40 = list(range(100, 140))
 OTHER = [207, 208, 209]
-RESTORED = "context checkpoint(s) from 'a.bin'"
+RESTORED = "context checkpoint(s) from "
 IGNORED = "invalid context checkpoint appendix in"
 WHY = "does not fit the slot"
 
