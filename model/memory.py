@@ -235,15 +235,28 @@ class SeqMemory:
         partial image: the io magic and sequence id this function writes first, 3194-3195,
         and each cache's headers, e.g. one cell count per stream, llama-kv-cache.cpp:
         2074-2122). An empty state is the header alone (nothing caches one)."""
-        if self.n_tokens == 0:
+        return self._size(scope, self.n_tokens, len(self.attn) if self.has_attn else 0, self.window_cells())
+
+    def image_size(self, img: StateImage) -> int:
+        """The size ``get_data_ext`` gave ``img`` when a sequence of this memory's kind and sizes
+        wrote it: what the payload of a slot file's checkpoint record holds in a real file (the
+        model's file carries a compact encoding of the image instead, ``slot_files.encode_content``,
+        so a checkpoint read back from a file takes its size from here)."""
+        part = img.part or ()
+        n_attn = len(img.attn) if img.attn is not None and self.has_attn else 0
+        n_tokens = n_attn if img.attn is not None and self.has_attn else len(part)
+        window = min(self.n_swa, max(0, len(part) - img.part_lo))
+        return self._size(img.scope, n_tokens, n_attn, window)
+
+    def _size(self, scope: int, n_tokens: int, n_attn: int, window: int) -> int:
+        if n_tokens == 0:
             return STATE_HEADER
         rs = self.rs_bytes if self.kind in (MemoryKind.RECURRENT, MemoryKind.HYBRID) else 0
-        swa = self.window_cells() * self.cell_bytes
+        swa = window * self.cell_bytes
         if scope == PARTIAL_ONLY and self.kind != MemoryKind.KV:
             return STATE_HEADER + swa + rs + self.ckpt_overhead
         # (a plain KV cache ignores the flag and writes its full image, llama-kv-cache.cpp:2070)
-        attn = len(self.attn) * self.cell_bytes if self.has_attn else 0
-        return STATE_HEADER + attn + swa + rs + self.state_overhead
+        return STATE_HEADER + n_attn * self.cell_bytes + swa + rs + self.state_overhead
 
     def image(self, scope: int) -> StateImage:
         """The identity ``get_data_ext`` writes. A partial image of a plain KV cache is the

@@ -361,13 +361,20 @@ def _restore_checkpoints(srv: Server, slot: Slot, parsed: SlotFile, filename: st
     for rec in records:
         ck = Checkpoint(heap.new_id(), rec.n_tokens, -1, rec.pos_min, rec.pos_max)
         bufs: list[Buffer | None] = []
-        for role, blob in (("ckpt_tgt", rec.data_tgt), ("ckpt_dft", rec.data_dft), ("ckpt_spec", rec.data_spec)):
+        for role, blob, ctx in (("ckpt_tgt", rec.data_tgt, srv.ctx_tgt), ("ckpt_dft", rec.data_dft, srv.ctx_dft),
+                                ("ckpt_spec", rec.data_spec, None)):
             if not blob:
                 bufs.append(None)
                 continue
-            buf = heap.allocate(len(blob), role, design.zero_init)
             content = decode_content(blob)
-            heap.fill(buf, content if content is not None else ("garbage", filename), len(blob))
+            # The buffer has the payload's size in a real file: the state's size as the context
+            # wrote it (server-context.cpp:2684-2686 of b11549 read it by its length field), not
+            # the length of the model's encoding of it; the prompt cache counts these bytes
+            mem = ctx.seqs[slot.id] if ctx is not None else None
+            size = (mem.image_size(content) if mem is not None and isinstance(content, StateImage)
+                    and content.kind == mem.kind else len(blob))
+            buf = heap.allocate(size, role, design.zero_init)
+            heap.fill(buf, content if content is not None else ("garbage", filename), size)
             bufs.append(buf)
         ck.tgt, ck.dft, ck.spec = bufs
         restored.append(ck)
