@@ -64,13 +64,15 @@ def table(res: BenchResult) -> str:
             for d in res.designs:
                 row.append("not built" if d.not_built else _spread(measured[d.design][key], len(d.runs)))
             rows.append(row)
-        base = measured.get("baseline")
+        # the ratios are to the code before #30137: baseline, or its November build (baseline@november)
+        base_name = next((d.design for d in res.designs if d.design.split("@")[0] == "baseline"), None)
+        base = measured.get(base_name) if base_name is not None else None
         if base is not None:
             for key in RATIOS:
                 b = base[key]
                 if b is None or b.mid == 0:
                     continue
-                row = [f"  vs baseline: {dict(MEASURED_ROWS)[key].split(' (')[0]}"]
+                row = [f"  vs {base_name}: {dict(MEASURED_ROWS)[key].split(' (')[0]}"]
                 for d in res.designs:
                     s = measured[d.design][key]
                     row.append("-" if s is None else f"{s.mid / b.mid:.2f}x ({(s.mid / b.mid - 1) * 100:+.0f} %)")

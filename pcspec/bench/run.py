@@ -20,6 +20,7 @@ from pcspec.bench.predict import Predicted, predict, variant
 from pcspec.bench.workload import LIVE_LIMITS, MODEL_LIMITS, Workload
 from pcspec.core.errors import PcspecError
 from pcspec.live import build as live_build
+from pcspec.live.designs import DESIGNS as LIVE_DESIGNS
 from pcspec.live.designs import DesignUnavailable, design_of
 from pcspec.live.models import ensure_model
 from pcspec.model.designs import renamed_error
@@ -37,7 +38,11 @@ def check_design(name: str) -> None:
     if renamed is not None:
         raise PcspecError(renamed.why, "--design")
     if name not in DESIGNS:
-        raise PcspecError(f"--design: unknown design {name!r}; designs: {', '.join(DESIGNS)}")
+        try:  # any other design with a build: the November builds (pr30137@november, ...)
+            design_of(name)
+        except DesignUnavailable:
+            raise PcspecError(f"--design: unknown design {name!r}; designs: {', '.join(DESIGNS)} "
+                              f"(and the November builds: {', '.join(n for n in LIVE_DESIGNS if '@' in n)})") from None
 
 
 def binary_of(design: str) -> tuple[Path | None, str]:

@@ -44,7 +44,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument("workload", nargs="+", help=f"a preset ({', '.join(PRESETS)}) or a .toml file")
     p.add_argument("--design", action="append", metavar="D",
-                   help=f"a design ({', '.join(DESIGNS)}); repeatable (default: all four)")
+                   help=f"a design ({', '.join(DESIGNS)}, or a November build: baseline@november, "
+                        "pr30137@november, fixed@november); repeatable (default: the four)")
     p.add_argument("--server", type=Path, metavar="PATH",
                    help="also measure this llama-server binary (a build of your own), predicted by the model of "
                         "the build it names, or by --variant-module's design")
