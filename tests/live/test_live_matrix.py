@@ -25,15 +25,18 @@ def test_every_workload_parses_and_names_a_route_of_its_property() -> None:
     for r in REPROS:
         kind, _flags, _seed, ops = read_workload(REPRO_DIR / r.workload)
         assert kind and ops, r
+        if not r.violating:  # a workload where the cell holds (FILE-1's round trip): no route of it
+            assert r.cell in REACHED_ELSEWHERE, r
+            continue
         assert any(r.route in {x.name for x in routes(d, r.cell)} for d in ROUTES), r
         assert any(ORACLE[d].get(r.cell) == "x" for d in CPP), r
 
 
 def test_every_violated_cell_is_reproduced_or_says_where_it_is_shown() -> None:
     violated = {p for d in CPP for p, mark in ORACLE[d].items() if mark == "x"}
-    covered = {r.cell for r in REPROS} | set(REACHED_ELSEWHERE)
+    covered = {r.cell for r in REPROS if r.violating} | set(REACHED_ELSEWHERE)
     assert violated <= covered, violated - covered
-    assert not set(REACHED_ELSEWHERE) & {r.cell for r in REPROS}
+    assert not set(REACHED_ELSEWHERE) & {r.cell for r in REPROS if r.violating}
 
 
 def test_the_table_has_a_column_per_design_and_the_rest_listed() -> None:
