@@ -134,8 +134,13 @@ class Pool(Generic[U, R]):
             if idle is None:
                 return
             unit = min(self.waiting, key=self.priority)  # (min: the first of the lowest key)
+            try:
+                idle.conn.send(unit)
+            except OSError:  # (it died idle: nothing is lost, a fresh worker takes the unit)
+                idle.proc.join()
+                self.workers.remove(idle)
+                continue
             self.waiting.remove(unit)
-            idle.conn.send(unit)
             idle.unit, idle.busy = unit, True
 
     def next(self) -> Settled[U, R]:
