@@ -95,6 +95,7 @@ class _Worker:
         theirs.close()
         self.unit: Any = None  # the unit it runs, if any
         self.busy = False
+        self.served = 0  # units it was given
 
 
 class Pool(Generic[U, R]):
@@ -139,9 +140,12 @@ class Pool(Generic[U, R]):
             except OSError:  # (it died idle: nothing is lost, a fresh worker takes the unit)
                 idle.proc.join()
                 self.workers.remove(idle)
+                if not idle.served:  # (it never started: a fresh one would not either)
+                    raise RuntimeError(f"a worker process did not start ({_ended(idle.proc.exitcode)})") from None
                 continue
             self.waiting.remove(unit)
             idle.unit, idle.busy = unit, True
+            idle.served += 1
 
     def next(self) -> Settled[U, R]:
         """Wait for a unit to settle; its result (raised, if it raised) or its loss."""
