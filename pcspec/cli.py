@@ -32,6 +32,11 @@ COMMAND_MODULES = (
     "pcspec.commands.bench",
     "pcspec.commands.conform",
     "pcspec.commands.campaign",
+    # the live checker's servers and models, one action each
+    "pcspec.commands.build",
+    "pcspec.commands.smoke",
+    "pcspec.commands.models",
+    "pcspec.commands.decision",
 )
 
 

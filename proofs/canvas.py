@@ -29,6 +29,7 @@ from typing import Any
 
 import z3
 
+from pcspec.core.loop import Driver
 from pcspec.core.trace import Trace
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
 from pcspec.model.design import Design
@@ -179,8 +180,8 @@ def realize(plan: Plan, variant: Design) -> Trace:
     oldest checkpoint is (a fork cuts there), so the trace is written while a model server
     runs it; the trace is then replayed from scratch by the caller, which judges it."""
     cfg = config(plan)
-    srv = Server(cfg, variant)
-    ops: list[dict[str, Any]] = []
+    model = Driver(Server(cfg, variant))  # (the one loop: the ops it runs are the trace's)
+    srv = model.server
     prompts: list[tuple[int, ...]] = []
     fresh = iter(range(FIRST_TOKEN, 1_000_000))
 
@@ -204,12 +205,6 @@ def realize(plan: Plan, variant: Design) -> Trace:
         step.append({"op": "request", "tokens": list(prompt), "n_predict": 1})
         step.append({"op": "run", "max_steps": 100})
         for op in step:
-            if op["op"] == "inject":
-                srv.inject(op["site"])
-            elif op["op"] == "request":
-                srv.request(tuple(op["tokens"]), n_predict=1)
-            else:
-                srv.run(100)
-        ops += step
+            model.apply(op)
         prompts.append(prompt)
-    return Trace(variant, cfg, ops)
+    return Trace(variant, cfg, model.ops)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pcspec.bench.workload import Workload
+from pcspec.core.loop import Driver
 from pcspec.live import calibrate
 from pcspec.live.models import SPECS
 from pcspec.live.process import Flags
@@ -23,7 +24,6 @@ from pcspec.model import events as ev
 from pcspec.model.config import MIB, Config, MemoryKind
 from pcspec.model.design import Design
 from pcspec.model.server import Server
-from pcspec.model.slot import TaskType
 
 TREE = "0c1e570"  # the tree every design's build is made of (pcspec.live.designs)
 # the evictions that free memory (not ``loaded``: a load moves the entry back into the slot)
@@ -96,13 +96,16 @@ class Predicted:
 def predict(w: Workload, design: str) -> tuple[list[Predicted], float]:
     """The model on the workload; returns the predictions and the seconds it took."""
     t0 = time.monotonic()
-    srv = Server(config(w), variant(design))  # (design: what predicts the column, DesignResult.model)
+    # (design: what predicts the column, DesignResult.model); the one loop applies each
+    # request and its run, keeping no trace (a model-only workload may be long)
+    model = Driver(Server(config(w), variant(design)), record=False)
+    srv = model.server
     out: list[Predicted] = []
     for r in w.requests():
         start = len(srv.heap.events)
         live = peak = srv.physical_bytes
-        srv.request(tuple(r.tokens), (), w.n_predict, r.id_slot, True, TaskType.COMPLETION)
-        srv.run()
+        model.apply({"op": "request", "tokens": list(r.tokens), "n_predict": w.n_predict, "id_slot": r.id_slot})
+        model.apply({"op": "run", "max_steps": 100_000})
         saves: list[int] = []
         in_save = False
         copied = evictions = created = 0

@@ -53,7 +53,7 @@ def binary_of(design: str) -> tuple[Path | None, str]:
         return None, f"not built: {exc}"
     found = live_build.find_server(d.tree, d.patch_paths(), d.flags)
     if found is None:
-        return None, f"not built: run python -m pcspec.live.build --design {design}"
+        return None, f"not built: run pcspec build --design {design}"
     return found, ""
 
 

@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         covered = ", ".join(f"{a}:{b}" for a, b in part.covered)
         print(f"{spec.variant}: seeds covered {covered} of {requested[0]}:{requested[1]}")
+        for lost in part.lost:
+            print(f"  LOST: {lost} (its seeds are not covered: never a pass)")
         for r in record["results"]:
             if r["verdict"] == "violated":
                 detail = f"{r['length']} ops, example seed {r['seed']}, {r['trace']}"
@@ -109,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 detail = f"after {part.steps} steps ({part.examples} examples)"
             print(f"  {r['property']:<10s} {r['verdict']:<9s} {detail}")
         print(f"record: {args.out / 'campaign.json'}")
-    mismatch = unknown = False
+    mismatch, unknown = False, bool(part.lost)
     for r in results:
         exp = expected(spec.variant, r.property)
         if r.verdict == "unknown":

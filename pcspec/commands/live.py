@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
         "send fuzzed requests, and check every one against the model, the server's own log and the "
         "cache-transparency oracle (cached and uncached log-probabilities must agree). Every finding "
         "is shrunk and written as a workload, curl lines, a model trace and the log excerpt.",
-        epilog="Build the server once with `pcspec live --build` (or python -m pcspec.live.build); "
+        epilog="Build the server once with `pcspec live --build` (or pcspec build); "
         "see docs/LIVE.md.",
     )
     p.add_argument("--server", metavar="PATH", help="the llama-server binary (default: the cached build, "
@@ -77,7 +77,7 @@ def register(sub: Any) -> None:
                    help=f"the rule set of the server's build ({', '.join(RULE_SETS)}; default: the one its "
                         "build names, docs/RULESETS.md)")
     p.add_argument("--faults", action="store_true",
-                   help="with --design: its fault-point build (python -m pcspec.live.build --design NAME --faults; "
+                   help="with --design: its fault-point build (pcspec build --design NAME --faults; "
                         "docs/DESIGNS.md): the design's code with the LLAMA_FAULTS hooks, none armed by pcspec")
     p.add_argument("--matrix", action="store_true",
                    help="the verdict matrix on the designs' binaries: each cell a workload reaches, run on every "
@@ -106,7 +106,7 @@ def _design_server(args: argparse.Namespace) -> Path:
         return live_build.build(tree=design.tree, patches=patches, flags=flags).path
     how = f"--design {design.name}" + (" --faults" if args.faults else "")
     raise PcspecError(f"design {design.name!r} is not built: run `pcspec live {how} --build` "
-                      f"(or python -m pcspec.live.build {how})")
+                      f"(or pcspec build {how})")
 
 
 def _choose_rules(args: argparse.Namespace, binary: Path) -> None:

@@ -125,9 +125,11 @@ def print_matrix(m: Matrix) -> None:
     if m.crashed:
         lost = len(m.unknown) - len(capped)
         print(
-            f"CRASHED: a worker process died; {len(m.crashed)} unit(s) of work not finished, "
-            f"{lost} cell(s) unknown (never a pass): {', '.join(m.crashed)}"
+            f"CRASHED: a worker process died; {len(m.crashed)} unit(s) of work lost, the others ran; "
+            f"{lost} cell(s) unknown (never a pass):"
         )
+        for unit in m.crashed:
+            print(f"  lost unit {unit}")
 
 
 def _route(c: Cell) -> str:

@@ -6,19 +6,21 @@ cut into one contiguous block per worker; a worker covers its block in order and
 two units once the shared wall-clock deadline passes, so what it covered is always a prefix of
 its block and every unit in it ran whole. Workers are processes (spawned, not forked: the same
 start-up on every platform, and no copy of a parent's state, locks or Hypothesis's globals, into
-them), or the calling process itself when there is one block. The parts come back in block
-order; the caller merges them, and the covered ranges join (``joined``, ``join_disjoint``) so
-that a merged result does not depend on how the range was split.
+them) of the one worker pool (``pcspec.core.pool``), or the calling process itself when there is
+one block. The parts come back in block order, a block whose worker died as ``Lost`` (its range
+named: it covered nothing the caller may count); the caller merges them, and the covered
+ranges join (``joined``, ``join_disjoint``) so that a merged result does not depend on how the
+range was split.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from pcspec.core.errors import PcspecError
+from pcspec.core.pool import Lost, run_all
 
 P = TypeVar("P")
 Range = tuple[int, int]  # [start, stop)
@@ -74,17 +76,18 @@ def _call(job: tuple[Work[P], int, int, float]) -> P:
     return work(a, b, deadline)
 
 
-def run_blocks(work: Work[P], start: int, stop: int, workers: int, seconds: float) -> list[P]:
+def run_blocks(
+    work: Work[P], start: int, stop: int, workers: int, seconds: float, what: str = "seed"
+) -> list[P | Lost]:
     """``[start, stop)`` on ``workers`` processes (in this one when there is one block) for at
-    most ``seconds``: each block's part, in block order (none for an empty range). With more
-    than one block ``work`` must be picklable (a module-level function, or a
-    ``functools.partial`` of one)."""
+    most ``seconds``: each block's part, in block order (none for an empty range); a block whose
+    worker died is ``Lost``, named ``{what}s A:B``. With more than one block ``work`` must be
+    picklable (a module-level function, or a ``functools.partial`` of one)."""
     deadline = time.time() + seconds
     jobs = [(work, a, b, deadline) for a, b in blocks(start, stop, workers)]
     if len(jobs) <= 1:
         return [_call(j) for j in jobs]
-    with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
-        return pool.map(_call, jobs)
+    return run_all(_call, jobs, len(jobs), name=lambda j: f"{what}s {j[1]}:{j[2]}")
 
 
-__all__ = ["Range", "Work", "blocks", "cover", "join_disjoint", "joined", "run_blocks"]
+__all__ = ["Lost", "Range", "Work", "blocks", "cover", "join_disjoint", "joined", "run_blocks"]

@@ -3,7 +3,9 @@
 Fuzzing (both engines), ``pcspec replay``, the shrinker, the proofs' counterexample replay,
 port conformance and the tests all go through ``apply``: one operation of the vocabulary
 (``pcspec.core.ops``) applied to a ``Server``, the judge asked after every model operation it
-performs (a ``run`` is many). ``replay`` does it for a whole trace.
+performs (a ``run`` is many). ``replay`` does it for a whole trace; a ``Driver`` does it one
+operation at a time for those that choose each operation from what the model did before (the
+live checker's and the bench's predictions, the proofs' canvas), keeping the trace of what ran.
 
 The judge is anything callable with no argument that returns the findings of the state and
 events since its previous call (``pcspec.properties.judge.Judge`` is the catalogue's); the
@@ -100,8 +102,36 @@ def replay(
     return result
 
 
+def unjudged() -> list[Finding]:
+    """The judge of a driver that predicts rather than checks: it finds nothing."""
+    return []
+
+
+@dataclass
+class Driver:
+    """A model server driven one operation at a time through ``apply``; ``ops`` are those it
+    ran, in order, so ``trace()`` replays what it did (unless ``record`` is off: a long
+    prediction that needs no trace keeps none)."""
+
+    server: Server
+    judge: Judging = unjudged
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    record: bool = True
+
+    def apply(self, op: dict[str, Any]) -> list[Finding]:
+        found = apply(self.server, op, self.judge)
+        if self.record:
+            self.ops.append(op)
+        return found
+
+    def trace(self, n_ops: int | None = None) -> Trace:
+        """The trace of the first ``n_ops`` operations run (all by default), under the server's
+        design."""
+        return Trace(self.server.design, self.server.cfg, [dict(op) for op in self.ops[:n_ops]])
+
+
 def first(found: Iterable[Finding], rule: str) -> Finding | None:
     return next((f for f in found if f.rule == rule), None)
 
 
-__all__ = ["Judging", "ReplayResult", "Step", "apply", "first", "replay"]
+__all__ = ["Driver", "Judging", "ReplayResult", "Step", "apply", "first", "replay", "unjudged"]

@@ -16,7 +16,9 @@ seeds covered, steps, keep): one process, N processes or N machines whose result
 with ``--merge`` give the same JSON (timings aside).
 
 A property no covered example violated ``holds`` after the steps examined when every seed of
-the range was covered, and is ``unknown`` when the time cap left some out (never a pass).
+the range was covered, and is ``unknown`` when the time cap left some out (never a pass). A
+block whose worker process died (``pcspec.core.pool``) covered nothing: it is named in ``lost``,
+and the properties it might have violated are unknown too.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pcspec.core.campaign import cover, join_disjoint, joined, run_blocks
+from pcspec.core.campaign import Lost, cover, join_disjoint, joined, run_blocks
 from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace, parse
 from pcspec.engines.walker import STEPS, Walker
@@ -84,6 +86,7 @@ class Part:
     steps: int = 0
     seconds: float = 0.0  # worker seconds, summed over workers
     candidates: dict[str, list[Candidate]] = field(default_factory=dict)  # best first, at most keep
+    lost: list[str] = field(default_factory=list)  # the blocks whose worker died, each a message
 
     def wants(self, pid: str, length: int, seed: int, keep: int) -> bool:
         """Whether a candidate ranked (length, seed) would be kept (checked before its trace
@@ -103,6 +106,7 @@ class Part:
         self.examples += other.examples
         self.steps += other.steps
         self.seconds += other.seconds
+        self.lost += other.lost
         for pid, cands in other.candidates.items():
             for c in cands:
                 self.offer(pid, c, keep)
@@ -138,7 +142,7 @@ def run(spec: Spec, start: int, stop: int, workers: int, seconds: float) -> Part
         raise PcspecError(f"empty seed range {start}:{stop}")
     out = Part()
     for p in run_blocks(functools.partial(walk_block, spec), start, stop, workers, seconds):
-        out.absorb(p, spec.keep)
+        out.absorb(Part(lost=[p.message]) if isinstance(p, Lost) else p, spec.keep)
     return out
 
 
@@ -186,6 +190,8 @@ def to_json(spec: Spec, requested: tuple[int, int], part: Part) -> dict[str, Any
             pid: [{"length": c.length, "seed": c.seed, "trace": c.trace} for c in cands]
             for pid, cands in sorted(part.candidates.items())
         },
+        # (only when a worker died: a record of a whole run reads as it always has)
+        **({"lost": list(part.lost)} if part.lost else {}),
     }
 
 
@@ -206,6 +212,7 @@ def from_json(data: Any, where: str) -> tuple[Spec, tuple[int, int], Part]:
                 pid: [Candidate(int(c["length"]), int(c["seed"]), str(c["trace"])) for c in cands]
                 for pid, cands in data["candidates"].items()
             },
+            [str(x) for x in data.get("lost", [])],
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise PcspecError(f"malformed campaign record ({exc!r})", where) from None

@@ -13,7 +13,7 @@ same build (``calibrate.design_rules``), and says what the binary showed:
 * ``holds``: as ``clean``, for a cell the verdict matrix marks ``.``;
 * ``diverged``: the binary did something the model of its build did not (the first unexplained
   finding is named): the cell is not settled by this run;
-* ``not built``: no cached build (``python -m pcspec.live.build --design NAME``).
+* ``not built``: no cached build (``pcspec build --design NAME``).
 
 A violated cell no workload here reaches is listed with the reason (``REACHED_ELSEWHERE``: the
 fault builds and draft models of the live tests, which a workload file cannot describe yet; or
@@ -135,7 +135,7 @@ def observe(repro: Repro, design: str, models: Path, workdir: Path, timeout: flo
     """Run ``repro``'s workload on ``design``'s cached build and judge the cell."""
     binary = _binary(design)
     if binary is None:
-        return Cell(repro.cell, repro.route, design, "not built", f"python -m pcspec.live.build --design {design}")
+        return Cell(repro.cell, repro.route, design, "not built", f"pcspec build --design {design}")
     kind, flags, _seed, ops = read_workload(REPRO_DIR / repro.workload)
     model = ensure_model(kind, models)
     rules = calibrate.design_rules(design, design_of(design).tree)

@@ -22,10 +22,10 @@ the patches' contents, and reused: a second build is a cache hit. Compilation go
 ccache when it is installed (``CMAKE_<LANG>_COMPILER_LAUNCHER``), so another build of the same
 tree with other patches recompiles only the files the patches touch.
 
-    python -m pcspec.live.build                    # build (or find) the October server
-    python -m pcspec.live.build --tree b11549      # the newest tree
-    python -m pcspec.live.build --where            # print the cached path, exit 1 when not built
-    python -m pcspec.live.build --design pr30137   # a design: its tree and its patches (designs.py)
+    pcspec build                    # build (or find) the October server
+    pcspec build --tree b11549      # the newest tree
+    pcspec build --where            # print the cached path, exit 1 when not built
+    pcspec build --design pr30137   # a design: its tree and its patches (designs.py)
 
 The build is CPU-only, Release at ``-O1`` (``CMAKE_FLAGS``), the ``llama-server`` target alone,
 statically linked (one file to cache), ``-j2``: measured on this project's 2-core machine, about
@@ -49,6 +49,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pcspec.core.errors import PcspecError
 from pcspec.live.designs import SANITIZE_FLAGS, DesignUnavailable, design_of, with_faults
 
 
@@ -273,8 +274,8 @@ def _build_in(work: Path, t: Tree, tarball: Path, target: Path, patches: Sequenc
                        configure_seconds=t_conf, download_seconds=t_dl)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pcspec.live.build", description=__doc__.split("\n\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``pcspec build`` (and of ``python -m pcspec.live.build``)."""
     p.add_argument("--tree", choices=list(TREES), default=None, help="the llama.cpp tree (default 0c1e570)")
     p.add_argument("--patch", action="append", type=Path, default=[], help="a patch to apply (repeatable, in order)")
     p.add_argument("--design", metavar="NAME",
@@ -288,31 +289,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--where", action="store_true", help="print the cached path; exit 1 when not built")
     p.add_argument("-j", "--jobs", type=int, default=2)
     p.add_argument("--keep-tree", action="store_true", help="keep the source and build trees")
-    args = p.parse_args(argv)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Build (or find, ``--where``) the server ``args`` name; bad input raises ``PcspecError``."""
     if args.design is not None:
         try:
             design = design_of(args.design)
         except DesignUnavailable as exc:
-            print(f"pcspec live build: {exc}", file=sys.stderr)
-            return 2
+            raise PcspecError(str(exc)) from None
         if args.tree is not None and args.tree != design.tree:
-            print(f"pcspec live build: design {design.name!r} is built from tree {design.tree}, "
-                  f"not {args.tree} (drop --tree)", file=sys.stderr)
-            return 2
+            raise PcspecError(f"design {design.name!r} is built from tree {design.tree}, not {args.tree} (drop --tree)")
         args.tree = design.tree
         patches, fault_flags = with_faults(design) if args.faults else (design.patch_paths(), design.flags)
         args.patch = [*patches, *args.patch]
         args.flags = list(fault_flags)
     elif args.faults:
-        print("pcspec live build: --faults needs --design", file=sys.stderr)
-        return 2
+        raise PcspecError("--faults needs --design")
     if args.tree is None:
         args.tree = DEFAULT_TREE
     flags: list[str] = [*getattr(args, "flags", []), *(SANITIZE_FLAGS if args.sanitize else ())]
     missing = [str(q) for q in args.patch if not q.is_file()]
     if missing:
-        print(f"pcspec live build: no such patch file: {missing[0]}", file=sys.stderr)
-        return 2
+        raise PcspecError(f"no such patch file: {missing[0]}")
     if args.where:
         found = find_server(args.tree, args.patch, flags)
         print(found if found else cached_server(args.tree, args.patch, flags))
@@ -325,6 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     how = "cached" if res.cached else f"built in {res.seconds:.0f} s"
     print(f"{res.path} ({how})")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pcspec.live.build``: ``pcspec build`` outside the command line."""
+    p = argparse.ArgumentParser(prog="python -m pcspec.live.build", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    try:
+        return command(p.parse_args(argv))
+    except PcspecError as exc:
+        print(f"pcspec live build: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

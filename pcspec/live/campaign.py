@@ -172,7 +172,7 @@ def campaign(binary: Path, kind: str, models_dir: Path, out_dir: Path, *, seed: 
 
     try:
         # the requests [0, requests) as one block, in this process: one server run at a time
-        run_blocks(runs, 0, requests, 1, seconds)
+        run_blocks(runs, 0, requests, 1, seconds, what="request")
     finally:
         refs.close()
         rep.seconds = time.monotonic() - t0

@@ -18,9 +18,9 @@ server started with ``-np 2`` on a decision model (``models.py``: ``lfm2-d1``, b
 b11434 has the same path (server_decision_group_tasks, server-decision.cpp:810-840 of b11434)
 and prints the same lines.
 
-    python -m pcspec.live.decision                  # the cached b11549 build, model kv, lfm2-d1
-    python -m pcspec.live.decision --tree b11434    # openjev (b11434 has no lfm2-d1)
-    python -m pcspec.live.decision --kind swa --type openjev --server PATH --keep DIR
+    pcspec decision                  # the cached b11549 build, model kv, lfm2-d1
+    pcspec decision --tree b11434    # openjev (b11434 has no lfm2-d1)
+    pcspec decision --kind swa --type openjev --server PATH --keep DIR
 
 prints the log lines of the path, and exits 1 when a request failed or a line is missing.
 """
@@ -36,6 +36,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pcspec.core.errors import PcspecError
 from pcspec.live import build
 from pcspec.live.client import Client, Reply
 from pcspec.live.models import DECISION_TYPES, KINDS, ensure_model
@@ -169,19 +170,21 @@ def probabilities(reply: Reply) -> dict[str, dict[str, float]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pcspec.live.decision", description=__doc__.split("\n\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``pcspec decision`` (and of ``python -m pcspec.live.decision``)."""
     p.add_argument("--server", type=Path, help="a llama-server binary (default: the cached build of --tree)")
     p.add_argument("--tree", choices=list(TREE_TYPES), default=TREE)
     p.add_argument("--kind", choices=KINDS, default="kv")
     p.add_argument("--type", choices=DECISION_TYPES, help="the decision type (default: the tree's)")
     p.add_argument("--requests", type=int, default=1)
     p.add_argument("--keep", type=Path, help="run in this folder and keep the log there")
-    args = p.parse_args(argv)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run the decision endpoint on the server ``args`` name; bad input raises ``PcspecError``."""
     binary = args.server if args.server is not None else build.find_server(args.tree)
     if binary is None or not binary.is_file() or not os.access(binary, os.X_OK):
-        print(f"pcspec live decision: no server: python -m pcspec.live.build --tree {args.tree}", file=sys.stderr)
-        return 2
+        raise PcspecError(f"no server: pcspec build --tree {args.tree}")
     decision = args.type or TREE_TYPES[args.tree]
     if args.keep is not None:
         res = run(binary, args.kind, args.keep, decision=decision, requests=args.requests)
@@ -190,6 +193,17 @@ def main(argv: list[str] | None = None) -> int:
             res = run(binary, args.kind, Path(tmp), decision=decision, requests=args.requests)
     print(res.summary())
     return 0 if res.ok and not res.missing() else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pcspec.live.decision``: ``pcspec decision`` outside the command line."""
+    p = argparse.ArgumentParser(prog="python -m pcspec.live.decision", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    try:
+        return command(p.parse_args(argv))
+    except PcspecError as exc:
+        print(f"pcspec live decision: {exc}", file=sys.stderr)
+        return 2
 
 
 

@@ -163,7 +163,7 @@ def with_faults(design: Design) -> tuple[tuple[Path, ...], tuple[str, ...]]:
     return (*design.patch_paths(), *(PATCH_DIR / p for p in FAULTS_PATCHES)), (*design.flags, *FAULTS_FLAGS)
 
 
-# A sanitizer build (``python -m pcspec.live.build --design D --sanitize``): llama.cpp's own options,
+# A sanitizer build (``pcspec build --design D --sanitize``): llama.cpp's own options,
 # which compile src/, common/ and tools/ with -fsanitize=address,undefined (cmake/common.cmake:36-57
 # at 0c1e570) and leave ggml as it is, so ggml's objects come from the compiler cache.
 SANITIZE_FLAGS = ("-DLLAMA_SANITIZE_ADDRESS=ON", "-DLLAMA_SANITIZE_UNDEFINED=ON")

@@ -29,6 +29,7 @@ findings of docs/FINDINGS.md (gemma2: 4 layers, n_embd 64, window 32; mamba: 2 l
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,17 +329,26 @@ def ensure_model(kind: str, directory: Path, seed: int = 0, decision: str | None
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m pcspec.live.models KIND OUT.gguf [SEED]``: write one model file."""
-    import sys
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``pcspec models`` (and of ``python -m pcspec.live.models``)."""
+    p.add_argument("kind", choices=list(SPECS), help="the model's memory kind")
+    p.add_argument("out", type=Path, metavar="OUT.gguf", help="the file to write")
+    p.add_argument("seed", type=int, nargs="?", default=0, help="the weights' seed (default 0)")
 
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) not in (2, 3) or args[0] not in SPECS:
-        print(f"usage: python -m pcspec.live.models {{{','.join(SPECS)}}} OUT.gguf [SEED]", file=sys.stderr)
-        return 2
-    path = write_model(args[0], Path(args[1]), int(args[2]) if len(args) == 3 else 0)
+
+def command(args: argparse.Namespace) -> int:
+    """Write one model file."""
+    path = write_model(args.kind, args.out, args.seed)
     print(f"{path} ({path.stat().st_size} bytes)")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pcspec.live.models KIND OUT.gguf [SEED]``: ``pcspec models`` outside the command
+    line."""
+    p = argparse.ArgumentParser(prog="python -m pcspec.live.models", description="Write a tiny GGUF model.")
+    add_arguments(p)
+    return command(p.parse_args(argv))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,9 +7,10 @@ The model is ``Server(config, variant)`` with the configuration of the live serv
 ``update_slots`` iterations the server ran before each arrival, read from its log (the log is
 the schedule, ``pcspec.live.schedule``).
 
-Each operation yields its records (the events' ``logged()``, ``pcspec.model.events``) and, for
-requests, a ``Served`` record (tokens from the cache and tokens processed), so it can be diffed
-with the server's.
+Every operation goes through the one loop (``pcspec.core.loop``: a ``Driver``), which keeps the
+trace of what the model ran. Each operation yields its records (the events' ``logged()``,
+``pcspec.model.events``) and, for requests, a ``Served`` record (tokens from the cache and tokens
+processed), so it can be diffed with the server's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
+from pcspec.core.loop import Driver
 from pcspec.core.trace import Trace
 from pcspec.live.ops import LiveOp, resolve
 from pcspec.live.schedule import Schedule
@@ -26,7 +28,6 @@ from pcspec.model.config import Config
 from pcspec.model.design import Design
 from pcspec.model.logged import Logged, Selected, Served, SlotFile
 from pcspec.model.server import Server
-from pcspec.model.slot import TaskType
 
 MAX_STEPS = 100_000
 
@@ -60,23 +61,29 @@ def model_records(events: Iterable[ev.Event], pinned: Container[int] = frozenset
 
 class Predictor:
     def __init__(self, cfg: Config, variant: Design) -> None:
-        self.srv = Server(cfg, variant)  # the build's rules are the variant's seams (OCTOBER for 0c1e570)
+        # (the build's rules are the variant's seams: OCTOBER for 0c1e570)
+        self.model = Driver(Server(cfg, variant))
+        self.srv = self.model.server
         self.prompts: dict[int, list[int]] = {}
         self.replies: dict[int, list[int]] = {}
         self.task_of: dict[int, int] = {}  # model task id -> live request id
         self.served: dict[int, Served] = {}  # live request id -> served
         self.errors: dict[int, str] = {}
-        self.model_ops: list[dict[str, object]] = []  # the pcspec trace of what ran
         self.slot_results: dict[int, dict[str, object]] = {}  # op index -> last_result
         self.pinned: set[int] = set()  # model task ids sent with id_slot
         self.generated: dict[int, list[int]] = {}  # model task id -> tokens it generated
         self.files: dict[int, FileView | str] = {}  # op index -> the file a save wrote
         self._scanned = 0  # events before this index have been scanned
 
+    @property
+    def model_ops(self) -> list[dict[str, object]]:
+        """The operations the model ran, in order (a pcspec trace's)."""
+        return self.model.ops
+
     def trace(self, n_ops: int | None = None) -> Trace:
         """The pcspec trace of what the model ran (its first ``n_ops`` operations), under the
         variant it ran: ``pcspec replay`` judges it."""
-        return Trace(self.srv.design, self.srv.cfg, [dict(op) for op in self.model_ops[:n_ops]])
+        return self.model.trace(n_ops)
 
     # -- stepping -------------------------------------------------------------------------------
 
@@ -105,8 +112,7 @@ class Predictor:
             if self.srv.crash is not None:
                 return
             start = len(self.srv.heap.events)
-            self.srv.step()
-            self.model_ops.append({"op": "step"})
+            self.model.apply({"op": "step"})
             self._scan(start)
 
     def run(self) -> None:
@@ -122,30 +128,27 @@ class Predictor:
         tokens = resolve(op, self.prompts, self.replies)
         self.prompts[op.id] = tokens
         start = len(self.srv.heap.events)
-        tid = self.srv.request(tuple(tokens), (), op.n_predict, op.id_slot, op.cache_prompt, TaskType.COMPLETION)
+        tid = self.srv.next_task_id  # (the id the request's task gets)
+        self.model.apply({"op": "request", "tokens": tokens, "n_predict": op.n_predict,
+                          "id_slot": op.id_slot, "cache_prompt": op.cache_prompt})
         self.task_of[tid] = op.id
         if op.id_slot != -1:
             self.pinned.add(tid)
-        self.model_ops.append({"op": "request", "tokens": tokens, "n_predict": op.n_predict,
-                               "id_slot": op.id_slot, "cache_prompt": op.cache_prompt})
         self._scan(start)
 
     def _slot_op(self, op: LiveOp) -> None:
         if op.op in ("slot_save", "slot_restore"):
-            self.srv.slot_action(op.op[5:], op.id_slot, op.filename)
-            self.model_ops.append({"op": op.op, "id_slot": op.id_slot, "filename": op.filename})
+            self.model.apply({"op": op.op, "id_slot": op.id_slot, "filename": op.filename})
         else:
-            self.srv.slot_action("erase", op.id_slot)
-            self.model_ops.append({"op": "slot_erase", "id_slot": op.id_slot})
+            self.model.apply({"op": "slot_erase", "id_slot": op.id_slot})
 
     def _corrupt(self, op: LiveOp) -> None:
-        self.srv.corrupt_file(op.filename, op.offset, bytes(op.data), op.truncate)
         m: dict[str, object] = {"op": "corrupt_file", "filename": op.filename}
         if op.truncate is not None:
             m["truncate"] = op.truncate
         else:
             m["offset"], m["data"] = op.offset, list(op.data)
-        self.model_ops.append(m)
+        self.model.apply(m)
 
     def follow(self, ops: list[LiveOp], segments: list[list[int]], schedule: Schedule,
                lengths: dict[int, int]) -> list[Prediction]:

@@ -57,7 +57,7 @@ def curl_script(out: Outcome) -> str:
         "# The exact HTTP requests of this run, in order. Start the server first:",
         f"#   llama-server -m {t.model.name} -t 1 --host 127.0.0.1 --port 8080 -v --seed 42 "
         f"--slot-save-path ./slots/ --no-webui {' '.join(t.flags.argv())}",
-        f"# (the model: python -m pcspec.live.models {t.kind} {t.model.name})",
+        f"# (the model: pcspec models {t.kind} {t.model.name})",
         "set -e",
         "B=http://127.0.0.1:8080",
     ]

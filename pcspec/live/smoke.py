@@ -10,8 +10,8 @@ On the tiny SWA model (window 32; ``pcspec/live/models.py``), one slot, ``--cach
    (the window no longer holds the start of the prompt);
 4. ``POST /slots/0?action=save``: the slot file (its size must be the reply's ``n_written``).
 
-    python -m pcspec.live.smoke --design pr30137      # the design's cached build
-    python -m pcspec.live.smoke --server PATH         # any build
+    pcspec smoke --design pr30137      # the design's cached build
+    pcspec smoke --server PATH         # any build
 
 prints the log lines of each step, and exits 1 when a step is missing or a request failed.
 """
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from pcspec.core.errors import PcspecError
 from pcspec.live import build
 from pcspec.live.client import Client, Reply
 from pcspec.live.designs import DesignUnavailable, design_of
@@ -123,29 +124,28 @@ def smoke(binary: Path, workdir: Path, timeout: float = 60.0) -> SmokeResult:
     return SmokeResult(binary, server.log_bytes().decode("utf-8", "replace"), replies, size)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pcspec.live.smoke", description=__doc__.split("\n\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``pcspec smoke`` (and of ``python -m pcspec.live.smoke``)."""
     which = p.add_mutually_exclusive_group()
     which.add_argument("--design", metavar="NAME", help="the cached build of a design (default baseline)")
     which.add_argument("--server", type=Path, help="a llama-server binary")
     p.add_argument("--keep", type=Path, help="run in this folder and keep the log there")
-    args = p.parse_args(argv)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Smoke-test the server ``args`` name; bad input raises ``PcspecError``."""
     if args.server is not None:
         binary: Path | None = args.server if args.server.is_file() else None
         if binary is None:
-            print(f"pcspec live smoke: no such server binary: {args.server}", file=sys.stderr)
-            return 2
+            raise PcspecError(f"no such server binary: {args.server}")
     else:
         try:
             d = design_of(args.design or "baseline")
         except DesignUnavailable as exc:
-            print(f"pcspec live smoke: {exc}", file=sys.stderr)
-            return 2
+            raise PcspecError(str(exc)) from None
         binary = build.find_server(d.tree, d.patch_paths(), d.flags)
         if binary is None:
-            print(f"pcspec live smoke: design {d.name} is not built: python -m pcspec.live.build --design {d.name}",
-                  file=sys.stderr)
-            return 2
+            raise PcspecError(f"design {d.name} is not built: pcspec build --design {d.name}")
     if args.keep is not None:
         res = smoke(binary, args.keep)
     else:
@@ -153,6 +153,17 @@ def main(argv: list[str] | None = None) -> int:
             res = smoke(binary, Path(tmp))
     print(res.summary())
     return 0 if res.completions_ok and res.saved_whole and not res.missing() else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pcspec.live.smoke``: ``pcspec smoke`` outside the command line."""
+    p = argparse.ArgumentParser(prog="python -m pcspec.live.smoke", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    try:
+        return command(p.parse_args(argv))
+    except PcspecError as exc:
+        print(f"pcspec live smoke: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,12 +10,11 @@ another left in its process. So which worker ran a unit, and after which, change
 and the matrix is put together in the order one worker makes it: the JSON is the same, apart
 from the timings, and so are the trace files (each cell writes its own).
 
-Workers are processes of the standard library's pool (``concurrent.futures``), spawned like
-the campaigns' (``pcspec.core.campaign``): the same start-up on every platform, no copy of the
-parent's state into them. A worker that dies (killed, out of memory) breaks the pool: the
-units it and the others were running, and those not yet started, are reported as lost
-(``Matrix.crashed``; their cells unknown, exit 3), never waited for. A unit that raises gives
-its exception to the caller, as it would in one process.
+Workers are processes of the one worker pool (``pcspec.core.pool``), which campaigns use too.
+A worker that dies (killed, out of memory) loses the one unit it was running: that unit is
+reported as lost (``Matrix.crashed``; its cells unknown, exit 3: never a pass; a lost survey
+opens no hunts, so every cell of its design is unknown), never waited for, and the other units
+run on. A unit that raises gives its exception to the caller, as it would in one process.
 
 Progress names each unit once settled, in the order one worker would have run them (a unit
 that finished early waits for those before it): the lines read the same on every run.
@@ -23,15 +22,13 @@ that finished early waits for those before it): the lines read the same on every
 
 from __future__ import annotations
 
-import multiprocessing
-import signal
+import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pcspec.core.pool import Lost, Pool
 from pcspec.engines.search import Run
 from pcspec.model.designs import get_design
 from pcspec.proofs.run import Row, RunConfig
@@ -106,12 +103,6 @@ def run_unit(job: Job, unit: Unit) -> Result:
     return mutant_cell(v, unit.pid, job.budget, job.out)
 
 
-def _ignore_interrupts() -> None:
-    # Ctrl-C reaches the whole process group: the parent stops the workers itself, so a
-    # worker does not print a traceback of its own for each interrupted unit.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 # What to start first when a worker is free: a design's hunts, then the surveys (each may
 # open hunts), then the proofs, then the mutants' hunts (short: they fill in at the end).
 PRIORITY = {HUNT: 0, SURVEY: 1, PROOFS: 2, MUTANT: 3}
@@ -120,33 +111,32 @@ PRIORITY = {HUNT: 0, SURVEY: 1, PROOFS: 2, MUTANT: 3}
 @dataclass
 class _Schedule:
     """The units in the order one worker runs them (``order``; a design's hunts go in after
-    its survey once it is settled), what is settled, and what is still to start."""
+    its survey once it is settled), and what is settled: a result, or lost."""
 
     order: list[Unit]
-    ready: list[Unit]
     results: dict[Unit, Result] = field(default_factory=dict)
+    lost: dict[Unit, Lost] = field(default_factory=dict)
     announced: int = 0
 
-    def settle(self, unit: Unit, result: Result) -> None:
+    def settle(self, unit: Unit, result: Result) -> list[Unit]:
+        """Record a unit's result; the units it opens (a survey: its design's hunts)."""
         self.results[unit] = result
-        if unit.kind == SURVEY:
-            assert isinstance(result, Surveyed)
-            # (the survey's coverage stays with the design; the hunt needs its steps and time only)
-            run = replace(result.run, coverage=Counter())
-            hunts = [Unit(HUNT, unit.variant, pid, result.expected[pid], run) for pid in result.to_hunt]
-            at = self.order.index(unit) + 1
-            self.order[at:at] = hunts
-            self.ready += hunts
-
-    def next_ready(self) -> Unit:
-        unit = min(self.ready, key=lambda u: PRIORITY[u.kind])  # (min: the first of the best kind)
-        self.ready.remove(unit)
-        return unit
+        if unit.kind != SURVEY:
+            return []
+        assert isinstance(result, Surveyed)
+        # (the survey's coverage stays with the design; the hunt needs its steps and time only)
+        run = replace(result.run, coverage=Counter())
+        hunts = [Unit(HUNT, unit.variant, pid, result.expected[pid], run) for pid in result.to_hunt]
+        at = self.order.index(unit) + 1
+        self.order[at:at] = hunts
+        return hunts
 
     def newly_settled(self) -> list[Unit]:
         """The units settled since the last call, up to the first one that is not."""
         out: list[Unit] = []
-        while self.announced < len(self.order) and self.order[self.announced] in self.results:
+        while self.announced < len(self.order) and (
+            self.order[self.announced] in self.results or self.order[self.announced] in self.lost
+        ):
             out.append(self.order[self.announced])
             self.announced += 1
         return out
@@ -169,60 +159,34 @@ def verify_in_workers(
     order = [Unit(SURVEY, v.name) for v in designs]
     order += [Unit(MUTANT, v.name, pid) for v in mutants for pid in MUTANT_TARGETS[v.name]]
     order += [Unit(PROOFS)] if proofs is not None else []
-    sched = _Schedule(list(order), list(order))
+    sched = _Schedule(list(order))
     settled: list[Cell] = []  # the cells of the units announced, for the progress counts
 
     def tell(msg: str) -> None:
         progress(Tick(msg, len(settled), total, sum(c.steps for c in settled)))
 
     tell(f"starting {workers} worker processes")
-    lost: list[Unit] = []
-    ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max(1, min(workers, len(order))), mp_context=ctx, initializer=_ignore_interrupts)
-    running: dict[Future[Result], Unit] = {}
-    try:
-        while sched.ready or running:
-            while sched.ready and len(running) < workers and not lost:
-                unit = sched.next_ready()
-                try:
-                    running[pool.submit(work, job, unit)] = unit
-                except BrokenProcessPool:
-                    lost.append(unit)
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in sorted(done, key=lambda f: sched.order.index(running[f])):
-                unit = running.pop(fut)
-                try:
-                    sched.settle(unit, fut.result())
-                except BrokenProcessPool:
-                    lost.append(unit)
-            if lost:  # the pool is broken: everything running or not started is lost
-                lost += list(running.values()) + sched.ready
-                lost.sort(key=sched.order.index)
-                break
+    # (the first waiting unit of the best kind starts when a worker is free)
+    with Pool(functools.partial(work, job), workers, lambda u: u.label, lambda u: PRIORITY[u.kind]) as pool:
+        for unit in order:
+            pool.submit(unit)
+        while pool.pending:
+            s = pool.next()
+            if s.lost is not None:
+                sched.lost[s.unit] = s.lost
+            else:
+                assert s.result is not None
+                for hunt in sched.settle(s.unit, s.result):
+                    pool.submit(hunt)
             for unit in sched.newly_settled():
-                settled.extend(_cells_of(unit, sched.results[unit]))
-                tell(f"settled {unit.label}")
-    except BaseException:
-        _stop(pool)
-        raise
-    if lost:
-        _stop(pool)
-    else:
-        pool.shutdown()
-    m = _matrix(sched, designs=[v.name for v in designs], lost=lost)
+                if unit in sched.lost:
+                    tell(sched.lost[unit].message)
+                else:
+                    settled.extend(_cells_of(unit, sched.results[unit]))
+                    tell(f"settled {unit.label}")
+    m = _matrix(sched, designs=[v.name for v in designs])
     tell("done")
     return m
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Stop the pool without waiting for the units it runs: its processes are terminated."""
-    # (the standard library has no public way before Python 3.14's terminate_workers; the
-    # processes are taken first: shutdown forgets them)
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _cells_of(unit: Unit, result: Result) -> list[Cell]:
@@ -237,19 +201,20 @@ def _cells_of(unit: Unit, result: Result) -> list[Cell]:
     return []
 
 
-def _lost_cell(variant: str, pid: str, expected: str, why: str) -> Cell:
+def _lost_cell(variant: str, pid: str, expected: str, lost: Lost | None) -> Cell:
+    why = lost.message if lost is not None else "not settled"
     return Cell(variant, pid, expected, "unknown", 0, 0.0, message=why)
 
 
-def _matrix(sched: _Schedule, designs: list[str], lost: list[Unit]) -> Matrix:
+def _matrix(sched: _Schedule, designs: list[str]) -> Matrix:
     """The matrix in the order ``verdicts.verify`` makes it."""
-    m = Matrix(crashed=[u.label for u in lost])
-    why = "not settled: a worker process died (pcspec verify --workers)"
+    m = Matrix(crashed=[u.label for u in sched.order if u in sched.lost])
     pids = [p.id for p in CATALOGUE]
     results = sched.results
     for name in designs:
         s = results.get(Unit(SURVEY, name))
         if not isinstance(s, Surveyed):
+            why = sched.lost.get(Unit(SURVEY, name))
             m.cells += [_lost_cell(name, pid, "?", why) for pid in pids]  # (no survey: no expectations read)
             continue
         m.coverage[name] = Counter(s.run.coverage)
@@ -260,7 +225,7 @@ def _matrix(sched: _Schedule, designs: list[str], lost: list[Unit]) -> Matrix:
             elif pid in s.to_hunt:
                 h = hunts.get(pid)
                 if not isinstance(h, tuple):
-                    m.cells.append(_lost_cell(name, pid, s.expected[pid], why))
+                    m.cells.append(_lost_cell(name, pid, s.expected[pid], sched.lost.get(Unit(HUNT, name, pid))))
                     continue
                 cell, reached = h
                 m.coverage[name].update(reached)
@@ -275,7 +240,7 @@ def _matrix(sched: _Schedule, designs: list[str], lost: list[Unit]) -> Matrix:
             if isinstance(c, Cell):
                 m.cells.append(c)
             else:
-                m.cells.append(_lost_cell(name, pid, "x", why))
+                m.cells.append(_lost_cell(name, pid, "x", sched.lost.get(Unit(MUTANT, name, pid))))
                 complete = False
         if complete:  # (a mutant whose targets were not all run is neither caught nor missed)
             m.mutants[name] = caught_by(m.cells, name)

@@ -1,4 +1,4 @@
-"""``pcspec bench`` on real servers (skipped without the builds: python -m pcspec.live.build
+"""``pcspec bench`` on real servers (skipped without the builds: pcspec build
 --design NAME): the server's own cache accounting is the model's to the rounding of its log line,
 the checkpoints it creates are the model's, and the process's RSS grows by what the model holds,
 within the allocator's slack (docs/BENCH.md, "Model and process")."""
@@ -21,7 +21,7 @@ pytest.importorskip("gguf")
 def _built(*designs: str) -> None:
     for d in designs:
         if binary_of(d)[0] is None:
-            pytest.skip(f"{d} is not built (python -m pcspec.live.build --design {d})")
+            pytest.skip(f"{d} is not built (pcspec build --design {d})")
 
 
 @pytest.mark.parametrize("name", ["grown", "alternating"])

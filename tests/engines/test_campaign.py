@@ -83,3 +83,17 @@ def test_a_time_cap_gives_unknown_never_holds(tmp_path: Path) -> None:
 def test_bad_seed_ranges_are_refused() -> None:
     for bad in ("5:5", "x", "3", "-1:4", "4:2"):
         assert main(["campaign", "--seeds", bad]) == 2
+
+
+def test_a_lost_block_is_named_in_the_record_and_never_a_pass() -> None:
+    """A block whose worker died (pcspec/core/pool.py) covers nothing: the record names it, a
+    merge keeps it, and no property holds over the range it leaves out."""
+    spec = campaign.Spec.of(MUTANT, ["REF-1"])
+    part = campaign.Part(covered=[(0, 4)], examples=4)
+    part.absorb(campaign.Part(lost=["lost unit seeds 4:8: its worker process died (killed by SIGKILL)"]), spec.keep)
+    record = campaign.to_json(spec, (0, 8), part)
+    assert record["lost"] == part.lost
+    _spec, _req, back = campaign.from_json(json.loads(json.dumps(record)), "record")
+    assert back.lost == part.lost
+    assert [v.verdict for v in campaign.verdicts(spec, back, (0, 8))] == ["unknown"]
+    assert "lost" not in campaign.to_json(spec, (0, 4), campaign.Part(covered=[(0, 4)]))  # (a whole run's record)

@@ -13,7 +13,7 @@ its tokens and state.
 The model of each build runs the same operations and must say the same: the appendix installed, or
 ignored. A round trip of an unchanged file restores the checkpoints on both (FILE-1's first half).
 
-Each test skips when its design's build is not cached (``python -m pcspec.live.build --design D``).
+Each test skips when its design's build is not cached (``pcspec build --design D``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ docs/LIVE.md "Decision requests and shared-prefix children").
 
 ``busy_parent_load`` drives F1 on a busy parent (docs/FINDINGS.md) for the one test of it.
 
-Each test is skipped without the cached build of its tree (``python -m pcspec.live.build --tree
+Each test is skipped without the cached build of its tree (``pcspec build --tree
 b11549``, ``--tree b11434``); all without the ``gguf`` package that makes the models.
 """
 
@@ -34,7 +34,7 @@ ONE_SLOT = Flags(n_slots=1, n_ctx=2048, n_batch=64, n_ubatch=64)
 def binary(tree: str) -> Path:
     found = find_server(tree)
     if found is None:
-        pytest.skip(f"no {tree} llama-server built: run `python -m pcspec.live.build --tree {tree}` "
+        pytest.skip(f"no {tree} llama-server built: run `pcspec build --tree {tree}` "
                     f"(cached as {cached_server(tree)})")
     return found
 

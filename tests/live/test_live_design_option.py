@@ -112,7 +112,7 @@ def test_a_short_campaign_on_the_fixed_build_finds_nothing(capsys: pytest.Captur
     d = design_of("fixed")
     server = build.find_server(d.tree, d.patch_paths())
     if server is None:
-        pytest.skip("fixed is not built: python -m pcspec.live.build --design fixed")
+        pytest.skip("fixed is not built: pcspec build --design fixed")
     code = main(["live", "--design", "fixed", "--requests", "20", "--seed", "1", "--out", str(tmp_path), "--json"])
     rep = json.loads(capsys.readouterr().out)
     assert rep["design"] == "fixed" and rep["rules"] == "fixed@0c1e570"
@@ -134,7 +134,7 @@ def test_a_tiny_campaign_on_the_fixed_fault_point_build(capsys: pytest.CaptureFi
     patches, flags = with_faults(d)
     server = build.find_server(d.tree, patches, flags)
     if server is None:
-        pytest.skip("fixed's fault build is not cached: python -m pcspec.live.build --design fixed --faults")
+        pytest.skip("fixed's fault build is not cached: pcspec build --design fixed --faults")
     code = main(["live", "--design", "fixed", "--faults", "--kind", "swa", "--requests", "8", "--run-requests", "8",
                  "--no-shrink", "--out", str(tmp_path), "--json"])
     rep = json.loads(capsys.readouterr().out)

@@ -5,8 +5,8 @@
   cleanly, in order, with ``patch -p1`` to its tree (skipped when the tree's sdist is not cached);
   each patch of ``fixed`` implements extension points of the model (``pcspec.model.design``), and
   together they are what ``fixed@0c1e570`` runs beyond ``pr30137@0c1e570``;
-* ``python -m pcspec.live.build --design`` refuses what it cannot build in one line, exit 2;
-* a built design's server (skipped when it is not built: ``python -m pcspec.live.build --design
+* ``pcspec build --design`` refuses what it cannot build in one line, exit 2;
+* a built design's server (skipped when it is not built: ``pcspec build --design
   NAME``) answers a completion and a slot save on a tiny model, and logs the checkpoint and
   cache lines its patch touches.
 """
@@ -223,7 +223,7 @@ def _sdist(t: build.Tree) -> Path:
     pcspec.live.build``, as .ci/run does); a test never downloads it, so it skips without it."""
     found = sorted((build.cache_root() / "sdist").glob(f"{t.archive_stem}.tar.gz"))
     if not found:
-        pytest.skip(f"the {t.name} sdist is not in pcspec's cache (python -m pcspec.live.build --tree {t.name})")
+        pytest.skip(f"the {t.name} sdist is not in pcspec's cache (pcspec build --tree {t.name})")
     return found[0]
 
 
@@ -340,7 +340,7 @@ def _binary(name: str) -> Path:
     d = design_of(name)
     found = build.find_server(d.tree, d.patch_paths(), d.flags) if d.patches else build.find_server(d.tree)
     if found is None:
-        pytest.skip(f"design {name} not built: run `python -m pcspec.live.build --design {name}` "
+        pytest.skip(f"design {name} not built: run `pcspec build --design {name}` "
                     f"(cached as {build.cached_server(d.tree, d.patch_paths(), d.flags)})")
     return found
 

@@ -14,7 +14,7 @@ later task loads the other entry, and its answer is the uncached one.
 The draft load is the second full state read of the run (``LLAMA_FAULTS=state.read.full@2``,
 patches/faults/0001: the first cache load's target read is the first), the model's
 ``load.write.dft``. Each test skips when its design's fault build is not cached
-(``python -m pcspec.live.build --design D --faults``).
+(``pcspec build --design D --faults``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ tokens into the draft context at the restore: both extensions are answered, as t
 processed from 0. The model of each build, given the same operations, refuses the same batches
 with the same answers, or none.
 
-Each test skips when its design's build is not cached (``python -m pcspec.live.build --design D``).
+Each test skips when its design's build is not cached (``pcspec build --design D``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the cache (``--cache-idle-slots``, on by default), slot 0 erased, then the first
 two tokens and pinned to slot 0. The model of each build, on the same requests, gives the same
 number of tokens taken from the cache and the same REUSE-2 verdict.
 
-Each test skips when its design's build is not cached (``python -m pcspec.live.build --design D``).
+Each test skips when its design's build is not cached (``pcspec build --design D``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The model's fault sites fired in the real code: each design built with the fault points
-(``python -m pcspec.live.build --design D --faults``; patches/faults/, docs/DESIGNS.md "Fault
+(``pcspec build --design D --faults``; patches/faults/, docs/DESIGNS.md "Fault
 points"), and the verdict the model gives that design on the same failure seen on the binary.
 
 RB-1 ("a failed save leaves no partial or invalid entry in the cache") is violated by ``baseline``

@@ -9,7 +9,7 @@ fixes, compared with its own rules (``fixed@0c1e570``).
   the window: the answers are the uncached ones, and the run agrees with the model and the log
   checker (``pos-min=payload``).
 
-Skipped when the fixed build is not cached (``python -m pcspec.live.build --design fixed``).
+Skipped when the fixed build is not cached (``pcspec build --design fixed``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.live  # a real llama-server
 _FIXED = design_of("fixed")
 BINARY = find_server(_FIXED.tree, _FIXED.patch_paths())
 if BINARY is None:
-    pytest.skip("the fixed build is not cached: run `python -m pcspec.live.build --design fixed`",
+    pytest.skip("the fixed build is not cached: run `pcspec build --design fixed`",
                 allow_module_level=True)
 pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
 

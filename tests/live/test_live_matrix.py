@@ -69,7 +69,7 @@ def test_perf_2_on_the_binaries(design: str, verdict: str, tmp_path: Path) -> No
 def test_a_design_not_built_is_said_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(binaries, "_binary", lambda _d: None)
     cell = binaries.observe(REPROS[0], "pr27451", tmp_path, tmp_path)
-    assert (cell.verdict, cell.detail) == ("not built", "python -m pcspec.live.build --design pr27451")
+    assert (cell.verdict, cell.detail) == ("not built", "pcspec build --design pr27451")
 
 
 @pytest.mark.parametrize("argv", [["live", "--matrix", "--server", "x"], ["live", "--matrix", "--design", "nope"],

@@ -3,9 +3,9 @@ model kind under the build's own rule set, the slot files b11549 writes (state-s
 4, with the checkpoint appendix) read exactly, and a slot file of one version refused by a
 server of the other, as the model refuses it.
 
-Each test skips when its build is not cached: ``python -m pcspec.live.build --tree b11549``
+Each test skips when its build is not cached: ``pcspec build --tree b11549``
 (about 7 minutes from cold on 2 cores, docs/LIVE.md; the October server for the cross-version
-test: ``python -m pcspec.live.build``).
+test: ``pcspec build``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ PROMPT = [128 + (11 * i + 3) % 128 for i in range(300)]
 
 def _need(binary: Path | None, how: str) -> Path:
     if binary is None:
-        pytest.skip(f"not built: run `python -m pcspec.live.build {how}`")
+        pytest.skip(f"not built: run `pcspec build {how}`")
     return binary
 
 

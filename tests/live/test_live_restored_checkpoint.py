@@ -10,7 +10,7 @@ server-context.cpp:2320-2331 at 0c1e570, 2731-2742 of b11549). ``fixed``'s patch
 checkpoint the task restored and creates none. Both answer as the uncached prompt does; the
 model of each build says the same, and PERF-2 only of the C++ designs.
 
-Each test skips when its build is not cached (``python -m pcspec.live.build --design D``, or
+Each test skips when its build is not cached (``pcspec build --design D``, or
 ``--tree b11549``).
 """
 

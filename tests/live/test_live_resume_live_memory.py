@@ -12,7 +12,7 @@ the state that keeps most, judged by what the window needs (the memory starts at
 ``cache_n`` 20, and the answer is the uncached one. The model of each build says the same, and
 REUSE-1 only of the C++ designs.
 
-Each test skips when its build is not cached (``python -m pcspec.live.build --design D``, or
+Each test skips when its build is not cached (``pcspec build --design D``, or
 ``--tree b11549``).
 """
 

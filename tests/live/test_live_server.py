@@ -1,7 +1,7 @@
 """pcspec live against a real llama-server: a short fuzzed session per model kind, and the
 server bugs of docs/FINDINGS.md reproduced from the workloads the fuzzer shrank.
 
-Skipped without a built server (``python -m pcspec.live.build``, about 5 minutes on 2 cores,
+Skipped without a built server (``pcspec build``, about 5 minutes on 2 cores,
 cached outside the checkout) or without the ``gguf`` package that makes the models.
 """
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.live  # a real llama-server
 BINARY = find_server()
 if BINARY is None:
     pytest.skip(
-        f"no llama-server built: run `python -m pcspec.live.build` (about 5 minutes on 2 cores; "
+        f"no llama-server built: run `pcspec build` (about 5 minutes on 2 cores; "
         f"cached as {cached_server()}) or set PCSPEC_LLAMA_SERVER=/path/to/llama-server",
         allow_module_level=True,
     )

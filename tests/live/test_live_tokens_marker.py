@@ -14,7 +14,7 @@ input batch.`` (server-context.cpp:3669-3703). ``fixed``'s patch 0010 refuses th
 The model of each build (the recurrent model's configuration, the build's rule set) runs the same
 operations and must say the same: the checkpoint's fields, the refused batch, or the refused file.
 
-Each test skips when its design's build is not cached (``python -m pcspec.live.build --design D``).
+Each test skips when its design's build is not cached (``pcspec build --design D``).
 """
 
 from __future__ import annotations

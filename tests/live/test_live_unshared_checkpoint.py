@@ -11,7 +11,7 @@ another token. ``fixed``'s patch 0012 also erases ``n_tokens > n_prefix`` (the N
 the third prompt is processed from 0 and answers as it does uncached. The model of each build
 says the same: the same restore, and the same verdicts.
 
-Each test skips when its build is not cached (``python -m pcspec.live.build --design D``, or
+Each test skips when its build is not cached (``pcspec build --design D``, or
 ``--tree b11549``).
 """
 

@@ -13,7 +13,7 @@ BENCH = ROOT / "docs" / "BENCH.md"
 
 def test_every_benched_design_has_a_build_the_page_names() -> None:
     text = BENCH.read_text(encoding="utf-8")
-    line = next(x for x in text.splitlines() if x.startswith("python -m pcspec.live.build --design"))
+    line = next(x for x in text.splitlines() if x.startswith("pcspec build --design"))
     named = set(re.findall(r"\b(" + "|".join(DESIGNS) + r")\b", line))
     for design in DESIGNS:
         assert design_of(design).name == design  # a build recipe: DesignUnavailable otherwise

@@ -39,7 +39,7 @@ def build_or_skip(name: str, faults: bool = False) -> Path:
         patches, flags = with_faults(d) if faults else (d.patch_paths(), d.flags)
         found, how = find_server(d.tree, patches, flags), f"--design {name}" + (" --faults" if faults else "")
     if found is None:
-        pytest.skip(f"not built: python -m pcspec.live.build {how}")
+        pytest.skip(f"not built: pcspec build {how}")
     return found
 
 
