@@ -1,12 +1,21 @@
 """llama.cpp's own server tests (``tools/server/tests``) run against each design's build.
 
 A patch that breaks upstream's tests is not upstream-ready: each patched build must pass the
-tree's own server test suite exactly as the unpatched build (``baseline``) does, apart from the
-failures the patch is meant to remove. The suite is complete in the tree's sdist; it needs a
-network only for its models, which its presets fetch from Hugging Face. Here:
+tree's own server test suite exactly as the unpatched build of its tree's line does, apart from
+the failures the patch is meant to remove. That reference is ``REFERENCES[design.tree]``: for
+the October designs ``baseline`` (the October tree as it is), for the November ones
+``pr30137@november`` (the November server: b11549, the invalidation #30137 was merged on, the
+merged #30137). The suite is complete in the tree's sdist; it needs a network only for its
+models, which its presets fetch from Hugging Face. Here:
 
 * the tree's ``tools/server/tests`` is extracted from the cached sdist into a temporary folder,
-  with ``models/templates`` (the chat templates some tests read); nothing is downloaded;
+  with ``models/templates`` (the chat templates some tests read) and ``gguf-py`` (the tree's
+  gguf package, with which a test can write a model); nothing is downloaded;
+* the patches of ``TEST_PATCHES[reference]`` are applied to it (``patch -p1`` at the tree's
+  root): tests to be proposed upstream with the series, which touch ``tools/server/tests``
+  only, so that no design's build changes (the November line:
+  ``patches/november-tests/0015-...``, a regression test per finding that still happens on the
+  November server, docs/FINDINGS.md);
 * a pytest plugin written beside it (``PLUGIN``) points the presets of ``LOCAL_PRESETS`` at a
   tiny local pcspec model (``model_file`` set, ``model_hf_repo``/``model_hf_file`` None), turns
   ``ServerPreset.load_all`` (the session's download of every preset) into nothing, and skips a
@@ -16,13 +25,17 @@ network only for its models, which its presets fetch from Hugging Face. Here:
   build), a free ``PORT`` and ``--junitxml``; the outcome of each test id is read from the XML.
 
 The models have random weights, so the tests that assert generated content fail: the same on
-every design. What counts is the comparison with baseline: a test that passes on baseline and fails
-on a design is a *regression* (exit 1); one that fails on baseline and passes on the design is
-*removed* (a failure the patch removes).
+every design. What counts is the comparison with the reference: a test that passes on the
+reference and fails on a design is a *regression* (exit 1); one that fails on the reference and
+passes on the design is *removed* (a failure the patch removes). The outcomes of each line's
+designs are printed side by side, the reference first.
 
     python -m pcspec.live.upstream --design pr30137 --design fixed      # baseline is always run
     python -m pcspec.live.upstream --design fixed --tests unit/test_basic.py --json
     python -m pcspec.live.upstream --all                                # every unit/test_*.py
+    python -m pcspec.live.upstream --design fixed@november --all        # and pr30137@november
+
+With no ``--design``: the October designs (``OCTOBER``), as before the November line existed.
 
 Bad input (an unknown design, a design not built, a test file the tree lacks, a missing extra):
 one line, exit 2. The test suite's Python dependencies are the ``upstream`` extra.
@@ -47,8 +60,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pcspec.live import build
-from pcspec.live.designs import DESIGNS, DesignUnavailable, design_of
+from pcspec.live.designs import DESIGNS, PATCH_DIR, DesignUnavailable, design_of
 from pcspec.live.process import free_port
+
+# The reference of each tree's line: its unpatched build (the design every other design of that
+# tree is compared with, and which always runs with them).
+REFERENCES = {"0c1e570": "baseline", "b11549": "pr30137@november"}
+# Test-only patches of a line (relative to PATCH_DIR, applied in order with patch -p1 at the root
+# of the extracted tree): tests of the series that touch tools/server/tests and nothing else, so
+# they are no design's build patches (no rebuild); they run on every build of the line.
+TEST_PATCHES: dict[str, tuple[str, ...]] = {
+    "pr30137@november": ("november-tests/0015-server-tests-prompt-cache-and-checkpoint-regressions.patch",),
+}
+# The designs run when none is named: the October line, as before the November designs existed.
+OCTOBER = tuple(n for n, d in DESIGNS.items() if d.tree == "0c1e570")
 
 # The files that exercise the prompt cache, slots, checkpoints and the context shift.
 DEFAULT_TESTS = (
@@ -64,6 +89,13 @@ DEFAULT_TESTS = (
 # ``kv-text`` is ``kv`` whose greedy output is ASCII (unit/test_kv_keep_only_active.py reads the
 # server's verbose log, which has each generated piece, as UTF-8 text).
 LOCAL_PRESETS = {"tinyllama2": "kv-text"}
+# What a line's tests are given beyond that (docs/UPSTREAM.md), so that a test that needs only a
+# model runs instead of failing on the network: more presets, and files a fixture would download
+# with utils.download_file, which keeps a file already at its ./tmp path. The November line:
+# unit/test_speculative.py's target (stories15m_moe) and its draft (stories15M-q4_0.gguf, fetched
+# by its fixture with wget) are both kv-text. The October line's run stays as it was.
+LINE_PRESETS: dict[str, dict[str, str]] = {"pr30137@november": {"stories15m_moe": "kv-text"}}
+LINE_FILES: dict[str, dict[str, str]] = {"pr30137@november": {"tmp/stories15M-q4_0.gguf": "kv-text"}}
 # module -> the extra that brings it (what tools/server/tests/utils.py, conftest.py and the unit
 # files import; pytest comes with the dev extra, gguf, which writes the models, with live)
 NEEDS = {"requests": "upstream", "wget": "upstream", "filelock": "upstream", "openai": "upstream",
@@ -140,15 +172,15 @@ class Run:
 @dataclass(frozen=True)
 class Difference:
     test: str
-    baseline: str
+    baseline: str  # the outcome on the design's reference (baseline for the October line)
     design: str
-    message: str  # the design's message, or baseline's when the design passed
+    message: str  # the design's message, or the reference's when the design passed
 
 
 @dataclass(frozen=True)
 class Comparison:
-    regressions: tuple[Difference, ...]  # passed on baseline, failed or errored on the design
-    removed: tuple[Difference, ...]  # failed or errored on baseline, passed on the design
+    regressions: tuple[Difference, ...]  # passed on the reference, failed or errored on the design
+    removed: tuple[Difference, ...]  # failed or errored on the reference, passed on the design
     changed: tuple[Difference, ...]  # any other difference (a skip, a test on one side only)
 
 
@@ -184,7 +216,7 @@ def _rank(case: Case) -> int:
 
 
 def compare(baseline: dict[str, Case], design: dict[str, Case]) -> Comparison:
-    """The tests whose outcome on ``design`` differs from ``baseline``'s."""
+    """The tests whose outcome on ``design`` differs from ``baseline``'s (the reference's)."""
     bad = ("failed", "error")
     reg: list[Difference] = []
     rem: list[Difference] = []
@@ -215,16 +247,18 @@ def missing_extra(modules: Iterable[str] | None = None) -> str | None:
 
 def extract_tests(tree: str, dest: Path) -> Path:
     """The tree's ``tools/server/tests`` from its cached sdist, extracted under ``dest``, with the
-    chat templates some tests read from ``../../../models/templates``."""
+    chat templates some tests read from ``../../../models/templates`` and the tree's ``gguf-py``
+    (``../../../gguf-py``)."""
     t = build.tree_of(tree)
     tarball = build.cache_root() / "sdist" / f"{t.archive_stem}.tar.gz"
     if not tarball.is_file():
         raise UpstreamError(f"no sdist of tree {tree} at {tarball} (python -m pcspec.live.build --tree {tree} "
                             "downloads it)")
     inner = f"/{t.folder}/tools/server/tests/"
-    templates = f"/{t.folder}/models/templates/"
+    extra = (f"/{t.folder}/models/templates/", f"/{t.folder}/gguf-py/")
     with tarfile.open(tarball) as tf:
-        members = [m for m in tf.getmembers() if inner in m.name + "/" or templates in m.name + "/"]
+        members = [m for m in tf.getmembers()
+                   if inner in m.name + "/" or any(e in m.name + "/" for e in extra)]
         if not any(inner in m.name + "/" for m in members):
             raise UpstreamError(f"{tarball} has no {t.folder}/tools/server/tests")
         tf.extractall(dest, members=members, filter="data")
@@ -232,13 +266,57 @@ def extract_tests(tree: str, dest: Path) -> Path:
     return found[0]
 
 
-def prepare(tests_dir: Path, models_dir: Path) -> dict[str, str]:
-    """Write the plugin beside the tests; the local model of each preset of ``LOCAL_PRESETS``."""
+def apply_test_patches(tests_dir: Path, patches: Sequence[str]) -> None:
+    """Apply ``patches`` (relative to PATCH_DIR) to the extracted tree whose
+    ``tools/server/tests`` is ``tests_dir``; ``UpstreamError`` when one does not apply cleanly."""
+    root = tests_dir.parents[2]
+    for rel in patches:
+        path = PATCH_DIR / rel
+        if not path.is_file():
+            raise UpstreamError(f"no test patch {path}")
+        proc = subprocess.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-F0",
+                               "-i", str(path)], cwd=root, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise UpstreamError(f"test patch {rel} does not apply: {_first_line(proc.stdout + proc.stderr)}")
+
+
+def reference_of(name: str) -> str:
+    """The reference of design ``name`` (an alias is resolved): the unpatched build of its
+    tree's line, ``REFERENCES[tree]``."""
+    try:
+        d = design_of(name)
+    except DesignUnavailable as exc:
+        raise UpstreamError(str(exc)) from None
+    if d.tree not in REFERENCES:
+        raise UpstreamError(f"design {d.name!r} is on tree {d.tree}, which has no reference build "
+                            f"(lines: {', '.join(f'{t}: {r}' for t, r in REFERENCES.items())})")
+    return REFERENCES[d.tree]
+
+
+def groups_of(names: Sequence[str]) -> dict[str, list[str]]:
+    """reference -> its designs (canonical names, the reference first), in the order the
+    references are first named."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        ref = reference_of(name)
+        canonical = design_of(name).name
+        members = out.setdefault(ref, [ref])
+        if canonical not in members:
+            members.append(canonical)
+    return out
+
+
+def prepare(tests_dir: Path, models_dir: Path, reference: str = "baseline") -> dict[str, str]:
+    """Write the plugin beside the tests, and the files of ``LINE_FILES[reference]``; the local
+    model of each preset of ``LOCAL_PRESETS`` and ``LINE_PRESETS[reference]``."""
     from pcspec.live.models import ensure_model
 
     (tests_dir / f"{PLUGIN_NAME}.py").write_text(PLUGIN)
     (tests_dir / "tmp").mkdir(exist_ok=True)
-    return {preset: str(ensure_model(kind, models_dir)) for preset, kind in LOCAL_PRESETS.items()}
+    for rel, kind in LINE_FILES.get(reference, {}).items():
+        shutil.copyfile(ensure_model(kind, models_dir), tests_dir / rel)
+    presets = {**LOCAL_PRESETS, **LINE_PRESETS.get(reference, {})}
+    return {preset: str(ensure_model(kind, models_dir)) for preset, kind in presets.items()}
 
 
 def run_design(design: str, binary: Path, tests_dir: Path, files: Sequence[str], models: dict[str, str],
@@ -272,35 +350,47 @@ def run_design(design: str, binary: Path, tests_dir: Path, files: Sequence[str],
 
 
 def _binaries(names: Sequence[str]) -> dict[str, tuple[str, Path]]:
-    """design -> (tree, binary), baseline first; ``UpstreamError`` for an unknown or unbuilt design."""
-    order = ["baseline", *(n for n in dict.fromkeys(names) if n != "baseline")]
+    """design -> (tree, binary), each line's reference before its designs; ``UpstreamError`` for an
+    unknown or unbuilt design."""
+    groups = groups_of(names)  # (every name first: a misspelt one is reported as such, built or not)
     found: dict[str, tuple[str, Path]] = {}
-    designs = {}
-    for name in order:  # (every name first: a misspelt one is reported as such, built or not)
-        try:
-            designs[name] = design_of(name)
-        except DesignUnavailable as exc:
-            raise UpstreamError(str(exc)) from None
-    for name, d in designs.items():
-        binary = build.find_server(d.tree, d.patch_paths(), d.flags)
-        if binary is None:
-            raise UpstreamError(f"design {name!r} is not built (python -m pcspec.live.build --design {name})")
-        found[name] = (d.tree, binary)
+    for members in groups.values():
+        for name in members:
+            d = design_of(name)
+            binary = build.find_server(d.tree, d.patch_paths(), d.flags)
+            if binary is None:
+                raise UpstreamError(f"design {name!r} is not built (python -m pcspec.live.build --design {name})")
+            found[name] = (d.tree, binary)
     return found
 
 
-def report(runs: dict[str, Run], comparisons: dict[str, Comparison]) -> str:
-    lines = []
-    for name, run in runs.items():
-        c = run.counts()
-        lines.append(f"{name:8} " + "  ".join(f"{c[o]} {o}" for o in OUTCOMES) + f"  ({run.seconds:.0f} s)")
+def side_by_side(runs: dict[str, Run]) -> list[str]:
+    """The counts of each run in a column of its own, in the order of ``runs``."""
+    names = list(runs)
+    width = max(9, *(len(n) for n in names))
+    lines = [" " * 8 + "".join(f"  {n:>{width}}" for n in names)]
+    for outcome in OUTCOMES:
+        lines.append(f"{outcome:8}" + "".join(f"  {runs[n].counts()[outcome]:>{width}}" for n in names))
+    lines.append(f"{'seconds':8}" + "".join(f"  {runs[n].seconds:>{width}.0f}" for n in names))
+    return lines
+
+
+def report(runs: dict[str, Run], comparisons: dict[str, Comparison], references: dict[str, str] | None = None) -> str:
+    """The counts side by side, a table per reference, then each design's differences from its
+    reference (``references``: design -> reference; default, every run's is ``baseline``)."""
+    refs = references if references is not None else {n: "baseline" for n in runs}
+    lines: list[str] = []
+    for ref in dict.fromkeys(refs.get(n, n) for n in runs):
+        group = {n: r for n, r in runs.items() if refs.get(n, n) == ref}
+        lines += side_by_side(group)
     for name, comp in comparisons.items():
+        ref = refs.get(name, "baseline")
         if not (comp.regressions or comp.removed or comp.changed):
-            lines.append(f"{name}: every test as on baseline")
+            lines.append(f"{name}: every test as on {ref}")
             continue
         for label, diffs in (("REGRESSION", comp.regressions), ("removed", comp.removed), ("changed", comp.changed)):
             for df in diffs:
-                lines.append(f"{name}: {label} {df.test}: {df.baseline} on baseline, {df.design} here"
+                lines.append(f"{name}: {label} {df.test}: {df.baseline} on {ref}, {df.design} here"
                              + (f" ({df.message})" if df.message else ""))
     return "\n".join(lines)
 
@@ -308,7 +398,8 @@ def report(runs: dict[str, Run], comparisons: dict[str, Comparison]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pcspec.live.upstream", description=__doc__.split("\n\n")[0])
     p.add_argument("--design", action="append", default=[], metavar="NAME",
-                   help=f"a design to compare with baseline (repeatable; {', '.join(DESIGNS)}); default: all")
+                   help=f"a design to compare with the reference of its tree, {REFERENCES} (repeatable; "
+                        f"{', '.join(DESIGNS)}); default: {', '.join(OCTOBER)}")
     p.add_argument("--tests", action="append", default=[], metavar="FILE",
                    help="a test file under tools/server/tests (repeatable); default: " + " ".join(DEFAULT_TESTS))
     p.add_argument("--all", action="store_true", help="every unit/test_*.py of the tree (instead of --tests)")
@@ -321,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     files: list[str] | None = None if args.all else (args.tests or list(DEFAULT_TESTS))
     try:
-        binaries = _binaries(args.design or list(DESIGNS))
+        binaries = _binaries(args.design or list(OCTOBER))
         missing = missing_extra()
         if missing:
             raise UpstreamError(missing)
@@ -336,29 +427,37 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_all(binaries: dict[str, tuple[str, Path]], files: Sequence[str] | None, out: Path | None, as_json: bool,
              timeout: float) -> int:
-    """Run the designs; ``files`` None: every ``unit/test_*.py`` of the first design's tree."""
+    """Run the designs, each line's reference first; ``files`` None: every ``unit/test_*.py`` of
+    the line's tree (its test patches applied)."""
     work = Path(tempfile.mkdtemp(prefix="pcspec-upstream-"))
     try:
         dest = out if out is not None else work
         dest.mkdir(parents=True, exist_ok=True)
-        trees: dict[str, tuple[Path, dict[str, str]]] = {}
+        references = {name: REFERENCES.get(tree, "baseline") for name, (tree, _) in binaries.items()}
+        prepared: dict[str, tuple[Path, list[str], dict[str, str]]] = {}  # reference -> (tests, files, models)
         runs: dict[str, Run] = {}
-        chosen: list[str] = list(files or ())
         for name, (tree, binary) in binaries.items():
-            if tree not in trees:
-                tests_dir = extract_tests(tree, work / tree)
-                if files is None and not chosen:
-                    chosen = sorted(str(f.relative_to(tests_dir)) for f in (tests_dir / "unit").glob("test_*.py"))
+            ref = references[name]
+            if ref not in prepared:
+                tests_dir = extract_tests(tree, work / ref.replace("@", "-"))
+                patches = TEST_PATCHES.get(ref, ())
+                if patches:
+                    apply_test_patches(tests_dir, patches)
+                chosen = list(files) if files is not None else sorted(
+                    str(f.relative_to(tests_dir)) for f in (tests_dir / "unit").glob("test_*.py"))
                 absent = [f for f in chosen if not (tests_dir / f).is_file()]
                 if absent:
                     raise UpstreamError(f"tree {tree} has no test file {absent[0]} under tools/server/tests")
-                trees[tree] = (tests_dir, prepare(tests_dir, build.cache_root() / "models"))
-            tests_dir, models = trees[tree]
+                prepared[ref] = (tests_dir, chosen, prepare(tests_dir, build.cache_root() / "models", ref))
+            tests_dir, chosen, models = prepared[ref]
             runs[name] = run_design(name, binary, tests_dir, chosen, models, dest, timeout)
-        baseline = runs["baseline"].cases
-        comparisons = {n: compare(baseline, r.cases) for n, r in runs.items() if n != "baseline"}
+        comparisons = {n: compare(runs[references[n]].cases, r.cases) for n, r in runs.items()
+                       if n != references[n] and references[n] in runs}
         if as_json:
-            doc = {"tests": chosen,
+            doc = {"tests": next(iter(prepared.values()))[1] if prepared else [],
+                   "references": references,
+                   "lines": {ref: {"tests": chosen, "test_patches": list(TEST_PATCHES.get(ref, ()))}
+                             for ref, (_, chosen, _) in prepared.items()},
                    "runs": {n: {"binary": r.binary, "seconds": r.seconds, "returncode": r.returncode,
                                 "counts": r.counts(), "cases": {t: asdict(c) for t, c in r.cases.items()}}
                             for n, r in runs.items()},
@@ -366,7 +465,7 @@ def _run_all(binaries: dict[str, tuple[str, Path]], files: Sequence[str] | None,
                                    for n, c in comparisons.items()}}
             print(json.dumps(doc, indent=1))
         else:
-            print(report(runs, comparisons))
+            print(report(runs, comparisons, references))
         return 1 if any(c.regressions for c in comparisons.values()) else 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from pcspec.live import build
+from pcspec.live import build, upstream
 from pcspec.live.designs import (
     DESIGNS,
     FAULTS_PATCHES,
@@ -81,6 +81,8 @@ def test_a_design_maps_to_its_tree_and_existing_package_files(name: str) -> None
 def test_every_patch_file_belongs_to_a_design() -> None:
     used = {p.resolve() for d in DESIGNS.values() for p in d.patch_paths()}
     used |= {(PATCH_DIR / p).resolve() for p in FAULTS_PATCHES}
+    # the test-only patches of a line's upstream run (pcspec/live/upstream.py: TEST_PATCHES)
+    used |= {(PATCH_DIR / p).resolve() for ps in upstream.TEST_PATCHES.values() for p in ps}
     assert set(PATCH_DIR.resolve().glob("*/*.patch")) == used
     # the top-level folder and what the package holds (the link in a checkout, a copy in an
     # installed wheel) are the same files

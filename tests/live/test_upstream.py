@@ -4,7 +4,11 @@
 * the plugin that points upstream's presets at local models, on a stand-in ``utils.py``;
 * bad input in one line, exit 2 (an unknown design, an unbuilt one, a missing extra, a test file
   the tree lacks);
-* live: one small upstream file on baseline's build, parsed.
+* live: one small upstream file on baseline's build, parsed;
+* each design's reference (the unpatched build of its tree's line: baseline, or the November
+  server for the b11549 designs), the November line's test patch, and live, the regression tests
+  of that patch on both November builds: every one fails on the November server and passes on
+  ``fixed@november``.
 """
 
 from __future__ import annotations
@@ -193,7 +197,7 @@ def test_a_regression_exits_1_and_a_removed_failure_0(capsys: pytest.CaptureFixt
                 "pr30137": {"t": Case("passed"), "u": Case("passed")},
                 "fixed": {"t": Case("failed", "assert 1 == 2"), "u": Case("failed", "m")}}
     monkeypatch.setattr(upstream, "extract_tests", lambda tree, dest: tmp_path)
-    monkeypatch.setattr(upstream, "prepare", lambda tests_dir, models: {})
+    monkeypatch.setattr(upstream, "prepare", lambda tests_dir, models, line="baseline": {})
     monkeypatch.setattr(upstream, "run_design", lambda name, *a: upstream.Run(name, "bin", 1.0, 1, outcomes[name]))
     (tmp_path / "unit").mkdir()
     (tmp_path / "unit" / "test_x.py").write_text("")
@@ -215,7 +219,7 @@ def test_all_runs_every_unit_file_and_excludes_tests(capsys: pytest.CaptureFixtu
     assert err.count("\n") == 1 and "exclude each other" in err
     seen: list[list[str]] = []
     monkeypatch.setattr(upstream, "extract_tests", lambda tree, dest: tmp_path)
-    monkeypatch.setattr(upstream, "prepare", lambda tests_dir, models: {})
+    monkeypatch.setattr(upstream, "prepare", lambda tests_dir, models, line="baseline": {})
     monkeypatch.setattr(upstream, "run_design",
                         lambda name, b, d, files, *a: seen.append(list(files)) or upstream.Run(name, "bin", 1.0, 0))
     (tmp_path / "unit").mkdir()
@@ -245,3 +249,143 @@ def test_a_run_that_times_out_takes_its_servers_with_it(tmp_path: Path) -> None:
     status = Path(f"/proc/{pid}/status")
     # the server-like child is gone too: dead (a zombie until whoever adopted it reaps it) or reaped
     assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+REGRESSIONS = "unit/test_prompt_cache_checkpoints.py"  # the file patches/november-tests/0015 adds
+
+
+def test_each_design_is_compared_with_the_unpatched_build_of_its_tree() -> None:
+    assert [upstream.reference_of(n) for n in ("baseline", "pr30137", "pr27451", "fixed")] == ["baseline"] * 4
+    assert [upstream.reference_of(n) for n in ("november", "pr30137@november", "fixed@november")] == [
+        "pr30137@november"] * 3
+    # a line's reference first, then its designs by their canonical names, once each; lines in the
+    # order they are first named
+    assert upstream.groups_of(["fixed@november", "fixed", "november", "fixed@november"]) == {
+        "pr30137@november": ["pr30137@november", "fixed@november"], "baseline": ["baseline", "fixed"]}
+    assert upstream.groups_of(["november"]) == {"pr30137@november": ["pr30137@november"]}
+    # no --design: the October line, as before the November designs existed
+    assert upstream.OCTOBER == ("baseline", "pr30137", "pr27451", "fixed")
+    with pytest.raises(upstream.UpstreamError, match="unknown design 'nosuch'"):
+        upstream.reference_of("nosuch")
+
+
+def test_the_november_line_has_its_test_patch_and_october_none() -> None:
+    assert set(upstream.TEST_PATCHES) == {"pr30137@november"}
+    (patch,) = upstream.TEST_PATCHES["pr30137@november"]
+    text = (upstream.PATCH_DIR / patch).read_text()
+    touched = [line.split()[-1] for line in text.splitlines() if line.startswith("diff --git ")]
+    # tests only: no design's build changes, nothing to rebuild
+    assert touched and all(t.startswith("b/tools/server/tests/") for t in touched), touched
+    assert f"b/tools/server/tests/{REGRESSIONS}" in touched
+
+
+def test_binaries_put_each_reference_before_its_designs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def find(tree: str, patches: object = (), flags: object = ()) -> Path:
+        asked.append(tree)
+        return tmp_path / f"{tree}-{len(asked)}"
+
+    monkeypatch.setattr(build, "find_server", find)
+    bins = upstream._binaries(["fixed@november", "pr27451"])
+    assert list(bins) == ["pr30137@november", "fixed@november", "baseline", "pr27451"]
+    assert [t for t, _ in bins.values()] == ["b11549", "b11549", "0c1e570", "0c1e570"]
+
+
+def test_a_november_design_is_compared_with_the_november_server(capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    outcomes = {"pr30137@november": {"t": Case("passed"), "r": Case("failed", "assert 0 == 7")},
+                "fixed@november": {"t": Case("passed"), "r": Case("passed")},
+                "baseline": {"t": Case("failed", "m"), "r": Case("passed")},
+                "fixed": {"t": Case("failed", "m"), "r": Case("passed")}}
+    patched: list[tuple[Path, tuple[str, ...]]] = []
+    monkeypatch.setattr(upstream, "extract_tests", lambda tree, dest: tmp_path / tree)
+    monkeypatch.setattr(upstream, "apply_test_patches", lambda d, patches: patched.append((d, tuple(patches))))
+    monkeypatch.setattr(upstream, "prepare", lambda tests_dir, models, line="baseline": {})
+    monkeypatch.setattr(upstream, "run_design", lambda name, *a: upstream.Run(name, "bin", 1.0, 1, outcomes[name]))
+    for tree in ("b11549", "0c1e570"):
+        (tmp_path / tree / "unit").mkdir(parents=True)
+        (tmp_path / tree / "unit" / "test_x.py").write_text("")
+    bins = {n: (t, tmp_path / n) for n, t in (("pr30137@november", "b11549"), ("fixed@november", "b11549"),
+                                              ("baseline", "0c1e570"), ("fixed", "0c1e570"))}
+    assert upstream._run_all(bins, ["unit/test_x.py"], None, True, 10) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["references"] == {"pr30137@november": "pr30137@november", "fixed@november": "pr30137@november",
+                                 "baseline": "baseline", "fixed": "baseline"}
+    # fixed@november is compared with the November server, not with the October baseline
+    assert doc["comparisons"]["fixed@november"]["removed"] == [
+        {"test": "r", "baseline": "failed", "design": "passed", "message": "assert 0 == 7"}]
+    assert doc["comparisons"]["fixed@november"]["regressions"] == []
+    assert doc["comparisons"]["fixed"] == {"regressions": [], "removed": [], "changed": []}
+    assert set(doc["comparisons"]) == {"fixed@november", "fixed"}
+    assert patched == [(tmp_path / "b11549", upstream.TEST_PATCHES["pr30137@november"])]
+    assert doc["lines"]["pr30137@november"]["test_patches"] == list(upstream.TEST_PATCHES["pr30137@november"])
+    assert upstream._run_all(bins, ["unit/test_x.py"], None, False, 10) == 0
+    out = capsys.readouterr().out.splitlines()
+    # the counts side by side, each line's reference first
+    assert out[0].split() == ["pr30137@november", "fixed@november"]
+    assert out[1].split() == ["passed", "1", "2"] and out[2].split() == ["failed", "1", "0"]
+    assert out[5].split() == ["seconds", "1", "1"]
+    assert out[6].split() == ["baseline", "fixed"]
+    assert ("fixed@november: removed r: failed on pr30137@november, passed here (assert 0 == 7)" in out
+            and "fixed: every test as on baseline" in out)
+
+
+def test_the_november_line_gives_the_speculative_tests_their_models(tmp_path: Path) -> None:
+    pytest.importorskip("gguf", reason="pip install gguf (the live models are made with it)")
+    from pcspec.live.models import model_key
+
+    october = tmp_path / "october"
+    november = tmp_path / "november"
+    october.mkdir()
+    november.mkdir()
+    assert upstream.prepare(october, tmp_path / "models") == {
+        "tinyllama2": str(tmp_path / "models" / model_key("kv-text", 0))}
+    assert not list((october / "tmp").iterdir())
+    models = upstream.prepare(november, tmp_path / "models", "pr30137@november")
+    assert models["stories15m_moe"] == models["tinyllama2"]  # unit/test_speculative.py's target
+    # its draft, which the fixture's download_file keeps when the file is there
+    draft = november / "tmp" / "stories15M-q4_0.gguf"
+    assert draft.read_bytes() == Path(models["tinyllama2"]).read_bytes()
+    assert (november / f"{upstream.PLUGIN_NAME}.py").read_text() == upstream.PLUGIN
+
+
+def _sdist_of(tree: str) -> Path:
+    t = build.tree_of(tree)
+    return build.cache_root() / "sdist" / f"{t.archive_stem}.tar.gz"
+
+
+@pytest.mark.slow
+def test_the_november_test_patch_applies_to_the_b11549_tests(tmp_path: Path) -> None:
+    if not _sdist_of("b11549").is_file():
+        pytest.skip(f"the b11549 sdist is not cached ({_sdist_of('b11549')})")
+    tests_dir = upstream.extract_tests("b11549", tmp_path)
+    assert (tests_dir.parents[2] / "gguf-py" / "gguf" / "gguf_writer.py").is_file()  # the test writes its models
+    upstream.apply_test_patches(tests_dir, upstream.TEST_PATCHES["pr30137@november"])
+    assert (tests_dir / REGRESSIONS).is_file()
+    assert "ctx_checkpoints: int | None = None" in (tests_dir / "utils.py").read_text()
+    with pytest.raises(upstream.UpstreamError, match="does not apply"):  # twice: refused, not reversed
+        upstream.apply_test_patches(tests_dir, upstream.TEST_PATCHES["pr30137@november"])
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_the_regression_tests_fail_on_november_and_pass_on_fixed_november(capsys: pytest.CaptureFixture[str],
+                                                                          tmp_path: Path) -> None:
+    from pcspec.live.designs import design_of
+
+    for name in ("pr30137@november", "fixed@november"):
+        d = design_of(name)
+        if build.find_server(d.tree, d.patch_paths(), d.flags) is None:
+            pytest.skip(f"not built: python -m pcspec.live.build --design {name}")
+    if upstream.missing_extra():
+        pytest.skip(str(upstream.missing_extra()))
+    rc = upstream.main(["--design", "fixed@november", "--tests", REGRESSIONS, "--json", "--out", str(tmp_path)])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0  # removed failures only, no regression
+    november, fixed = (doc["runs"][n]["cases"] for n in ("pr30137@november", "fixed@november"))
+    assert set(november) == set(fixed) and len(november) == 7
+    assert {t: c["outcome"] for t, c in november.items()} == dict.fromkeys(november, "failed")
+    assert {t: c["outcome"] for t, c in fixed.items()} == dict.fromkeys(fixed, "passed")
+    assert sorted(d["test"] for d in doc["comparisons"]["fixed@november"]["removed"]) == sorted(november)
