@@ -14,7 +14,7 @@ models, which its presets fetch from Hugging Face. Here:
 * the patches of ``TEST_PATCHES[reference]`` are applied to it (``patch -p1`` at the tree's
   root): tests to be proposed upstream with the series, which touch ``tools/server/tests``
   only, so that no design's build changes (the November line:
-  ``patches/november-tests/0015-...``, a regression test per finding that still happens on the
+  ``patches/november-tests/0016-...``, a regression test per finding that still happens on the
   November server, docs/FINDINGS.md);
 * a pytest plugin written beside it (``PLUGIN``) points the presets of ``LOCAL_PRESETS`` at a
   tiny local pcspec model (``model_file`` set, ``model_hf_repo``/``model_hf_file`` None), turns
@@ -70,7 +70,7 @@ REFERENCES = {"0c1e570": "baseline", "b11549": "pr30137@november"}
 # of the extracted tree): tests of the series that touch tools/server/tests and nothing else, so
 # they are no design's build patches (no rebuild); they run on every build of the line.
 TEST_PATCHES: dict[str, tuple[str, ...]] = {
-    "pr30137@november": ("november-tests/0015-server-tests-prompt-cache-and-checkpoint-regressions.patch",),
+    "pr30137@november": ("november-tests/0016-server-tests-prompt-cache-and-checkpoint-regressions.patch",),
 }
 # The designs run when none is named: the October line, as before the November designs existed.
 OCTOBER = tuple(n for n, d in DESIGNS.items() if d.tree == "0c1e570")

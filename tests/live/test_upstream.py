@@ -251,7 +251,7 @@ def test_a_run_that_times_out_takes_its_servers_with_it(tmp_path: Path) -> None:
     assert not status.exists() or "State:\tZ" in status.read_text()
 
 
-REGRESSIONS = "unit/test_prompt_cache_checkpoints.py"  # the file patches/november-tests/0015 adds
+REGRESSIONS = "unit/test_prompt_cache_checkpoints.py"  # the file patches/november-tests/0016 adds
 
 
 def test_each_design_is_compared_with_the_unpatched_build_of_its_tree() -> None:
