@@ -29,6 +29,7 @@ from typing import Any
 
 import z3
 
+from pcspec.core import ops
 from pcspec.core.loop import Driver
 from pcspec.core.trace import Trace
 from pcspec.model.config import STATE_HEADER, Config, MemoryKind
@@ -199,11 +200,11 @@ def realize(plan: Plan, variant: Design) -> Trace:
             prompt = prompts[m.back] + grow()
         else:
             prompt = grow()
-        step: list[dict[str, Any]] = []
+        step: list[ops.Operation] = []
         if m.fault != "none":
-            step.append({"op": "inject", "site": m.fault})
-        step.append({"op": "request", "tokens": list(prompt), "n_predict": 1})
-        step.append({"op": "run", "max_steps": 100})
+            step.append(ops.Inject(m.fault))
+        step.append(ops.Request(tuple(prompt), 1))
+        step.append(ops.Run(100))
         for op in step:
             model.apply(op)
         prompts.append(prompt)

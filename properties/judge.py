@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pcspec.core.ops import Operation
 from pcspec.core import loop
 from pcspec.core.errors import PcspecError
 from pcspec.core.results import Finding, violation
@@ -242,7 +243,7 @@ def shrink_trace(trace: Trace, pid: str, max_replays: int = 3000) -> Trace:
     the shrunk trace still catches the mutant."""
     budget = [max_replays]
 
-    def fails(ops: list[dict[str, Any]]) -> bool:
+    def fails(ops: list[Operation]) -> bool:
         if budget[0] <= 0:
             return False
         budget[0] -= 1

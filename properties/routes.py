@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pcspec.core.ops import CorruptFile, Inject, Operation, SlotRestore
 from pcspec.properties.oracle import ORACLE
 
 Ways = tuple[frozenset[str], ...]
@@ -41,20 +42,19 @@ Ways = tuple[frozenset[str], ...]
 _INDEX = re.compile(r" \d+ ")  # "ckpt 3 data_tgt length" -> "ckpt data_tgt length"
 
 
-def ingredients(ops: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+def ingredients(ops: Iterable[Operation]) -> frozenset[str]:
     """The fault sites a trace injects, the slot-file fields it corrupts (``corrupt <field>``,
     ``corrupt truncate``, ``corrupt splice``) and ``slot restore`` if it restores a file."""
     out: set[str] = set()
     for op in ops:
-        kind = op.get("op")
-        if kind == "inject":
-            out.add(str(op["site"]))
-        elif kind == "corrupt_file":
-            if "field" in op:
-                out.add("corrupt " + _INDEX.sub(" ", str(op["field"])))
+        if isinstance(op, Inject):
+            out.add(op.site)
+        elif isinstance(op, CorruptFile):
+            if op.field is not None:
+                out.add("corrupt " + _INDEX.sub(" ", op.field))
             else:
-                out.add("corrupt truncate" if "truncate" in op else "corrupt splice")
-        elif kind == "slot_restore":
+                out.add("corrupt truncate" if op.truncate is not None else "corrupt splice")
+        elif isinstance(op, SlotRestore):
             out.add("slot restore")
     return frozenset(out)
 
@@ -311,7 +311,7 @@ def routes(design: str, pid: str) -> tuple[Route, ...]:
     return ROUTES.get(design, {}).get(pid, ())
 
 
-def route_of(design: str, pid: str, ops: Sequence[Mapping[str, Any]]) -> Route | None:
+def route_of(design: str, pid: str, ops: Sequence[Operation]) -> Route | None:
     """The listed route a counterexample of this cell takes, or None (unexplained)."""
     found = ingredients(ops)
     best: tuple[int, Route] | None = None
@@ -322,7 +322,7 @@ def route_of(design: str, pid: str, ops: Sequence[Mapping[str, Any]]) -> Route |
     return None if best is None else best[1]
 
 
-def route_name(design: str, pid: str, ops: Sequence[Mapping[str, Any]]) -> str | None:
+def route_name(design: str, pid: str, ops: Sequence[Operation]) -> str | None:
     """What verify and replay report: the route's name, "" for a trace of a cell with routes
     that takes none of them, None for a cell without routes (fixed, a mutant, one that holds)."""
     if not routes(design, pid):

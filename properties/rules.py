@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pcspec.core import loop
+from pcspec.core import loop, ops
 from pcspec.core.draw import Bool, Choice, Composite, Domain, Draw, Int, Lists
 from pcspec.core.errors import PcspecError
 from pcspec.core.results import Finding
@@ -201,12 +201,12 @@ class Fuzz:
         self.deadline = deadline  # time.monotonic() after which no operation is applied
         self.n_predict = n_predict
         self.srv: Server | None = None
-        self.trace: list[dict[str, Any]] = []
+        self.trace: list[ops.Operation] = []
         self.convs = [Conversation() for _ in range(N_CONVS)]
         self.files: set[str] = set()
         # What the example found (the engines read these; nothing is raised):
-        self.first: dict[str, tuple[Finding, list[dict[str, Any]], Config]] = {}
-        self.hit: tuple[Finding, list[dict[str, Any]], Config] | None = None
+        self.first: dict[str, tuple[Finding, list[ops.Operation], Config]] = {}
+        self.hit: tuple[Finding, list[ops.Operation], Config] | None = None
         self.out_of_time = False
         self.judged = 0  # model operations judged
         self.coverage: Counter[str] = Counter()  # decisions reached (properties/coverage.py)
@@ -229,7 +229,7 @@ class Fuzz:
         self.srv = Server(cfg, self.variant)
         self.judge = Judge(self.srv, self.props, reference=self.reference)
 
-    def do(self, op: dict[str, Any]) -> None:
+    def do(self, op: ops.Operation) -> None:
         """Record ``op``, apply it and judge after every model operation it performs."""
         if self.stopped:
             return
@@ -272,14 +272,10 @@ class Fuzz:
         if fault >= 0:
             self.inject(fault)
         self.convs[k] = Conversation(tokens, spans, self.convs[k].turn + 1)
-        op: dict[str, Any] = {"op": "request", "tokens": list(tokens), "n_predict": self.n_predict}
-        if spans:
-            op["spans"] = list(spans)
-            if self.variant.rules.spans_from_chat_only:
-                op["chat"] = True  # only a chat request has spans there (Server.request)
-        if pin >= 0:
-            op["id_slot"] = pin
-        self.do(op)
+        # only a chat request has spans where the build takes them from the chat session
+        # (Server.request)
+        chat = bool(spans) and self.variant.rules.spans_from_chat_only
+        self.do(ops.Request(tuple(tokens), self.n_predict, spans=tuple(spans), id_slot=pin, chat=chat))
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -325,10 +321,7 @@ class Fuzz:
         c = self.convs[k]
         if not c.tokens:
             return
-        op: dict[str, Any] = {"op": "request", "tokens": list(c.tokens), "n_predict": self.cfg.n_ctx_slot}
-        if pin >= 0:
-            op["id_slot"] = pin
-        self.do(op)
+        self.do(ops.Request(tuple(c.tokens), self.cfg.n_ctx_slot, id_slot=pin))
         self.run()
 
     @only_where(lambda v: v.rules.decision_tasks)
@@ -348,10 +341,7 @@ class Fuzz:
             return
         if fault >= 0:
             self.inject(fault)
-        op: dict[str, Any] = {"op": "request", "tokens": list(tokens), "n_predict": 1, "type": "decision"}
-        if pin >= 0:
-            op["id_slot"] = pin
-        self.do(op)
+        self.do(ops.Request(tuple(tokens), 1, id_slot=pin, type="decision"))
 
     @only_where(lambda v: v.rules.decision_tasks)
     @precondition(_has_conversation)
@@ -373,7 +363,7 @@ class Fuzz:
             return  # (a later prompt may be too long: that task fails and the others are cancelled)
         if fault >= 0:
             self.inject(fault)
-        self.do({"op": "request_group", "prompts": [list(p) for p in prompts]})
+        self.do(ops.RequestGroup(tuple(tuple(p) for p in prompts)))
 
     @rule(k=CONV, over=Int(0, 3))
     def overlong(self, k: int, over: int) -> None:
@@ -461,7 +451,7 @@ class Fuzz:
         for i, k in enumerate(rounds):
             f = fault if i == len(ks) else -1
             if i == len(ks) and load_fault:
-                self.do({"op": "inject", "site": load_fault})
+                self.do(ops.Inject(load_fault))
             if self.convs[k].tokens:
                 self.extend(k, n, -1, f)
             else:
@@ -489,13 +479,13 @@ class Fuzz:
         else:
             self.new_prompt(k, n, -1, True, -1)
         for _ in range(n_steps):
-            self.do({"op": "step"})
+            self.do(ops.Step())
         assert self.srv is not None
         busy = [s.id for s in self.srv.slots if s.is_processing]
         if not busy:
             return
         if load_fault:
-            self.do({"op": "inject", "site": load_fault})
+            self.do(ops.Inject(load_fault))
         if again and self.convs[other].tokens:
             self.resend(other, busy[0], -1)
         else:
@@ -520,7 +510,7 @@ class Fuzz:
             return
         self.new_prompt(k, max(1, m - fewer), slot, chat, -1)
         for _ in range(n_steps):
-            self.do({"op": "step"})
+            self.do(ops.Step())
         self.resend(other, slot, -1)
         self.run()
 
@@ -542,13 +532,13 @@ class Fuzz:
         if how != "none":
             self.corrupt("c.bin", pick, how)
         if restore_fault:
-            self.do({"op": "inject", "site": restore_fault})
+            self.do(ops.Inject(restore_fault))
         self.slot_restore(dst % n, "c.bin")
         assert self.srv is not None
         tokens = self.srv.slots[dst % n].prompt.tokens
         if then and len(tokens) > 2:
             if then == "prefix_fault":
-                self.do({"op": "inject", "site": "ckpt.write.tgt"})
+                self.do(ops.Inject("ckpt.write.tgt"))
             self._send(dst % N_CONVS, tokens[:-2], (), dst % n)
             self.run()
 
@@ -574,8 +564,8 @@ class Fuzz:
         examples per thousand."""
         self.new_prompt(other, m, -1, False, -1)
         for _ in range(n_steps):
-            self.do({"op": "step"})
-        self.do({"op": "inject", "site": "ckpt.alloc"})
+            self.do(ops.Step())
+        self.do(ops.Inject("ckpt.alloc"))
         self.new_prompt(k, n, -1, n > 8, -1)
         self.run()
         conv = k if mine else other
@@ -604,7 +594,7 @@ class Fuzz:
         assert self.srv is not None
         if "c.bin" not in self.srv.files:
             return
-        self.do({"op": "corrupt_file", "filename": "c.bin", "field": "tokens marker", "value": marker})
+        self.do(ops.CorruptFile("c.bin", field="tokens marker", value=marker))
         self.slot_restore(src % n, "c.bin")
         slot = self.srv.slots[src % n]
         tokens, ckpts = slot.prompt.tokens, slot.prompt.checkpoints
@@ -621,29 +611,29 @@ class Fuzz:
     @rule(n=Int(1, 4))
     def steps(self, n: int) -> None:
         for _ in range(n):
-            self.do({"op": "step"})
+            self.do(ops.Step())
 
     @rule()
     def run(self) -> None:
-        self.do({"op": "run", "max_steps": 500})
+        self.do(ops.Run(500))
 
     # -- faults and actions --------------------------------------------------------------------
 
     @rule(pick=Int(0, 2))
     def inject(self, pick: int) -> None:
-        self.do({"op": "inject", "site": self.sites[pick % len(self.sites)]})
+        self.do(ops.Inject(self.sites[pick % len(self.sites)]))
 
     @rule(slot=Int(0, 2), name=Choice(FILES))
     def slot_save(self, slot: int, name: str) -> None:
         if slot < self.cfg.n_slots:
             self.files.add(name)
-            self.do({"op": "slot_save", "id_slot": slot, "filename": name})
+            self.do(ops.SlotSave(slot, name))
 
     @precondition(_has_files)
     @rule(slot=Int(0, 2), name=Choice(FILES))
     def slot_restore(self, slot: int, name: str) -> None:
         if slot < self.cfg.n_slots and name in self.files:
-            self.do({"op": "slot_restore", "id_slot": slot, "filename": name})
+            self.do(ops.SlotRestore(slot, name))
 
     @precondition(_has_files)
     @rule(
@@ -662,7 +652,7 @@ class Fuzz:
         if data is None:
             return
         if how == "truncate":
-            self.do({"op": "corrupt_file", "filename": name, "truncate": len(data) * pick // 64})
+            self.do(ops.CorruptFile(name, truncate=len(data) * pick // 64))
             return
         if how in ("append", "splice"):
             # An append is a splice at the end; a splice inserts (even pick) or removes (odd)
@@ -679,7 +669,7 @@ class Fuzz:
                 at = min(begin, len(data)) * pick // 64
             insert = how == "append" or pick % 2 == 0
             fill = [(0x5A + i) & 0xFF for i in range(n)] if insert else []
-            self.do({"op": "corrupt_file", "filename": name, "offset": at, "data": fill, "remove": 0 if insert else n})
+            self.do(ops.CorruptFile(name, offset=at, data=tuple(fill), remove=0 if insert else n))
             return
         try:
             parsed = read_slot_file(data, name)
@@ -696,23 +686,23 @@ class Fuzz:
         new %= 1 << (8 * width)
         # By field name, not offset: see Server.corrupt_file (shrinking must not turn this
         # into a corruption of a payload).
-        self.do({"op": "corrupt_file", "filename": name, "field": fname, "value": new})
+        self.do(ops.CorruptFile(name, field=fname, value=new))
 
     @rule(slot=Int(0, 2))
     def slot_erase(self, slot: int) -> None:
         if slot < self.cfg.n_slots:
-            self.do({"op": "slot_erase", "id_slot": slot})
+            self.do(ops.SlotErase(slot))
 
     @rule()
     def sleep_wake(self) -> None:
-        self.do({"op": "sleep_wake"})
+        self.do(ops.SleepWake())
 
     @precondition(_has_files)
     @rule(n_ckpt=Int(0, 4), n_slots=Int(1, 3), slot=Int(0, 2), name=Choice(FILES))
     def restart_and_restore(self, n_ckpt: int, n_slots: int, slot: int, name: str) -> None:
         """Files outlive the process: restart the server with other flags (fewer checkpoints
         allowed, another slot count), then restore a file saved before into it."""
-        self.do({"op": "restart", "config": {"n_ctx_checkpoints": n_ckpt, "n_slots": n_slots}})
+        self.do(ops.Restart.of(n_ctx_checkpoints=n_ckpt, n_slots=n_slots))
         assert self.srv is not None
         self.cfg = self.srv.cfg
         self.slot_restore(slot, name)
@@ -729,7 +719,7 @@ class Fuzz:
         held = max(self.srv.slots, key=lambda s: len(s.prompt.checkpoints))
         n = len(held.prompt.checkpoints)
         self.slot_save(held.id, name)
-        self.do({"op": "restart", "config": {"n_ctx_checkpoints": max(0, n - fewer), "n_slots": n_slots}})
+        self.do(ops.Restart.of(n_ctx_checkpoints=max(0, n - fewer), n_slots=n_slots))
         self.cfg = self.srv.cfg
         self.slot_restore(0, name)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pcspec.bench.workload import Workload
+from pcspec.core import ops
 from pcspec.core.loop import Driver
 from pcspec.live import calibrate
 from pcspec.live.models import SPECS
@@ -104,8 +105,8 @@ def predict(w: Workload, design: str) -> tuple[list[Predicted], float]:
     for r in w.requests():
         start = len(srv.heap.events)
         live = peak = srv.physical_bytes
-        model.apply({"op": "request", "tokens": list(r.tokens), "n_predict": w.n_predict, "id_slot": r.id_slot})
-        model.apply({"op": "run", "max_steps": 100_000})
+        model.apply(ops.Request(tuple(r.tokens), w.n_predict, id_slot=r.id_slot))
+        model.apply(ops.Run(100_000))
         saves: list[int] = []
         in_save = False
         copied = evictions = created = 0

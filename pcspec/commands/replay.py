@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pcspec.core import ops
 from pcspec.core.errors import PcspecError
 from pcspec.core.loop import ReplayResult, Step
 from pcspec.core.outdir import check_output_file, write_output
@@ -72,7 +73,7 @@ def _show_step(step: Step, as_json: bool, expand: bool = False) -> None:
                 {
                     "kind": "step",
                     "step": step.index,
-                    "op": step.op,
+                    "op": step.op.to_json(),
                     "events": [e.kind for e in step.events if e.kind not in QUIET_EVENTS],
                     "violations": [v.to_json() for v in step.violations],
                 },
@@ -80,16 +81,14 @@ def _show_step(step: Step, as_json: bool, expand: bool = False) -> None:
             )
         )
         return
-    op = step.op.get("op")
+    op = step.op.OP
     extra = ""
-    if op == "request":
-        extra = f" {len(step.op['tokens'])} tokens" + (
-            f" pinned to {step.op['id_slot']}" if step.op.get("id_slot", -1) >= 0 else ""
-        )
-    elif op == "request_group":
-        extra = f" {len(step.op['prompts'])} decision prompts"
-    elif op == "inject":
-        extra = f" {step.op['site']}"
+    if isinstance(step.op, ops.Request):
+        extra = f" {len(step.op.tokens)} tokens" + (f" pinned to {step.op.id_slot}" if step.op.id_slot >= 0 else "")
+    elif isinstance(step.op, ops.RequestGroup):
+        extra = f" {len(step.op.prompts)} decision prompts"
+    elif isinstance(step.op, ops.Inject):
+        extra = f" {step.op.site}"
     print(f"[{step.index:3d}] {op}{extra}: {_describe(step)}")
     if expand and op == "run" and step.last_op > step.first_op:
         by_op: dict[int, list[Event]] = {}

@@ -82,7 +82,8 @@ class Case:
             "shows": [list(s) for s in self.shows],
         }
         if self.source is not None:
-            head["source"] = {"config": config_diff(self.source.config), "ops": self.source.ops}
+            ops = [op.to_json() for op in self.source.ops]
+            head["source"] = {"config": config_diff(self.source.config), "ops": ops}
         head["tags"] = self.tags.table()
         return head
 

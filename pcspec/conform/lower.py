@@ -25,8 +25,10 @@ from typing import Any
 from pcspec.conform.observe import ROLE, observe
 from pcspec.conform.protocol import BY_NAME, EVENT_KINDS, EVICT_NUMBERS, port_config
 from pcspec.conform.tags import Tags
+from pcspec.core import loop
 from pcspec.core import ops as model_ops
 from pcspec.core.errors import PcspecError
+from pcspec.core.results import Finding
 from pcspec.core.trace import Trace
 from pcspec.model import events as ev
 from pcspec.model.cache import CacheEntry, lcp
@@ -94,7 +96,7 @@ class Lowerer:
         self.lazy: _Lazy | None = None
         self.select: tuple[int, int] = (-1, -1)
         self.tasks: dict[int, tuple[tuple[int, ...], bool]] = {}
-        self.model_op: dict[str, Any] = {}
+        self.model_op: model_ops.Operation = model_ops.Step()
         self.index = -1
         self.memory: tuple[int, list[list[int]]] = (-1, [])  # what the last prompt start read of the memory
         self.dead = False
@@ -104,17 +106,21 @@ class Lowerer:
 
     # -- driving ---------------------------------------------------------------------------------
 
-    def run(self, ops: list[dict[str, Any]]) -> Lowered:
+    def run(self, ops: list[model_ops.Operation]) -> Lowered:
         for i, op in enumerate(ops):
             if self.dead:
                 break
             self.index, self.model_op = i, op
-            self.slept = op.get("op") == "sleep_wake"
-            for _ in model_ops.apply(self.srv, op):
-                if self.dead:
-                    break
-                self._boundary()
+            self.slept = isinstance(op, model_ops.SleepWake)
+            # through the one loop: the "judge" after every model operation is the lowering's
+            # boundary, which cuts the events into core operations (it finds nothing)
+            loop.apply(self.srv, op, self._judged, stop=lambda: self.dead)
         return self.out
+
+    def _judged(self) -> list[Finding]:
+        if not self.dead:
+            self._boundary()
+        return []
 
     def _boundary(self) -> None:
         """The end of a model operation (or of one step of a run)."""
@@ -127,7 +133,7 @@ class Lowerer:
             raise LoweringError(f"model op {self.index}: events no core operation claims: {self.evbuf}")
         now = self._observe([])
         if _state(now) != _state(self.shadow):
-            what = f"model op {self.index} ({self.model_op.get('op')})"
+            what = f"model op {self.index} ({self.model_op.OP})"
             raise LoweringError(f"{what}: unexplained change {_diff(self.shadow, now)}")
 
     # -- the tap ---------------------------------------------------------------------------------
@@ -158,9 +164,9 @@ class Lowerer:
             handler(e)
 
     def _on_op(self, e: ev.Op) -> None:
-        if e.name == "request":
+        if e.name == "request" and isinstance(self.model_op, model_ops.Request):
             op = self.model_op
-            self.tasks[e.args["task"]] = (tuple(op["tokens"]), bool(op.get("cache_prompt", True)))
+            self.tasks[e.args["task"]] = (op.tokens, op.cache_prompt)
 
     def _on_sleep_skipped(self, e: ev.SleepSkipped) -> None:
         self.slept = False  # a busy server does not sleep
@@ -427,7 +433,7 @@ def _diff(a: dict[str, Any], b: dict[str, Any]) -> str:
 
 def lower(trace: Trace) -> Lowered:
     """The core operations of ``trace`` under its variant, with the expected observations."""
-    if any(op.get("op") == "request_group" for op in trace.ops):
+    if any(isinstance(op, model_ops.RequestGroup) for op in trace.ops):
         # (decision tasks and their groups exist only in rule sets, which no port implements)
         raise PcspecError("the conformance kit has no shared-prefix child tasks (op request_group)")
     return Lowerer(trace).run(trace.ops)

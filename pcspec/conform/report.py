@@ -77,7 +77,7 @@ def divergence_text(div: Divergence, written: Path | None) -> list[str]:
     if c.source is not None:
         out.append(f"  lowered from the model trace ({len(c.source.ops)} operations, variant {c.variant}):")
         for op in c.source.ops[:MAX_TRACE_LINES]:
-            out.append(f"    {_short(op, 400)}")
+            out.append(f"    {_short(op.to_json(), 400)}")
     if written is not None:
         out.append(f"  written to {written} (replay: pcspec conform --cmd CMD --suite {written} --fuzz 0)")
     return out
@@ -121,7 +121,7 @@ def as_json(result: Result, cmd: str, variant: str, written: Path | None) -> dic
             "findings": [f.to_json() for f in d.findings],
             "differences": [{"path": f.rule, **f.data} for f in d.diffs],
             "trace": [json.loads(ln) for ln in trace_lines(d)],
-            "source": d.case.source.ops if d.case.source is not None else None,
+            "source": [op.to_json() for op in d.case.source.ops] if d.case.source is not None else None,
             "shrunk_from": d.shrunk_from,
             "file": str(written) if written is not None else None,
         }

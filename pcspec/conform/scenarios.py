@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pcspec.conform.lower import Lowered, lower
+from pcspec.core.ops import parse
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.designs import DESIGNS
@@ -35,7 +36,7 @@ class Scenario:
     shows: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # (variant, property) it violates
 
     def trace(self) -> Trace:
-        return Trace(DESIGNS["fixed"], self.config, self.ops)
+        return Trace(DESIGNS["fixed"], self.config, [parse(op) for op in self.ops])
 
 
 def user(k: int, n: int) -> list[int]:
@@ -200,7 +201,7 @@ def fault_scenarios() -> list[Scenario]:
     """One scenario per fault site a port reaches: the base chat with the site armed right
     before the first model operation that reaches it (``file.write.tgt``, a slot-file
     restore, is the environment's: the slot-files scenario with that site armed)."""
-    low = lower(Trace(DESIGNS["fixed"], BASE_CONFIG, chat()))
+    low = lower(Trace(DESIGNS["fixed"], BASE_CONFIG, [parse(op) for op in chat()]))
     out = []
     for site in Faults.SITES:
         if site == "file.write.tgt":

@@ -19,6 +19,7 @@ from pcspec.conform.canon import Canon, differences
 from pcspec.conform.case import Case
 from pcspec.conform.judge import Judge
 from pcspec.conform.port import Port, PortError
+from pcspec.core.ops import Operation
 from pcspec.core.results import Finding, violation
 from pcspec.core.shrink import shrink_list, simpler_op
 
@@ -190,7 +191,7 @@ def shrink(session: Session, div: Divergence, max_runs: int = 400) -> Divergence
     budget = [max_runs]
     best = [div]
 
-    def diverges(ops: list[dict[str, Any]]) -> bool:
+    def diverges(ops: list[Operation]) -> bool:
         if budget[0] <= 0 or not ops:
             return False
         budget[0] -= 1

@@ -52,7 +52,7 @@ def refresh(out_dir: Path) -> str:
         if not tr.expect:
             continue
         pid = tr.expect[0]["property"]
-        key = json.dumps([config_diff(tr.config), tr.ops], sort_keys=True)
+        key = json.dumps([config_diff(tr.config), [op.to_json() for op in tr.ops]], sort_keys=True)
         if key not in found:
             name = f"witness-{tr.variant.name.replace('mutant:', 'mutant-')}-{pid}".lower()
             found[key] = {"name": name, "shows": [], "config": config_diff(tr.config), "ops": tr.ops}

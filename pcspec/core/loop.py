@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pcspec.core import ops
+from pcspec.core.ops import Operation, Run
 from pcspec.core.results import Finding
 from pcspec.core.trace import Trace
 from pcspec.model.events import Event
@@ -30,7 +31,7 @@ class Judging(Protocol):
 
 
 def apply(
-    srv: Server, op: dict[str, Any], judge: Judging, stop: Callable[[], bool] | None = None
+    srv: Server, op: Operation, judge: Judging, stop: Callable[[], bool] | None = None
 ) -> list[Finding]:
     """Apply one operation; the findings of every model operation it performed, in order.
     ``stop``: asked after each judgement; True ends the operation there (a ``run`` takes no
@@ -49,7 +50,7 @@ class Step:
     ``last_op`` (a ``run`` performs one per server step; every other operation, one)."""
 
     index: int  # the trace line's operation index (0-based): the one numbering of steps
-    op: dict[str, Any]
+    op: Operation
     events: list[Event]
     violations: list[Finding]
     first_op: int = 0
@@ -58,7 +59,7 @@ class Step:
     def where(self, model_op: int) -> str:
         """A model operation of this step in the steps' numbering: ``step 4``, or ``step 4,
         server step 3 of 12`` inside a ``run``."""
-        if self.op.get("op") == "run" and self.last_op > self.first_op:
+        if isinstance(self.op, Run) and self.last_op > self.first_op:
             n = self.last_op - self.first_op + 1
             return f"step {self.index}, server step {model_op - self.first_op + 1} of {n}"
         return f"step {self.index}"
@@ -115,10 +116,10 @@ class Driver:
 
     server: Server
     judge: Judging = unjudged
-    ops: list[dict[str, Any]] = field(default_factory=list)
+    ops: list[Operation] = field(default_factory=list)
     record: bool = True
 
-    def apply(self, op: dict[str, Any]) -> list[Finding]:
+    def apply(self, op: Operation) -> list[Finding]:
         found = apply(self.server, op, self.judge)
         if self.record:
             self.ops.append(op)
@@ -127,7 +128,7 @@ class Driver:
     def trace(self, n_ops: int | None = None) -> Trace:
         """The trace of the first ``n_ops`` operations run (all by default), under the server's
         design."""
-        return Trace(self.server.design, self.server.cfg, [dict(op) for op in self.ops[:n_ops]])
+        return Trace(self.server.design, self.server.cfg, self.ops[:n_ops])
 
 
 def first(found: Iterable[Finding], rule: str) -> Finding | None:

@@ -1,7 +1,10 @@
-"""The operation vocabulary: one JSON object per server action, applied to a ``Server``.
+"""The operation vocabulary: one frozen dataclass per server action, applied to a ``Server``.
 
-This is what trace files, the fuzzer, the simulator and C++ ports share. Each operation is
-validated before it runs; a malformed one raises ``PcspecError`` naming the field.
+This is what trace files, the fuzzing rules, the shrinker, the live checker's predictions and
+the conformance kit's lowering share. An operation is a value (``Request``, ``Step``, ...);
+``parse`` makes one of a JSON object, checking every field (an unknown field, a typo included,
+is refused naming it), and ``to_json`` gives the object back with the fields that differ from
+their defaults (a ``restart``'s ``config`` always). A trace line is that object.
 
 =================  ==========================================================================
 op                 fields (defaults)
@@ -33,8 +36,9 @@ op                 fields (defaults)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, TypeAlias
 
 from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Faults
@@ -48,24 +52,16 @@ TOKEN_MAX = 2**31 - 1
 # no workload of the catalogue needs more (a generation that never ends under context shift
 # would otherwise keep a replay busy for as long as it asks).
 MAX_RUN_STEPS = 1_000_000
+TASK_TYPES = tuple(x.value for x in TaskType)
 
-OPS = (
-    "request",
-    "request_group",
-    "step",
-    "run",
-    "inject",
-    "slot_save",
-    "slot_restore",
-    "slot_erase",
-    "corrupt_file",
-    "sleep_wake",
-    "restart",
-)
+JsonOp: TypeAlias = dict[str, Any]
 
 
-def _int(op: dict[str, Any], key: str, default: int | None = None, lo: int | None = None) -> int:
-    v = op.get(key, default)
+# -- the field checks ------------------------------------------------------------------------
+
+
+def _int(d: Mapping[str, Any], key: str, default: int | None = None, lo: int | None = None) -> int:
+    v = d.get(key, default)
     if isinstance(v, bool) or not isinstance(v, int):
         raise PcspecError(f"field {key!r} must be an integer (got {v!r})")
     if lo is not None and v < lo:
@@ -73,145 +69,399 @@ def _int(op: dict[str, Any], key: str, default: int | None = None, lo: int | Non
     return v
 
 
-def _ints(op: dict[str, Any], key: str, default: list[int] | None = None) -> tuple[int, ...]:
-    v = op.get(key, default)
+def _ints(d: Mapping[str, Any], key: str, default: list[int] | None = None) -> tuple[int, ...]:
+    v = d.get(key, default)
     # ``set(map(type, v))`` runs in C: a request of millions of tokens is checked in
     # milliseconds (a generator over ``isinstance`` took seconds). ``bool`` is its own type.
-    if not isinstance(v, list) or not set(map(type, v)) <= {int}:
+    if not isinstance(v, list | tuple) or not set(map(type, v)) <= {int}:
         raise PcspecError(f"field {key!r} must be a list of integers")
     return tuple(v)
 
 
-def _tokens(op: dict[str, Any], key: str, v: tuple[int, ...]) -> tuple[int, ...]:
+def _tokens(key: str, v: tuple[int, ...]) -> tuple[int, ...]:
     if v and (min(v) < 0 or max(v) > TOKEN_MAX):
         i, t = next((i, t) for i, t in enumerate(v) if not 0 <= t <= TOKEN_MAX)
         raise PcspecError(f"field {key!r} must hold token ids 0..{TOKEN_MAX} (got {t} at index {i})")
     return v
 
 
-def _str(op: dict[str, Any], key: str) -> str:
-    v = op.get(key)
+def _str(d: Mapping[str, Any], key: str) -> str:
+    v = d.get(key)
     if not isinstance(v, str) or not v:
         raise PcspecError(f"field {key!r} must be a non-empty string (got {v!r})")
     return v
 
 
-TASK_TYPES = tuple(x.value for x in TaskType)
+def _bool(d: Mapping[str, Any], key: str, default: bool) -> bool:
+    v = d.get(key, default)
+    if not isinstance(v, bool):
+        raise PcspecError(f"field {key!r} must be true or false")
+    return v
 
 
-def validate(op: object) -> dict[str, Any]:
-    """Check an operation's shape; returns it (as a dict) or raises ``PcspecError``."""
-    if not isinstance(op, dict):
-        raise PcspecError("an operation must be a JSON object")
-    name = op.get("op")
-    if name not in OPS:
-        raise PcspecError(f"unknown op {name!r}; valid ops: {', '.join(OPS)}")
-    if name == "request":
-        _tokens(op, "tokens", _ints(op, "tokens"))
-        spans = _ints(op, "spans", [])
+# -- the operations --------------------------------------------------------------------------
+# Each class's ``OP`` is its JSON name; ``_parse`` checks a JSON object's fields (``parse``
+# has already refused a field the class does not have); ``to_json`` writes what differs from
+# the defaults. ``__post_init__`` is not used: a value built in code is trusted as the fuzzing
+# rules build millions of them, and one read from a file always goes through ``parse``.
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """``POST /completion`` (or a chat request, or a decision task): ``Server.request``."""
+
+    OP: ClassVar[str] = "request"
+    tokens: tuple[int, ...]
+    n_predict: int = 4
+    spans: tuple[int, ...] = ()
+    id_slot: int = -1
+    cache_prompt: bool = True
+    type: str = "completion"
+    chat: bool = False
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> Request:
+        spans = _ints(d, "spans", [])
         if list(spans) != sorted(set(spans)):
             raise PcspecError("field 'spans' must be strictly increasing positions")
-        _int(op, "n_predict", 4, lo=1)
-        _int(op, "id_slot", -1, lo=-1)
-        if not isinstance(op.get("cache_prompt", True), bool):
-            raise PcspecError("field 'cache_prompt' must be true or false")
-        kind = op.get("type", "completion")
+        kind = d.get("type", "completion")
         if kind not in TASK_TYPES:
             raise PcspecError(f"field 'type' must be one of {', '.join(TASK_TYPES)} (got {kind!r})")
-        if not isinstance(op.get("chat", False), bool):
-            raise PcspecError("field 'chat' must be true or false")
-    elif name == "request_group":
-        prompts = op.get("prompts")
+        return cls(
+            _tokens("tokens", _ints(d, "tokens")),
+            _int(d, "n_predict", 4, lo=1),
+            spans,
+            _int(d, "id_slot", -1, lo=-1),
+            _bool(d, "cache_prompt", True),
+            kind,
+            _bool(d, "chat", False),
+        )
+
+    def to_json(self) -> JsonOp:
+        d: JsonOp = {"op": self.OP, "tokens": list(self.tokens)}
+        if self.n_predict != 4:
+            d["n_predict"] = self.n_predict
+        if self.spans:
+            d["spans"] = list(self.spans)
+        if self.id_slot != -1:
+            d["id_slot"] = self.id_slot
+        if not self.cache_prompt:
+            d["cache_prompt"] = False
+        if self.type != "completion":
+            d["type"] = self.type
+        if self.chat:
+            d["chat"] = True
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class RequestGroup:
+    """One request of decision prompts: ``Server.request_group``."""
+
+    OP: ClassVar[str] = "request_group"
+    prompts: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> RequestGroup:
+        prompts = d.get("prompts")
         if not isinstance(prompts, list) or not prompts:
             raise PcspecError("field 'prompts' must be a non-empty list of token lists")
-        for i, p in enumerate(prompts):
-            key = f"prompts[{i}]"
-            _tokens(op, key, _ints({key: p}, key))
-    elif name == "run":
-        if _int(op, "max_steps", 10_000, lo=1) > MAX_RUN_STEPS:
-            raise PcspecError(f"field 'max_steps' must be at most {MAX_RUN_STEPS} (got {op['max_steps']})")
-    elif name == "inject":
-        site = _str(op, "site")
+        keys = [f"prompts[{i}]" for i in range(len(prompts))]
+        return cls(tuple(_tokens(k, _ints({k: p}, k)) for k, p in zip(keys, prompts, strict=True)))
+
+    def to_json(self) -> JsonOp:
+        return {"op": self.OP, "prompts": [list(p) for p in self.prompts]}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One ``update_slots`` iteration: ``Server.step``."""
+
+    OP: ClassVar[str] = "step"
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> Step:
+        return cls()
+
+    def to_json(self) -> JsonOp:
+        return {"op": self.OP}
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Steps until the server is idle, at most ``max_steps`` (each step judged on its own)."""
+
+    OP: ClassVar[str] = "run"
+    max_steps: int = 10_000
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> Run:
+        n = _int(d, "max_steps", 10_000, lo=1)
+        if n > MAX_RUN_STEPS:
+            raise PcspecError(f"field 'max_steps' must be at most {MAX_RUN_STEPS} (got {n})")
+        return cls(n)
+
+    def to_json(self) -> JsonOp:
+        return {"op": self.OP} if self.max_steps == 10_000 else {"op": self.OP, "max_steps": self.max_steps}
+
+
+@dataclass(frozen=True, slots=True)
+class Inject:
+    """Arm a one-shot fault at ``site`` (``Faults.SITES``): ``Server.inject``."""
+
+    OP: ClassVar[str] = "inject"
+    site: str
+    count: int = 1
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> Inject:
+        site = _str(d, "site")
         if site not in Faults.SITES:
             raise PcspecError(f"unknown fault site {site!r}; valid sites: {', '.join(Faults.SITES)}")
-        _int(op, "count", 1, lo=1)
-    elif name in ("slot_save", "slot_restore"):
-        _int(op, "id_slot", lo=0)
-        _str(op, "filename")
-    elif name == "slot_erase":
-        _int(op, "id_slot", lo=0)
-    elif name == "restart":
-        changes = op.get("config", {})
+        return cls(site, _int(d, "count", 1, lo=1))
+
+    def to_json(self) -> JsonOp:
+        return {"op": self.OP, "site": self.site} | ({"count": self.count} if self.count != 1 else {})
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSave:
+    """``POST /slots/{id}?action=save``: ``Server.slot_action("save", ...)``."""
+
+    OP: ClassVar[str] = "slot_save"
+    id_slot: int
+    filename: str
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> SlotSave:
+        return cls(_int(d, "id_slot", lo=0), _str(d, "filename"))
+
+    def to_json(self) -> JsonOp:
+        return {"op": self.OP, "id_slot": self.id_slot, "filename": self.filename}
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRestore:
+    """``POST /slots/{id}?action=restore``: ``Server.slot_action("restore", ...)``."""
+
+    OP: ClassVar[str] = "slot_restore"
+    id_slot: int
+    filename: str
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> SlotRestore:
+        return cls(_int(d, "id_slot", lo=0), _str(d, "filename"))
+
+    def to_json(self) -> JsonOp:
+        return {"op": self.OP, "id_slot": self.id_slot, "filename": self.filename}
+
+
+@dataclass(frozen=True, slots=True)
+class SlotErase:
+    """``POST /slots/{id}?action=erase``: ``Server.slot_action("erase", ...)``."""
+
+    OP: ClassVar[str] = "slot_erase"
+    id_slot: int
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> SlotErase:
+        return cls(_int(d, "id_slot", lo=0))
+
+    def to_json(self) -> JsonOp:
+        return {"op": self.OP, "id_slot": self.id_slot}
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptFile:
+    """Damage a slot file: ``Server.corrupt_file``. One of three forms: ``truncate``; ``field``
+    + ``value``; ``offset`` + ``data`` (with ``remove``: a splice)."""
+
+    OP: ClassVar[str] = "corrupt_file"
+    filename: str
+    offset: int = 0
+    data: tuple[int, ...] = ()
+    truncate: int | None = None
+    field: str | None = None
+    value: int = 0
+    remove: int | None = None
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> CorruptFile:
+        name = _str(d, "filename")
+        if "truncate" in d:
+            return cls(name, truncate=_int(d, "truncate", lo=0))
+        if "field" in d:
+            return cls(name, field=_str(d, "field"), value=_int(d, "value", lo=0))
+        data = _ints(d, "data")
+        if any(not 0 <= b <= 255 for b in data):
+            raise PcspecError("field 'data' must hold bytes (0..255)")
+        remove = _int(d, "remove", lo=0) if "remove" in d else None
+        return cls(name, offset=_int(d, "offset", lo=0), data=data, remove=remove)
+
+    def to_json(self) -> JsonOp:
+        d: JsonOp = {"op": self.OP, "filename": self.filename}
+        if self.truncate is not None:
+            d["truncate"] = self.truncate
+        elif self.field is not None:
+            d["field"], d["value"] = self.field, self.value
+        else:
+            d["offset"], d["data"] = self.offset, list(self.data)
+            if self.remove is not None:
+                d["remove"] = self.remove
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class SleepWake:
+    """``--sleep-idle-seconds``: sleep, then wake: ``Server.sleep_wake``."""
+
+    OP: ClassVar[str] = "sleep_wake"
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> SleepWake:
+        return cls()
+
+    def to_json(self) -> JsonOp:
+        return {"op": self.OP}
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """The process restarts, ``config`` changing flags of ``RESTART_FIELDS``: ``Server.restart``."""
+
+    OP: ClassVar[str] = "restart"
+    config: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, **changes: int) -> Restart:
+        return cls(tuple(changes.items()))
+
+    @classmethod
+    def _parse(cls, d: Mapping[str, Any]) -> Restart:
+        changes = d.get("config", {})
         if not isinstance(changes, dict):
             raise PcspecError("field 'config' must be an object of flags to change")
         for key in changes:
             if key not in RESTART_FIELDS:
                 raise PcspecError(f"field 'config' may change {', '.join(RESTART_FIELDS)} (got {key!r})")
             _int(changes, key, lo=-1 if key == "cache_ram" else 0)
-    elif name == "corrupt_file":
-        _str(op, "filename")
-        if "truncate" in op:
-            _int(op, "truncate", lo=0)
-        elif "field" in op:
-            _str(op, "field")
-            _int(op, "value", lo=0)
-        else:
-            _int(op, "offset", lo=0)
-            if "remove" in op:
-                _int(op, "remove", lo=0)
-            data = _ints(op, "data")
-            if any(not 0 <= b <= 255 for b in data):
-                raise PcspecError("field 'data' must hold bytes (0..255)")
-    return op
+        return cls(tuple(changes.items()))
+
+    def to_json(self) -> JsonOp:
+        return {"op": self.OP, "config": dict(self.config)}
 
 
-def apply(srv: Server, op: dict[str, Any]) -> Iterator[None]:
+Operation: TypeAlias = (
+    Request | RequestGroup | Step | Run | Inject
+    | SlotSave | SlotRestore | SlotErase | CorruptFile
+    | SleepWake | Restart
+)
+KINDS: tuple[type[Operation], ...] = (
+    Request, RequestGroup, Step, Run, Inject, SlotSave, SlotRestore, SlotErase, CorruptFile, SleepWake, Restart,
+)
+BY_OP: dict[str, type[Operation]] = {k.OP: k for k in KINDS}
+OPS = tuple(BY_OP)
+_FIELDS: dict[str, frozenset[str]] = {k.OP: frozenset(f.name for f in fields(k)) | {"op"} for k in KINDS}
+
+
+def parse(d: object) -> Operation:
+    """The operation a JSON object stands for, every field checked; ``PcspecError`` names the
+    first field that is wrong (a field the operation does not have, too)."""
+    if isinstance(d, Operation):  # already one: its fields were checked when it was read or built
+        return d
+    if not isinstance(d, dict):
+        raise PcspecError("an operation must be a JSON object")
+    name = d.get("op")
+    kind = BY_OP.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise PcspecError(f"unknown op {name!r}; valid ops: {', '.join(OPS)}")
+    extra = sorted(k for k in d if k not in _FIELDS[kind.OP])
+    if extra:
+        known = sorted(_FIELDS[kind.OP] - {"op"})
+        raise PcspecError(
+            f"op {kind.OP!r} has no field {extra[0]!r}" + (f"; its fields: {', '.join(known)}" if known else "")
+        )
+    return kind._parse(d)
+
+
+def to_json(op: Operation) -> JsonOp:
+    return op.to_json()
+
+
+def _check_slot(srv: Server, id_slot: int) -> None:
+    if id_slot >= srv.cfg.n_slots:
+        raise PcspecError(f"field 'id_slot' is {id_slot} but the server has {srv.cfg.n_slots} slot(s)")
+
+
+def _request(srv: Server, op: Request) -> None:
+    srv.request(op.tokens, op.spans, op.n_predict, op.id_slot, op.cache_prompt, TaskType(op.type), op.chat)
+
+
+def _save(srv: Server, op: SlotSave) -> None:
+    _check_slot(srv, op.id_slot)
+    srv.slot_action("save", op.id_slot, op.filename)
+
+
+def _restore(srv: Server, op: SlotRestore) -> None:
+    _check_slot(srv, op.id_slot)
+    srv.slot_action("restore", op.id_slot, op.filename)
+
+
+def _erase(srv: Server, op: SlotErase) -> None:
+    _check_slot(srv, op.id_slot)
+    srv.slot_action("erase", op.id_slot)
+
+
+def _corrupt(srv: Server, op: CorruptFile) -> None:
+    srv.corrupt_file(op.filename, op.offset, bytes(op.data), op.truncate, op.field, op.value, op.remove)
+
+
+# One model operation each (``run`` is many steps, and is applied by ``apply`` itself).
+_APPLY: dict[type[Operation], Callable[[Server, Any], object]] = {
+    Request: _request,
+    RequestGroup: lambda srv, op: srv.request_group(op.prompts),
+    Step: lambda srv, _op: srv.step(),
+    Inject: lambda srv, op: srv.inject(op.site, op.count),
+    SlotSave: _save,
+    SlotRestore: _restore,
+    SlotErase: _erase,
+    CorruptFile: _corrupt,
+    SleepWake: lambda srv, _op: srv.sleep_wake(),
+    Restart: lambda srv, op: srv.restart(**dict(op.config)),
+}
+
+
+def apply(srv: Server, op: Operation) -> Iterator[None]:
     """Apply one operation; yields after every model operation it performs (a ``run`` is
     many steps), so that callers can judge the properties after each."""
-    op = validate(op)
-    name = op["op"]
-    if name in ("slot_save", "slot_restore", "slot_erase") and _int(op, "id_slot") >= srv.cfg.n_slots:
-        raise PcspecError(f"field 'id_slot' is {op['id_slot']} but the server has {srv.cfg.n_slots} slot(s)")
-    if name == "run":
-        for _ in range(op.get("max_steps", 10_000)):
+    if isinstance(op, Run):
+        for _ in range(op.max_steps):
             if srv.idle or srv.crash is not None:
                 return
             srv.step()
             yield
         return
-    # (plain dispatch: this runs once per fuzzing step)
-    if name == "step":
-        srv.step()
-    elif name == "request":
-        srv.request(
-            tuple(op["tokens"]),
-            tuple(op.get("spans", [])),
-            op.get("n_predict", 4),
-            op.get("id_slot", -1),
-            op.get("cache_prompt", True),
-            TaskType(op.get("type", "completion")),
-            op.get("chat", False),
-        )
-    elif name == "request_group":
-        srv.request_group([tuple(p) for p in op["prompts"]])
-    elif name == "inject":
-        srv.inject(op["site"], op.get("count", 1))
-    elif name in ("slot_save", "slot_restore"):
-        srv.slot_action(name[5:], op["id_slot"], op["filename"])
-    elif name == "slot_erase":
-        srv.slot_action("erase", op["id_slot"])
-    elif name == "corrupt_file":
-        srv.corrupt_file(
-            op["filename"],
-            op.get("offset", 0),
-            bytes(op.get("data", [])),
-            op.get("truncate"),
-            op.get("field"),
-            op.get("value", 0),
-            op.get("remove"),
-        )
-    elif name == "restart":
-        srv.restart(**op.get("config", {}))
-    else:  # sleep_wake (validate() admitted nothing else)
-        srv.sleep_wake()
+    _APPLY[type(op)](srv, op)
     yield
+
+
+__all__ = [
+    "KINDS",
+    "OPS",
+    "CorruptFile",
+    "Inject",
+    "JsonOp",
+    "Operation",
+    "Request",
+    "RequestGroup",
+    "Restart",
+    "Run",
+    "SleepWake",
+    "SlotErase",
+    "SlotRestore",
+    "SlotSave",
+    "Step",
+    "apply",
+    "parse",
+    "to_json",
+]

@@ -15,7 +15,10 @@ every property), and Hypothesis cannot shrink an example it did not fail on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import TypeVar
+
+from pcspec.core import ops
 
 T = TypeVar("T")
 
@@ -51,27 +54,22 @@ def shrink_list(
     return items
 
 
-def simpler_op(op: dict[str, Any]) -> list[dict[str, Any]]:
+def simpler_op(op: ops.Operation) -> list[ops.Operation]:
     """Simplifications of one trace operation, simplest first: a ``run`` becomes one ``step``;
     a request's prompt is halved or loses its last token (its spans beyond the cut go), a
     pinned request is unpinned; a group of decisions loses one of its prompts."""
-    out: list[dict[str, Any]] = []
-    if op["op"] == "run":
-        out.append({"op": "step"})
-    if op["op"] == "request":
-        toks = op["tokens"]
+    out: list[ops.Operation] = []
+    if isinstance(op, ops.Run):
+        out.append(ops.Step())
+    if isinstance(op, ops.Request):
+        toks = op.tokens
         for n in sorted({len(toks) // 2, len(toks) - 1}):
             if 1 <= n < len(toks):
-                cut = dict(op, tokens=toks[:n])
-                spans = [s for s in op.get("spans", []) if s < n]
-                cut.pop("spans", None)
-                if spans:
-                    cut["spans"] = spans
-                out.append(cut)
-        if op.get("id_slot", -1) != -1:
-            out.append({k: v for k, v in op.items() if k != "id_slot"})
-    if op["op"] == "request_group" and len(op["prompts"]) > 1:
-        out += [dict(op, prompts=op["prompts"][:i] + op["prompts"][i + 1 :]) for i in range(len(op["prompts"]))]
+                out.append(replace(op, tokens=toks[:n], spans=tuple(s for s in op.spans if s < n)))
+        if op.id_slot != -1:
+            out.append(replace(op, id_slot=-1))
+    if isinstance(op, ops.RequestGroup) and len(op.prompts) > 1:
+        out += [replace(op, prompts=op.prompts[:i] + op.prompts[i + 1 :]) for i in range(len(op.prompts))]
     return out
 
 

@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 from pcspec.core.errors import PcspecError
+from pcspec.core.ops import Operation
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
 from pcspec.model.design import Design
@@ -66,8 +67,9 @@ def _wrap(items: list[str], width: int) -> list[str]:
     return [ln + "," for ln in lines]
 
 
-def _step(i: int, op: dict[str, Any], note: str) -> str:
+def _step(i: int, operation: Operation, note: str) -> str:
     """One operation, on one line when it fits; else its tokens on lines of their own."""
+    op = operation.to_json()
     keys = ["op", *sorted(k for k in op if k != "op")]
     fields = {k: f"{json.dumps(k)}: {_value(op[k], set())}" for k in keys}
     comment = f"# {i}" + (f"  <- {note}" if note else "")

@@ -47,9 +47,14 @@ __all__ = ["KIND", "SCHEMA", "Trace", "config_diff", "load", "parse", "read"]
 class Trace:
     variant: Design
     config: Config
-    ops: list[dict[str, Any]]
+    ops: list[ops.Operation]
     seed: int | None = None
     expect: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # An operation may be given as its JSON object (a counterexample script's STEPS, a
+        # test's literal): it is parsed here, so a misspelt field is refused before any runs.
+        self.ops = [ops.parse(op) for op in self.ops]
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"schema": SCHEMA, "kind": KIND, "variant": self.variant.name}
@@ -67,7 +72,7 @@ class Trace:
 
     def dumps(self) -> str:
         lines = [json.dumps(self.header(), sort_keys=True)]
-        lines += [json.dumps(op, sort_keys=True) for op in self.ops]
+        lines += [json.dumps(op.to_json(), sort_keys=True) for op in self.ops]
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> None:
@@ -199,11 +204,11 @@ def from_header(
     except PcspecError as exc:
         raise PcspecError(f"line {n0}: {exc.why}", where) from None
     cfg = Config.from_json(head.get("config", {}), f"{where}: line {n0}")
-    out: list[dict[str, Any]] = []
+    out: list[ops.Operation] = []
     for n, line in lines:
         op = _json(n, line, where)
         try:
-            out.append(ops.validate(op))
+            out.append(ops.parse(op))
         except PcspecError as exc:
             raise PcspecError(f"line {n}: {exc.why}", where) from None
     seed = head.get("seed")

@@ -37,6 +37,7 @@ from hypothesis import HealthCheck, Phase, event, settings, stateful
 from hypothesis import strategies as st
 
 from pcspec.core.draw import Bool, Choice, Composite, Domain, Int, Lists
+from pcspec.core.ops import Operation
 from pcspec.core.results import Finding
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
@@ -96,10 +97,10 @@ class Record:
     """What a run of a bound machine found, over all its examples (the run's return value:
     ``run_state_machine_as_test`` returns nothing, so the class keeps a reference to it)."""
 
-    first: dict[str, tuple[Finding, list[dict[str, Any]], Config]] = field(default_factory=dict)
+    first: dict[str, tuple[Finding, list[Operation], Config]] = field(default_factory=dict)
     steps: int = 0
     # The last failing example of a target property: after shrinking, the minimal one.
-    last: tuple[Finding, list[dict[str, Any]], Config] | None = None
+    last: tuple[Finding, list[Operation], Config] | None = None
     coverage: Counter[str] = field(default_factory=Counter)
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pcspec.core.draw import Bool, Choice, Composite, Domain, Int, Lists
+from pcspec.core.ops import Operation
 from pcspec.core.results import Finding
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
@@ -136,7 +137,7 @@ class Find:
     """The first violation of one property in a walk: where, and the trace that shows it."""
 
     violation: Finding
-    ops: list[dict[str, Any]]
+    ops: list[Operation]
     config: Config
     example_seed: int
     seconds: float  # from the start of the walk (time-to-first-violation; not part of the result)
@@ -164,7 +165,7 @@ class Example:
     seed: int
     fuzz: Fuzz  # the example's record: first violation per property, steps, a target's hit
     rules: int  # rules run
-    ops: list[dict[str, Any]]  # every operation, in order (the example's whole trace)
+    ops: list[Operation]  # every operation, in order (the example's whole trace)
 
 
 def example_seed(seed: int, i: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pcspec.core.ops import Request
 from pcspec.core.results import Finding
 from pcspec.live.analyze import is_observation, segments
 from pcspec.live.session import Outcome
@@ -130,7 +131,7 @@ def model_predicts(f: Finding, out: Outcome) -> str | None:
         return None
     # the model ops of the request (a request op, then its steps up to the next request)
     nth = sum(1 for o in out.run.observations if o.op.op == "request" and o.index <= f.op)
-    starts = [i for i, op in enumerate(p.model_ops) if op.get("op") == "request"]
+    starts = [i for i, op in enumerate(p.model_ops) if isinstance(op, Request)]
     if not 0 < nth <= len(starts):
         return None
     lo, hi = starts[nth - 1], starts[nth] if nth < len(starts) else len(p.model_ops)

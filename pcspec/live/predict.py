@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
+from pcspec.core import ops
 from pcspec.core.loop import Driver
 from pcspec.core.trace import Trace
 from pcspec.live.ops import LiveOp, resolve
@@ -76,7 +77,7 @@ class Predictor:
         self._scanned = 0  # events before this index have been scanned
 
     @property
-    def model_ops(self) -> list[dict[str, object]]:
+    def model_ops(self) -> list[ops.Operation]:
         """The operations the model ran, in order (a pcspec trace's)."""
         return self.model.ops
 
@@ -112,7 +113,7 @@ class Predictor:
             if self.srv.crash is not None:
                 return
             start = len(self.srv.heap.events)
-            self.model.apply({"op": "step"})
+            self.model.apply(ops.Step())
             self._scan(start)
 
     def run(self) -> None:
@@ -129,26 +130,25 @@ class Predictor:
         self.prompts[op.id] = tokens
         start = len(self.srv.heap.events)
         tid = self.srv.next_task_id  # (the id the request's task gets)
-        self.model.apply({"op": "request", "tokens": tokens, "n_predict": op.n_predict,
-                          "id_slot": op.id_slot, "cache_prompt": op.cache_prompt})
+        self.model.apply(ops.Request(tuple(tokens), op.n_predict, id_slot=op.id_slot, cache_prompt=op.cache_prompt))
         self.task_of[tid] = op.id
         if op.id_slot != -1:
             self.pinned.add(tid)
         self._scan(start)
 
     def _slot_op(self, op: LiveOp) -> None:
-        if op.op in ("slot_save", "slot_restore"):
-            self.model.apply({"op": op.op, "id_slot": op.id_slot, "filename": op.filename})
+        if op.op == "slot_save":
+            self.model.apply(ops.SlotSave(op.id_slot, op.filename))
+        elif op.op == "slot_restore":
+            self.model.apply(ops.SlotRestore(op.id_slot, op.filename))
         else:
-            self.model.apply({"op": "slot_erase", "id_slot": op.id_slot})
+            self.model.apply(ops.SlotErase(op.id_slot))
 
     def _corrupt(self, op: LiveOp) -> None:
-        m: dict[str, object] = {"op": "corrupt_file", "filename": op.filename}
         if op.truncate is not None:
-            m["truncate"] = op.truncate
+            self.model.apply(ops.CorruptFile(op.filename, truncate=op.truncate))
         else:
-            m["offset"], m["data"] = op.offset, list(op.data)
-        self.model.apply(m)
+            self.model.apply(ops.CorruptFile(op.filename, offset=op.offset, data=op.data))
 
     def follow(self, ops: list[LiveOp], segments: list[list[int]], schedule: Schedule,
                lengths: dict[int, int]) -> list[Prediction]:

@@ -180,7 +180,7 @@ class VariantItem(pytest.Item):
         stem = f"{variant.name.replace(':', '-')}__{rule}"
         path = write_counterexample(trace, out, stem, self.spec)
         v = trace.expect[0]
-        steps = "\n".join(f"  [{i}] {json.dumps(op, sort_keys=True)}" for i, op in enumerate(trace.ops))
+        steps = "\n".join(f"  [{i}] {json.dumps(op.to_json(), sort_keys=True)}" for i, op in enumerate(trace.ops))
         where = f"model operation {v['op']}"
         for step in replay(trace, [get_property(rule)]).steps:
             if step.first_op <= v["op"] <= step.last_op:

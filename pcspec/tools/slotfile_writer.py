@@ -15,9 +15,8 @@ bytes are what the modelled server would write for that history, checkpoint appe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from pcspec.core import ops
+from pcspec.core import loop, ops
 from pcspec.core.errors import PcspecError
 from pcspec.core.trace import Trace
 from pcspec.model.config import Config
@@ -33,17 +32,16 @@ class Written:
     slot: int | None  # None: a file the trace saved itself
 
 
-def _apply(srv: Server, op: dict[str, Any]) -> None:
-    for _ in ops.apply(srv, op):
-        pass
+def _apply(srv: Server, op: ops.Operation) -> None:
+    loop.apply(srv, op, loop.unjudged)
 
 
 def _save(srv: Server, slot: int, name: str, variant: str) -> Written:
     if srv.crash is not None:
         crash = f"{srv.crash.where}: {srv.crash.message}"
         raise PcspecError(f"the server crashed ({crash}); a crashed server saves nothing")
-    _apply(srv, {"op": "run"})  # a save waits until the slot is idle
-    _apply(srv, {"op": "slot_save", "id_slot": slot, "filename": name})
+    _apply(srv, ops.Run())  # a save waits until the slot is idle
+    _apply(srv, ops.SlotSave(slot, name))
     data = srv.files.get(name)
     if data is None:
         raise PcspecError(f"the model did not save slot {slot} ({srv.last_result or 'no result'})")
@@ -52,14 +50,13 @@ def _save(srv: Server, slot: int, name: str, variant: str) -> Written:
 
 def from_tokens(tokens: list[int], config: Config, variant: Design, slot: int = 0, name: str = "slot.bin") -> Written:
     """The file a server with ``config`` writes after one request of ``tokens`` on ``slot``."""
-    request = {"op": "request", "tokens": tokens, "n_predict": 1, "id_slot": slot}
     try:
-        ops.validate(request)
+        request = ops.parse({"op": "request", "tokens": tokens, "n_predict": 1, "id_slot": slot})
     except PcspecError as exc:
         raise PcspecError(exc.why, "--tokens") from None
     if slot >= config.n_slots:
         raise PcspecError(f"slot {slot} does not exist: the configuration has {config.n_slots} slot(s)", "--slot")
-    srv = replay(Trace(variant, config, [request, {"op": "run"}]), props=()).server
+    srv = replay(Trace(variant, config, [request, ops.Run()]), props=()).server
     kept = srv.slots[slot].prompt.tokens
     if srv.crash is None and kept != tuple(tokens):
         raise PcspecError(

@@ -10,6 +10,7 @@ import pytest
 
 from pcspec.cli import main
 from pcspec.core.errors import PcspecError
+from pcspec.core.ops import Step
 from pcspec.core.trace import Trace, parse
 from pcspec.model.config import Config, MemoryKind
 from pcspec.model.designs import DESIGNS
@@ -93,7 +94,7 @@ def test_shrink_keeps_the_violation_and_drops_noise() -> None:
     trace = parse(trace_text(*noise, *PERF1_OPS, *noise))
     small = shrink(trace, "PERF-1")
     assert len(small.ops) < len(trace.ops)
-    assert all(op["op"] in ("request", "run", "step") for op in small.ops)
+    assert all(op.OP in ("request", "run", "step") for op in small.ops)
     assert replay(small).matches(small.expect) and small.expect[0]["property"] == "PERF-1"
 
 
@@ -101,7 +102,7 @@ def test_trace_round_trip_keeps_config_and_variant() -> None:
     cfg = Config(memory=MemoryKind.HYBRID, n_slots=2, has_draft=True, spec_bytes=8)
     t = Trace(DESIGNS["pr27451"], cfg, [{"op": "step"}], seed=5)
     back = parse(t.dumps())
-    assert back.config == cfg and back.variant.name == "pr27451" and back.seed == 5 and back.ops == [{"op": "step"}]
+    assert back.config == cfg and back.variant.name == "pr27451" and back.seed == 5 and back.ops == [Step()]
 
 
 def test_replay_accepts_check_log_event_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -95,7 +95,7 @@ def test_argument_draws_stay_in_their_domains() -> None:
 
 
 def _digest(w: walker.Walker, seeds: range) -> list[str]:
-    return [json.dumps(w.example(s).ops, sort_keys=True) for s in seeds]
+    return [json.dumps([op.to_json() for op in w.example(s).ops], sort_keys=True) for s in seeds]
 
 
 def test_same_seed_same_trace() -> None:
@@ -112,7 +112,7 @@ def test_same_trace_under_another_hash_seed_and_without_hypothesis() -> None:
         "import sys; sys.modules['hypothesis'] = None;"
         "import json; from pcspec.engines import walker; from pcspec.model.designs import DESIGNS;"
         "w = walker.Walker(DESIGNS['baseline']);"
-        "print(json.dumps([w.example(s).ops for s in range(4)], sort_keys=True))"
+        "print(json.dumps([[op.to_json() for op in w.example(s).ops] for s in range(4)], sort_keys=True))"
     )
     outs = []
     for hash_seed in ("0", "4242"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pcspec.core.loop import apply
+from pcspec.core.ops import Request, parse
 from pcspec.live.client import completion_body
 from pcspec.live.ops import LiveOp
 from pcspec.live.predict import Predictor
@@ -34,8 +35,8 @@ def swa(variant: str) -> Server:
 
 def spans_seen(variant: str, op: dict[str, object]) -> tuple[int, ...]:
     srv = swa(variant)
-    apply(srv, op, list)
-    apply(srv, {"op": "run"}, list)
+    apply(srv, parse(op), list)
+    apply(srv, parse({"op": "run"}), list)
     (first, *_) = events(srv, ev.Batch)
     return first.spans
 
@@ -50,8 +51,8 @@ def test_a_raw_completion_has_no_spans_where_they_come_from_the_chat_session(var
     assert spans_seen(variant, CHAT) == SPANS
     # without spans the fill breaks only at the prompt's tail: no user-message checkpoint at 8
     srv = swa(variant)
-    apply(srv, RAW, list)
-    apply(srv, {"op": "run"}, list)
+    apply(srv, parse(RAW), list)
+    apply(srv, parse({"op": "run"}), list)
     assert 8 not in [c.n_tokens for c in srv.slots[0].prompt.checkpoints]
 
 
@@ -65,7 +66,8 @@ def test_the_fuzzing_rules_mark_their_chat_requests_where_spans_come_from_the_ch
         f = Fuzz({**DESIGNS, **RULE_SET_MODELS}[variant], props=())
         f.setup(swa(variant).cfg, ["ckpt.alloc"])
         f.new_prompt(0, 10, -1, True, -1)
-        assert f.trace[-1]["spans"] == [8] and f.trace[-1].get("chat", False) is marked
+        last = f.trace[-1]
+        assert isinstance(last, Request) and last.spans == (8,) and last.chat is marked
 
 
 def test_live_sends_no_delimiters_and_the_model_predicts_no_spans() -> None:

@@ -21,6 +21,8 @@ import dataclasses
 import pytest
 
 from pcspec.core.loop import apply
+from pcspec.core.ops import RequestGroup, parse
+from pcspec.core.ops import parse as parse_op
 from pcspec.engines.walker import Walker
 from pcspec.model import events as ev
 from pcspec.model import policy
@@ -310,10 +312,10 @@ def test_a_parent_that_reaches_its_end_with_children_waiting_fails_the_assert() 
     for name, variant in (("b11549", RULE_SET_MODELS["b11549"]), ("fixed", with_decisions("fixed"))):
         srv = server(variant, n_batch=8, cache_idle_slots=True)
         for op in ops[:-2]:
-            apply(srv, op, list)
+            apply(srv, parse(op), list)
         assert srv.slots[0].task is not None and srv.slots[0].task.is_parent
         for op in ops[-2:]:
-            apply(srv, op, list)
+            apply(srv, parse(op), list)
         if name == "fixed":
             assert srv.crash is None and srv.idle
             continue
@@ -327,7 +329,7 @@ def test_a_walk_of_b11549_makes_groups_and_stays_typed() -> None:
     groups = copies = 0
     for seed in range(30):
         ex = w.example(seed)
-        groups += sum(1 for op in ex.ops if op["op"] == "request_group")
+        groups += sum(1 for op in ex.ops if isinstance(op, RequestGroup))
         copies += len(events(ex.fuzz.srv, ev.CopyPrompt))
         assert type_invariant(ex.fuzz.srv) == []
     assert groups > 0 and copies > 0
@@ -402,12 +404,12 @@ def test_a_trace_of_a_group_replays_and_shrinks() -> None:
     from pcspec.core.trace import Trace, parse
 
     cfg = server(RULE_SET_MODELS["b11549"]).cfg
-    op = {"op": "request_group", "prompts": [list(q) for q in QUESTIONS]}
+    op = parse_op({"op": "request_group", "prompts": [list(q) for q in QUESTIONS]})
     text = Trace(RULE_SET_MODELS["b11549"], cfg, [op, {"op": "run"}]).dumps()
     trace = parse(text)
     result = replay(trace, Judge)
     assert result.server.crash is None and events(result.server, ev.CopyPrompt)
-    assert [len(o["prompts"]) for o in simpler_op(op)] == [2, 2, 2]
+    assert [len(o.prompts) for o in simpler_op(op) if isinstance(o, RequestGroup)] == [2, 2, 2]
     with pytest.raises(PcspecError, match="request_group"):
         lower(trace)
     with pytest.raises(PcspecError, match="prompts"):
@@ -430,7 +432,7 @@ def test_an_entry_longer_than_the_parents_prompt_stalls_it_and_the_children_wait
     ]
     srv = server(RULE_SET_MODELS["b11549"], n_batch=8, cache_idle_slots=True)
     for op in ops:
-        apply(srv, op, list)
+        apply(srv, parse(op), list)
     assert srv.crash is None and srv.idle
     assert srv.slots[0].stalled and events(srv, ev.Stall)  # PROGRESS-1's event
     assert sorted(s.state for s in srv.slots[1:]) == [SlotState.WAIT_OTHER] * 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from pcspec.core.loop import apply
+from pcspec.core.ops import Request, parse
 from pcspec.engines.walker import Walker
 from pcspec.model import events as ev
 from pcspec.model.config import Config, MemoryKind
@@ -100,12 +101,12 @@ def test_a_walk_of_b11549_sends_decisions_and_replays() -> None:
     sent = 0
     for seed in range(40):
         ex = w.example(seed)
-        sent += sum(1 for op in ex.ops if op.get("type") == "decision")
+        sent += sum(1 for op in ex.ops if isinstance(op, Request) and op.type == "decision")
     assert sent > 0
     # a trace's decision (the op vocabulary has it)
     ops = [{"op": "request", "tokens": list(CONV), "n_predict": 2}, {"op": "run"},
            {"op": "request", "tokens": list(QUESTION), "type": "decision"}, {"op": "run"}]
     srv = swa_server("b11549")
     for op in ops:
-        apply(srv, op, list)
+        apply(srv, parse(op), list)
     assert srv.crash is None and srv.slots[0].prompt.tokens == QUESTION

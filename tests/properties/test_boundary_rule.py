@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pcspec.core.ops import Request
 from pcspec.model.designs import DESIGNS
 from pcspec.properties.rules import RULES, Fuzz
 from tests.support.common import SWA_SLOT
@@ -14,7 +15,7 @@ from tests.support.common import SWA_SLOT
 def _fuzz() -> Fuzz:
     f = Fuzz(DESIGNS["baseline"], props=())
     f.setup(SWA_SLOT, ["ckpt.alloc"])
-    f.do({"op": "request", "tokens": list(range(1, 13)), "spans": [4], "n_predict": 1})
+    f.do(Request(tuple(range(1, 13)), 1, spans=(4,)))
     f.run()
     assert f.srv is not None
     assert [(c.n_tokens, c.pos_min, c.pos_max) for c in f.srv.slots[0].prompt.checkpoints] == [(4, 0, 3), (8, 0, 7)]
@@ -43,13 +44,14 @@ def test_cut_lies_at_the_landmark(landmark: str, pick: int, diverge: bool, at: i
     f = _fuzz()
     f.cut_at_boundary(pick, landmark, plus, diverge, 3, -1)
     op = f.trace[-1]
+    assert isinstance(op, Request)
     cut = max(1, min(at + plus, 12))
     tokens = list(range(1, 13))
     if diverge:
-        assert op["tokens"][:cut] == tokens[:cut] and len(op["tokens"]) == cut + 3
-        assert op["tokens"][cut] not in tokens
+        assert list(op.tokens[:cut]) == tokens[:cut] and len(op.tokens) == cut + 3
+        assert op.tokens[cut] not in tokens
     else:
-        assert op["tokens"] == tokens[:cut]
+        assert list(op.tokens) == tokens[:cut]
 
 
 def test_the_rule_is_drawn_by_both_engines() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from pcspec.core.ops import CorruptFile, Inject, SlotRestore, parse
 from pcspec.core.trace import load
 from pcspec.properties.catalogue import get_property
 from pcspec.properties.judge import replay
@@ -70,9 +71,9 @@ def test_a_trace_with_other_ingredients_takes_no_listed_route() -> None:
     assert route_of("baseline", "CKPT-1", plain) is None
     # A route of no ingredients is taken only without any ...
     swa = load(DATA / "pr30137__STATE-1__swa-off-by-one__none.jsonl").ops
-    assert route_of("pr30137", "STATE-1", [*swa, {"op": "inject", "site": "ckpt.write.tgt"}]) is None
+    assert route_of("pr30137", "STATE-1", [*swa, Inject("ckpt.write.tgt")]) is None
     # ... unless it is a rule of the design, which a fault can only accompany.
-    assert route_of("baseline", "PERF-1", [*plain, {"op": "inject", "site": "ckpt.alloc"}]) is not None
+    assert route_of("baseline", "PERF-1", [*plain, Inject("ckpt.alloc")]) is not None
     assert route_of("fixed", "PERF-1", plain) is None and routes("fixed", "PERF-1") == ()
 
 
@@ -80,24 +81,27 @@ def test_the_most_specific_way_wins() -> None:
     # Both the bad_alloc's empty checkpoint and a changed tokens marker: the marker's way (two
     # ingredients) is the more specific; an extra ingredient the way does not name is allowed.
     ops = [
-        {"op": "inject", "site": "ckpt.alloc"},
-        {"op": "corrupt_file", "filename": "c.bin", "field": "tokens marker", "value": 0},
-        {"op": "slot_restore", "id_slot": 0, "filename": "c.bin"},
+        Inject("ckpt.alloc"),
+        CorruptFile("c.bin", field="tokens marker", value=0),
+        SlotRestore(0, "c.bin"),
     ]
     route = route_of("baseline", "CKPT-1", ops)
     assert route is not None and route.name == "tokens-marker"
-    route = route_of("baseline", "CKPT-1", [*ops[:1], {"op": "inject", "site": "save.read.tgt"}])
+    route = route_of("baseline", "CKPT-1", [*ops[:1], Inject("save.read.tgt")])
     assert route is not None and route.name == "empty-checkpoint"
 
 
 def test_ingredients() -> None:
     ops = [
-        {"op": "inject", "site": "ckpt.alloc"},
-        {"op": "corrupt_file", "filename": "a.bin", "field": "ckpt 3 data_tgt length", "value": 0},
-        {"op": "corrupt_file", "filename": "a.bin", "truncate": 5},
-        {"op": "corrupt_file", "filename": "a.bin", "offset": 4, "data": [1], "remove": 0},
-        {"op": "restart", "config": {"n_slots": 1}},
-        {"op": "slot_restore", "id_slot": 0, "filename": "a.bin"},
+        parse(op)
+        for op in (
+            {"op": "inject", "site": "ckpt.alloc"},
+            {"op": "corrupt_file", "filename": "a.bin", "field": "ckpt 3 data_tgt length", "value": 0},
+            {"op": "corrupt_file", "filename": "a.bin", "truncate": 5},
+            {"op": "corrupt_file", "filename": "a.bin", "offset": 4, "data": [1], "remove": 0},
+            {"op": "restart", "config": {"n_slots": 1}},
+            {"op": "slot_restore", "id_slot": 0, "filename": "a.bin"},
+        )
     ]
     assert ingredients(ops) == {
         "ckpt.alloc",
