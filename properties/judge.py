@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pcspec.core.ops import Operation
 from pcspec.core import loop
 from pcspec.core.errors import PcspecError
+from pcspec.core.ops import Operation
 from pcspec.core.results import Finding, violation
 from pcspec.core.shrink import shrink_list, simpler_op
 from pcspec.core.snippet import pytest_snippet

@@ -30,9 +30,8 @@ of the default run takes no listed route.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pcspec.core.ops import CorruptFile, Inject, Operation, SlotRestore
 from pcspec.properties.oracle import ORACLE
