@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, Self, TypeAlias
 
 from pcspec.model.errors import PcspecError
 from pcspec.model.heap import Faults
@@ -225,15 +225,15 @@ class Inject:
 
 
 @dataclass(frozen=True, slots=True)
-class SlotSave:
-    """``POST /slots/{id}?action=save``: ``Server.slot_action("save", ...)``."""
+class _SlotFile:
+    """A ``/slots`` action on a file: the slot and the file's name in the slot-save directory."""
 
-    OP: ClassVar[str] = "slot_save"
+    OP: ClassVar[str]
     id_slot: int
     filename: str
 
     @classmethod
-    def _parse(cls, d: Mapping[str, Any]) -> SlotSave:
+    def _parse(cls, d: Mapping[str, Any]) -> Self:
         return cls(_int(d, "id_slot", lo=0), _str(d, "filename"))
 
     def to_json(self) -> JsonOp:
@@ -241,19 +241,17 @@ class SlotSave:
 
 
 @dataclass(frozen=True, slots=True)
-class SlotRestore:
+class SlotSave(_SlotFile):
+    """``POST /slots/{id}?action=save``: ``Server.slot_action("save", ...)``."""
+
+    OP: ClassVar[str] = "slot_save"
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRestore(_SlotFile):
     """``POST /slots/{id}?action=restore``: ``Server.slot_action("restore", ...)``."""
 
     OP: ClassVar[str] = "slot_restore"
-    id_slot: int
-    filename: str
-
-    @classmethod
-    def _parse(cls, d: Mapping[str, Any]) -> SlotRestore:
-        return cls(_int(d, "id_slot", lo=0), _str(d, "filename"))
-
-    def to_json(self) -> JsonOp:
-        return {"op": self.OP, "id_slot": self.id_slot, "filename": self.filename}
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,32 +382,15 @@ def parse(d: object) -> Operation:
     return kind._parse(d)
 
 
-def to_json(op: Operation) -> JsonOp:
-    return op.to_json()
-
-
-def _check_slot(srv: Server, id_slot: int) -> None:
-    if id_slot >= srv.cfg.n_slots:
-        raise PcspecError(f"field 'id_slot' is {id_slot} but the server has {srv.cfg.n_slots} slot(s)")
+def _slot_action(srv: Server, op: SlotSave | SlotRestore | SlotErase) -> None:
+    if op.id_slot >= srv.cfg.n_slots:
+        raise PcspecError(f"field 'id_slot' is {op.id_slot} but the server has {srv.cfg.n_slots} slot(s)")
+    filename = "" if isinstance(op, SlotErase) else op.filename
+    srv.slot_action(op.OP.removeprefix("slot_"), op.id_slot, filename)
 
 
 def _request(srv: Server, op: Request) -> None:
     srv.request(op.tokens, op.spans, op.n_predict, op.id_slot, op.cache_prompt, TaskType(op.type), op.chat)
-
-
-def _save(srv: Server, op: SlotSave) -> None:
-    _check_slot(srv, op.id_slot)
-    srv.slot_action("save", op.id_slot, op.filename)
-
-
-def _restore(srv: Server, op: SlotRestore) -> None:
-    _check_slot(srv, op.id_slot)
-    srv.slot_action("restore", op.id_slot, op.filename)
-
-
-def _erase(srv: Server, op: SlotErase) -> None:
-    _check_slot(srv, op.id_slot)
-    srv.slot_action("erase", op.id_slot)
 
 
 def _corrupt(srv: Server, op: CorruptFile) -> None:
@@ -422,9 +403,9 @@ _APPLY: dict[type[Operation], Callable[[Server, Any], object]] = {
     RequestGroup: lambda srv, op: srv.request_group(op.prompts),
     Step: lambda srv, _op: srv.step(),
     Inject: lambda srv, op: srv.inject(op.site, op.count),
-    SlotSave: _save,
-    SlotRestore: _restore,
-    SlotErase: _erase,
+    SlotSave: _slot_action,
+    SlotRestore: _slot_action,
+    SlotErase: _slot_action,
     CorruptFile: _corrupt,
     SleepWake: lambda srv, _op: srv.sleep_wake(),
     Restart: lambda srv, op: srv.restart(**dict(op.config)),
@@ -463,5 +444,4 @@ __all__ = [
     "Step",
     "apply",
     "parse",
-    "to_json",
 ]
