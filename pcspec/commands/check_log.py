@@ -22,10 +22,10 @@ from typing import Any
 from pcspec.core.errors import PcspecError
 from pcspec.logcheck import TraceWriter, check_log, parse_options
 from pcspec.logcheck.checker import CheckResult
-from pcspec.logcheck.options import CHOICES, options_for, with_rules
+from pcspec.logcheck.options import ALIASES, CHOICES, POINTS, options_for, with_rules
 from pcspec.logcheck.report import render_plain, render_rich, rules_help, to_json
 from pcspec.model.design import Design
-from pcspec.model.designs import DESIGNS, renamed_error
+from pcspec.model.designs import DESIGNS, get_design, renamed_error
 from pcspec.model.rulesets import RULE_SETS
 from pcspec.tools.user_variant import load_variant
 
@@ -41,7 +41,12 @@ _EPILOG = (
     + "\n".join(f"  {n:15} {v.summary}" for n, v in RULE_SETS.items())
     + "\n\noptions (--option KEY=VALUE, repeatable; 'auto' = what the log shows of its build: "
     "message formats, the build line; 'either' where it cannot tell):\n"
-    + "\n".join(f"  {k:15} {' | '.join(v)}" for k, v in CHOICES.items())
+    + "\n".join(f"  {k:18} {' | '.join(v)}" for k, v in CHOICES.items())
+    + "\n\nthe design's points the checker replays (--option POINT=DESIGN: DESIGN's code at POINT, over --design):\n"
+    + "\n".join(f"  {k:18} {' | '.join(DESIGNS)}" for k in POINTS)
+    + "\n\nthe spellings of before, one point each:\n"
+    + "\n".join(f"  {k:18} {' | '.join(f'{v} ({d})' for v, d in values.items())} = {point}"
+                 for k, (point, values) in ALIASES.items())
     + "\n\ndeviation rules:\n" + rules_help() + "\n\n" + EXIT_CODES
 )
 
@@ -72,8 +77,8 @@ def register(sub: Any) -> None:
                         "from the build line the log shows, docs/RULESETS.md)")
     design = p.add_mutually_exclusive_group()
     design.add_argument("--design", metavar="NAME", default=None,
-                        help="the design the server runs, a built-in (baseline, pr30137, pr27451, fixed): the rules "
-                             "its points change are judged its way")
+                        help="the design the server runs, a built-in (baseline, pr30137, pr27451, fixed), also under a "
+                             "rule set (pr30137@november): the rules its points change are judged its way")
     design.add_argument("--variant-module", metavar="MODULE:NAME", default=None,
                         help="the design of your own the server runs (a Design subclass NAME in MODULE, found from "
                              "the current folder): its decision points judge the log; the rules that hang on an "
@@ -81,12 +86,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _unknown_design(name: str) -> Design:
+def _design(name: str) -> Design:
+    """A built-in design, one under a tree's or a rule set's rules (``pr30137@november``), or a
+    rule set's model (``november``)."""
     renamed = renamed_error(name)  # an old name (master): what it is called now
     if renamed is not None:
         raise PcspecError(renamed.why, "--design")
-    raise PcspecError(f"unknown design {name!r}; built-in designs: {', '.join(DESIGNS)} (a design of your own: "
-                      "--variant-module MODULE:NAME)", "--design")
+    try:
+        return get_design(name)
+    except PcspecError:
+        raise PcspecError(f"unknown design {name!r}; built-in designs: {', '.join(DESIGNS)}, each also as "
+                          f"DESIGN@RULES ({', '.join(RULE_SETS)}) (a design of your own: --variant-module "
+                          "MODULE:NAME)", "--design") from None
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -108,8 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if args.variant_module is not None:
         options = options_for(load_variant(args.variant_module), options)
     elif args.design is not None:
-        options = options_for(DESIGNS[args.design] if args.design in DESIGNS else _unknown_design(args.design),
-                              options)
+        options = options_for(_design(args.design), options)
     with ExitStack() as stack:
         trace: TraceWriter | None = None
         if args.trace:

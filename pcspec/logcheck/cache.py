@@ -33,6 +33,7 @@ from pcspec.logcheck.state import Ckpt, Entry
 from pcspec.logcheck.stats import avoidable_evictions, shared_with_slots_mib, unique_mib
 from pcspec.model import policy
 from pcspec.model.design import Design
+from pcspec.model.designs import Fixed
 
 SAVE_LINES = (
     ev.CacheAlreadyCached, ev.CacheOversize, ev.CacheObsoleteRemoved, ev.CacheMakeRoom,
@@ -258,10 +259,10 @@ class CacheChecker:
         t.obsolete_from = idx
 
     def _counted(self, entries: list[Entry], new: Sequence[Ckpt] = ()) -> list[Approx]:
-        """Each entry's size as the cache counts it, front first. ``accounting=unique``: what no
+        """Each entry's size as the cache counts it, front first. ``entry_sizes`` as ``Fixed``'s: what no
         later entry (nor the new entry's checkpoints ``new``) holds, so that the sizes add up to
         the unique total and the FIFO loops pop what they free (model: cache.unique_sizes)."""
-        if self.ctx.rules.accounting != "unique":
+        if not self.ctx.rules.runs("entry_sizes", Fixed):
             return [x.size for x in entries]
         seen = {c.uid for c in new}
         out: list[Approx] = []

@@ -29,6 +29,7 @@ from pcspec.logcheck.context import Context, Deviations
 from pcspec.logcheck.mib import Approx, prints_as
 from pcspec.logcheck.state import UNKNOWN_TASK, Ckpt, PromptStart, SlotState, find
 from pcspec.model import policy
+from pcspec.model.designs import Fixed
 
 _BIG = 1 << 60  # "no bound": pos_next in the restore choice of before #24411
 
@@ -387,20 +388,20 @@ class SlotChecker:
         return bool(problems)
 
     def _payload_start(self, do: ev.DoCheckpoint, e: ev.CheckpointCreated) -> bool:
-        """``pos-min=payload``: the checkpoint records where an SWA state's data starts,
+        """``checkpoint_pos_min`` as ``Fixed``'s: the checkpoint records where an SWA state's data starts,
         ``max(pos_min, pos_max - n_swa + 1)`` of the memory (patches/fixed/0005); with the
         server's ``n_swa`` not yet known, any start within the memory's range."""
         n_swa = self.ctx.config.n_swa
-        if self.ctx.rules.pos_min != "payload" or do.pos_max != e.pos_max or n_swa == 0:
+        if not self.ctx.rules.runs("checkpoint_pos_min", Fixed) or do.pos_max != e.pos_max or n_swa == 0:
             return False
         if n_swa is None:
             return do.pos_min <= e.pos_min <= e.pos_max
         return e.pos_min == max(do.pos_min, do.pos_max - n_swa + 1)
 
     def _kept(self, s: SlotState, c: Ckpt, task: int) -> bool:
-        """``restored-owner=restorer``: ``c`` is the checkpoint ``task`` restored, which stays
-        with it."""
-        if self.ctx.rules.restored_owner != "restorer":
+        """``kept_checkpoint`` as ``Fixed``'s: ``c`` is the checkpoint ``task`` restored, which
+        stays with it."""
+        if not self.ctx.rules.runs("kept_checkpoint", Fixed):
             return False
         restored = s.restored_by.get(c.uid)
         return restored is not None and restored[0] == task
@@ -572,7 +573,9 @@ class SlotChecker:
         scan, restore, re-processing or invalidation) where the list the checker holds would
         have been invalidated is read as such a restore."""
         ctx = self.ctx
-        if (ctx.rules.verbosity >= levels.DBG or ctx.rules.build in ("b11549", "november") or not s.exact
+        # a build whose slot files carry the appendix prints the INFO line (its load_slot_checkpoints)
+        says_so = ctx.rules.rule_set is not None and ctx.rules.rule_set.slot_file_appendix
+        if (ctx.rules.verbosity >= levels.DBG or says_so or not s.exact
                 or not s.ckpts or st.checks or st.restored is not None or st.forcing is not None
                 or st.invalidated):
             return False

@@ -14,7 +14,7 @@ import pytest
 
 from pcspec.cli import main
 from pcspec.commands.check_log import EXIT_CODES
-from pcspec.logcheck import Options, check_log
+from pcspec.logcheck import Options, check_log, parse_options
 from tests.support.paths import ROOT
 
 # the checkout's root, wherever in tests/ this file is
@@ -28,7 +28,7 @@ OPTIONS: dict[str, dict[str, str]] = {
 
 
 def _options(log: Path) -> Options:
-    return Options(**{k.replace("-", "_"): v for k, v in OPTIONS.get(log.name, {}).items()})
+    return parse_options([f"{k}={v}" for k, v in OPTIONS.get(log.name, {}).items()])
 
 
 def _flags(log: Path) -> list[str]:

@@ -4,22 +4,22 @@ which the default rule (``creator``: the snapshot's) reports as two deviations."
 
 from __future__ import annotations
 
-from pcspec.logcheck import Options, check_events, parse_bytes
+from pcspec.logcheck import check_events, parse_bytes, parse_options
 from tests.support.paths import DATA
 
 LOG = DATA / "real" / "fixed-keep-restored.log"
 # the rules pcspec live passes for fixed's build (pcspec.live.analyze.logcheck_options)
-FIXED = {"pos_min": "payload", "accounting": "unique", "invalidation": "n-prefix"}
+FIXED = ["checkpoint_pos_min=fixed", "entry_sizes=fixed", "invalidation=n-prefix"]
 
 
-def _found(**opts: str) -> list[str]:
-    result = check_events(parse_bytes(LOG.read_bytes()).events, Options(**opts))
+def _found(*opts: str) -> list[str]:
+    result = check_events(parse_bytes(LOG.read_bytes()).events, parse_options(opts))
     return [d.rule for d in result.deviations]
 
 
 def test_the_restored_checkpoint_stays_with_the_task_that_restored_it() -> None:
-    assert _found(**FIXED, restored_owner="restorer") == []
+    assert _found(*FIXED, "kept_checkpoint=fixed") == []
 
 
 def test_the_snapshot_rule_reports_the_sweep_and_the_cap() -> None:
-    assert sorted(_found(**FIXED)) == ["ckpt-cap-evict", "ckpt-sweep"]
+    assert sorted(_found(*FIXED)) == ["ckpt-cap-evict", "ckpt-sweep"]

@@ -9,11 +9,13 @@ checks clean, so each test shows that the one broken line, and nothing else, mak
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 import pytest
 
-from pcspec.logcheck import RULES, Options, check_events, parse_text
+from pcspec.logcheck import RULES, check_events, parse_options, parse_text
 from pcspec.logcheck.checker import CheckResult
+from pcspec.logcheck.options import POINTS
 
 
 def slot(task: int, func: str, msg: str, sid: int = 0, lvl: str = "I") -> str:
@@ -79,7 +81,8 @@ def cold_task(task: int, n_prompt: int, steps: list[list[str]], released: int) -
 
 def check(lines: list[str], **opts: str) -> CheckResult:
     read = parse_text(stamp(lines), "<test>")
-    options = Options(**opts)
+    options = replace(parse_options([f"{k if k in POINTS else k.replace('_', '-')}={v}" for k, v in opts.items()
+                                     if k != "rules"]), rules=opts.get("rules", "auto"))
     return check_events(read.events, options, "<test>", read.n_lines, read.notes)
 
 
@@ -156,9 +159,9 @@ def test_creation_records_the_payload_start_under_pos_min_payload() -> None:
     payload = run(68)
     at = line_of(payload, "created context checkpoint")
     assert found(check(payload)) == [(at, "ckpt-position")]
-    assert found(check(payload, pos_min="payload")) == []
-    assert found(check(run(10), pos_min="payload")) == []  # a window holding the whole memory
-    assert found(check(run(5), pos_min="payload")) == [(at, "ckpt-position")]
+    assert found(check(payload, checkpoint_pos_min="fixed")) == []
+    assert found(check(run(10), checkpoint_pos_min="fixed")) == []  # a window holding the whole memory
+    assert found(check(run(5), checkpoint_pos_min="fixed")) == [(at, "ckpt-position")]
 
 
 def test_cap_eviction_not_the_oldest() -> None:
@@ -786,7 +789,7 @@ def test_restored_then_swept_by_the_same_task() -> None:
     assert item["task"] == 2 and item["reason"] == "too_close"
     assert item["restored_line"] == line_of(lines, "restored context")
     at = line_of(lines, "too close")
-    assert found(check(lines, restored_owner="restorer")) == [(at, "ckpt-sweep")]
+    assert found(check(lines, kept_checkpoint="fixed")) == [(at, "ckpt-sweep")]
 
 
 def test_prefix_unknown_is_enumerated() -> None:
@@ -870,12 +873,12 @@ def test_unique_accounting_option() -> None:
     wrong under per-holder."""
     per_holder = shared_scenario("2 MiB")
     at = line_of(per_holder, "cache state: 2 prompts")
-    assert found(check(per_holder, accounting="unique")) == [(at, "cache-summary")]
+    assert found(check(per_holder, entry_sizes="fixed")) == [(at, "cache-summary")]
     unique = [x.replace("cache state: 2 prompts, 1.032 MiB", "cache state: 2 prompts, 0.732 MiB") for x in per_holder]
-    assert found(check(unique, accounting="unique")) == []
+    assert found(check(unique, entry_sizes="fixed")) == []
     assert found(check(unique)) == [(at, "cache-summary")]
     evicted = shared_scenario("1 MiB")
-    assert [rule for _, rule in found(check(evicted, accounting="unique"))] == ["cache-make-room"]
+    assert [rule for _, rule in found(check(evicted, entry_sizes="fixed"))] == ["cache-make-room"]
 
 
 def test_two_slots_and_idle_caching() -> None:

@@ -1,8 +1,8 @@
 """The dependency contract of docs/ARCHITECTURE.md, checked with import-linter (pyproject.toml,
 ``[tool.importlinter]``): it holds for the package, and it is broken by a layer reached upward,
 by a cycle between two files of one package, by the model calling the state codec, by the codec
-leaning on the core, by the package importing the tests, or by a check importing the model's
-``Server`` (each shown on a copy of the package). And what import-linter cannot state: no class
+leaning on the core, by the package importing the tests, by a check importing the model's
+``Server``, or by the log checker running the model (each shown on a copy of the package). And what import-linter cannot state: no class
 outside ``model/`` subclasses the model's ``Server`` (the judge reads a state through
 ``properties/view.py``, which a port's observed state provides as a class of its own)."""
 
@@ -43,7 +43,7 @@ def copy(tmp_path: Path) -> Path:
 def test_the_package_keeps_the_contract(copy: Path) -> None:
     out = _lint(copy)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "6 kept, 0 broken" in out.stdout
+    assert "7 kept, 0 broken" in out.stdout
 
 
 def _add_import(copy: Path, module: str, line: str) -> None:
@@ -93,6 +93,14 @@ def test_a_check_importing_the_server_breaks_the_contract(copy: Path) -> None:
     out = _lint(copy)
     assert out.returncode != 0
     assert "pcspec.properties.refs -> pcspec.model.server" in out.stdout
+
+
+def test_the_log_checker_running_the_model_breaks_the_contract(copy: Path) -> None:
+    _add_import(copy, "logcheck/stats.py", "import pcspec.model.server")
+    out = _lint(copy)
+    assert out.returncode != 0
+    assert "runs no model BROKEN" in " ".join(out.stdout.split())
+    assert "pcspec.logcheck.stats -> pcspec.model.server" in out.stdout
 
 
 def _names_of_server(tree: ast.Module) -> tuple[set[str], set[str]]:
