@@ -209,10 +209,11 @@ class Rules:
         return out
 
     def own(self, point: str) -> Design | None:
-        """The design, where it runs its own code at ``point`` (not pcspec's): the checker then
-        applies that code to the log's numbers."""
+        """The design, where its code at the decision point ``point`` is not the upstream code
+        (``Baseline``'s, which the checker replays with the era's variations): the checker then
+        applies the design's code to the log's numbers (``Fixed.restore_choice``, a user's own)."""
         d = self.design
-        return d if d is not None and not defined_by(d, point).__module__.startswith("pcspec.") else None
+        return d if d is not None and not runs(d, point, Baseline) else None
 
 
 def _point(key: str, value: str) -> tuple[str, str]:

@@ -9,12 +9,24 @@ from pathlib import Path
 import pytest
 
 from pcspec.cli import main
-from pcspec.logcheck import check_events, parse_bytes, parse_options
+from pcspec.logcheck import check_events, parse_bytes, parse_options, parse_text
 from pcspec.logcheck.checker import CheckResult
 from pcspec.logcheck.options import ALIASES, POINTS, Options, options_for
 from pcspec.model.design import POINTS as MODEL_POINTS
 from pcspec.model.designs import DESIGNS
 from pcspec.model.rulesets import get_rule_set
+from tests.logcheck.test_logcheck_rules import (
+    checking,
+    cold_task,
+    create,
+    found,
+    invalidated,
+    line_of,
+    restored,
+    slot,
+    stamp,
+    startup,
+)
 from tests.support.paths import DATA
 
 # pcspec's fixed build, patch 0013 (tests/data/real/README-logs.md)
@@ -98,3 +110,26 @@ def test_a_design_under_a_rule_set_judges_a_log(capsys: pytest.CaptureFixture[st
     assert main(["check-log", "--json", "--design", "pr30137@november", str(NOVEMBER)]) == 0
     (run,) = json.loads(capsys.readouterr().out)["runs"]
     assert (run["design"], run["build"], run["invalidation"]) == ("pr30137@november", "november", "n-prefix")
+
+
+def test_a_built_in_design_judges_by_its_own_decisions() -> None:
+    """``fixed`` restores an SWA checkpoint only if its payload holds the window the first
+    re-processed token needs (``Fixed.restore_choice``, patch 0005): a restore of ``[190, 199]``
+    for ``pos_next = 250`` (n_swa = 32) is upstream's choice and not fixed's, so the same log
+    is clean under the upstream code and a ``restore-choice`` deviation under ``--design fixed``."""
+    lines = startup() + cold_task(1, 290, [
+        create(1, 1, 3, 0, 99), create(1, 2, 3, 190, 199), create(1, 3, 3, 200, 279),
+    ], released=295) + [
+        slot(-1, "get_availabl", " - checking sim = 0.833 (250/300) > 0.100"),
+        slot(-1, "get_availabl", "selected slot by LCP similarity, f_sim_best = 0.833 (> 0.100 thold), "
+             "f_keep = 0.847"),
+        slot(2, "launch_slot_", "processing task, is_child = 0"),
+        slot(2, "operator()", "new prompt, n_ctx_slot = 4096, n_keep = 0, task.n_tokens = 300"),
+        checking(200, 279, 218), checking(190, 199, 218), restored(190, 199, 200, 199),
+        invalidated(200, 279, 280, 199), slot(2, "operator()", "cached n_tokens = 199, memory_seq_rm [199, end)"),
+    ]
+    events = parse_text(stamp(lines), "<test>").events
+    assert found(check_events(events, Options())) == []
+    fixed = check_events(events, options_for(DESIGNS["fixed"]))
+    assert found(fixed) == [(line_of(lines, "restored context"), "restore-choice")]
+    assert "picks [0, 99]" in fixed.deviations[0].message

@@ -2,9 +2,10 @@
 ``[tool.importlinter]``): it holds for the package, and it is broken by a layer reached upward,
 by a cycle between two files of one package, by the model calling the state codec, by the codec
 leaning on the core, by the package importing the tests, by a check importing the model's
-``Server``, or by the log checker running the model (each shown on a copy of the package). And what import-linter cannot state: no class
-outside ``model/`` subclasses the model's ``Server`` (the judge reads a state through
-``properties/view.py``, which a port's observed state provides as a class of its own)."""
+``Server``, or by the log checker running the model (each shown on a copy of the package). And
+what import-linter cannot state: no class outside ``model/`` subclasses the model's ``Server``
+(the judge reads a state through ``properties/view.py``, which a port's observed state provides
+as a class of its own)."""
 
 from __future__ import annotations
 
