@@ -36,7 +36,17 @@ from pcspec.core.errors import PcspecError
 
 Segment = tuple[str, Any]
 
-OP_NAMES = ("request", "wait", "slot_save", "slot_restore", "slot_erase", "corrupt_file")
+# Each operation's fields (the table above): a field an operation lacks is refused, as the
+# model's operations refuse one (pcspec.core.ops.parse), so a misspelt field is not ignored.
+FIELDS: dict[str, tuple[str, ...]] = {
+    "request": ("id", "segments", "cut", "n_predict", "id_slot", "cache_prompt", "async", "delay_ms"),
+    "wait": (),
+    "slot_save": ("id_slot", "filename"),
+    "slot_restore": ("id_slot", "filename"),
+    "slot_erase": ("id_slot",),
+    "corrupt_file": ("filename", "truncate", "offset", "data"),
+}
+OP_NAMES = tuple(FIELDS)
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,10 @@ class LiveOp:
         if not isinstance(d, dict) or d.get("op") not in OP_NAMES:
             raise PcspecError(f"not a live operation: {d!r}")
         name = d["op"]
+        extra = sorted(k for k in d if k != "op" and k not in FIELDS[name])
+        if extra:
+            fields = ", ".join(FIELDS[name]) or "none"
+            raise PcspecError(f"live operation {name!r} has no field {extra[0]!r}; its fields: {fields}")
         try:
             if name == "request":
                 segs: list[Segment] = []

@@ -40,14 +40,27 @@ def read_workload(path: Path) -> tuple[str, Flags, int | None, list[LiveOp]]:
     from pcspec.core.errors import PcspecError
 
     try:
-        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        head = json.loads(lines[0])
+        lines = [(i, ln) for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if ln.strip()]
+        head = json.loads(lines[0][1])
     except (OSError, ValueError, IndexError) as exc:
         raise PcspecError(f"cannot read a live workload: {exc}", str(path)) from None
     if not isinstance(head, dict) or head.get("kind") != KIND:
         raise PcspecError(f"not a live workload (first line must have kind {KIND!r})", str(path))
-    ops = [LiveOp.from_json(json.loads(ln)) for ln in lines[1:]]
-    return str(head["model"]), Flags.from_json(head["flags"]), head.get("seed"), ops
+    try:
+        flags = Flags.from_json(head["flags"])
+        model = str(head["model"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PcspecError(f"the workload's first line has no usable flags or model ({exc!r})",
+                          f"{path}: line {lines[0][0]}") from None
+    ops: list[LiveOp] = []
+    for number, line in lines[1:]:
+        try:
+            ops.append(LiveOp.from_json(json.loads(line)))
+        except ValueError as exc:  # (json.JSONDecodeError)
+            raise PcspecError(f"not JSON: {exc}", f"{path}: line {number}") from None
+        except PcspecError as exc:
+            raise PcspecError(exc.why, f"{path}: line {number}") from None
+    return model, flags, head.get("seed"), ops
 
 
 def curl_script(out: Outcome) -> str:

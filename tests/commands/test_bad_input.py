@@ -454,3 +454,17 @@ def test_live_with_a_server_that_will_not_start_is_one_line_with_its_log(
                                    "--out", str(tmp_path / "out")],
                           "invalid argument: --ctx-checkpoints", "log")
     assert "No such file" not in line
+
+
+@pytest.mark.parametrize(("line", "needles"), [
+    ('{"op": "request", "id": 0,', ("w.jsonl: line 3", "not JSON")),
+    ('{"op": "request", "id": 0, "segments": [], "id_slto": 1}', ("w.jsonl: line 3", "has no field 'id_slto'")),
+    ('{"op": "teleport"}', ("w.jsonl: line 3", "not a live operation")),
+])
+def test_a_damaged_live_workload_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str,
+                                      needles: tuple[str, ...]) -> None:
+    """A workload's damaged line is named by its number (blank lines counted), before any server starts."""
+    head = {"schema": 1, "kind": "pcspec-live-workload", "model": "kv", "flags": {}}
+    path = tmp_path / "w.jsonl"
+    path.write_text(json.dumps(head) + "\n\n" + line + "\n", encoding="utf-8")
+    one_line_error(capsys, ["live", "--replay", str(path), "--design", "baseline"], *needles)

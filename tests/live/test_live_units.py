@@ -51,6 +51,20 @@ def test_ops_round_trip_and_resolve() -> None:
     assert resolve(ops[2], prompts, replies) == [1, 2, 3]
 
 
+@pytest.mark.parametrize(("op", "says"), [
+    ({"op": "request", "id": 0, "segments": [], "id_slto": 1},
+     "live operation 'request' has no field 'id_slto'; its fields: id, segments, cut, n_predict, id_slot,"),
+    ({"op": "wait", "id_slot": 0}, "live operation 'wait' has no field 'id_slot'; its fields: none"),
+    ({"op": "slot_save", "id_slot": 0, "file": "a.bin"}, "live operation 'slot_save' has no field 'file'"),
+])
+def test_a_field_an_operation_lacks_is_refused(op: dict[str, Any], says: str) -> None:
+    """As the model's operations do (pcspec.core.ops.parse): a misspelt field is not ignored."""
+    from pcspec.core.errors import PcspecError
+
+    with pytest.raises(PcspecError, match="^" + says.replace("(", r"\(")):
+        LiveOp.from_json(op)
+
+
 def test_renumber_drops_references_to_removed_requests() -> None:
     ops = [
         LiveOp("request", id=3, segments=(("lit", (1,)),)),
