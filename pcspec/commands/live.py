@@ -25,6 +25,7 @@ from pcspec.live.buildinfo import rules_for_server
 from pcspec.live.designs import DESIGNS, DesignUnavailable, design_of, with_faults
 from pcspec.live.models import KINDS, ensure_model
 from pcspec.live.process import ServerDied
+from pcspec.live.report import Workload, read_workload
 from pcspec.model.rulesets import RULE_SETS, get_rule_set
 from pcspec.tools.user_variant import load_variant
 
@@ -230,6 +231,8 @@ def _run(args: argparse.Namespace) -> int:
         return _matrix(args)
     if args.faults and args.design is None:
         raise PcspecError("--faults takes the fault-point build of a design: give --design NAME")
+    # A workload is read first: a damaged one is named before a server is looked for or built.
+    workload = read_workload(args.replay) if args.replay else None
     binary = _server(args)
     if not args.build or args.kind or args.replay:
         _need_gguf()
@@ -238,8 +241,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     out_dir: Path = args.out
     models_dir = live_build.cache_root() / "models"
-    if args.replay:
-        return _replay(args, binary, models_dir, out_dir)
+    if workload is not None:
+        return _replay(args, workload, binary, models_dir, out_dir)
     from pcspec.live.campaign import campaign
 
     kinds = list(KINDS) if not args.kind or "all" in args.kind else list(dict.fromkeys(args.kind))
@@ -277,14 +280,13 @@ def _print(reports: list[Any]) -> None:
             print(f"      {why}; {rep.shrunk_ops} ops (from {rep.original_ops}); {rep.directory}")
 
 
-def _replay(args: argparse.Namespace, binary: Path, models_dir: Path, out_dir: Path) -> int:
+def _replay(args: argparse.Namespace, workload: Workload, binary: Path, models_dir: Path, out_dir: Path) -> int:
     from pcspec.live.analyze import is_observation, to_json
     from pcspec.live.campaign import References
     from pcspec.live.explain import explain
-    from pcspec.live.report import read_workload
     from pcspec.live.session import Target, execute
 
-    kind, flags, _seed, ops = read_workload(args.replay)
+    kind, flags, _seed, ops = workload
     model = ensure_model(kind, models_dir)
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=out_dir if out_dir.is_dir() else None))
     refs = References(binary, model, work, args.timeout, kind)

@@ -36,7 +36,11 @@ def workload_lines(kind: str, flags: Flags, seed: int | None, ops: list[LiveOp])
     return "\n".join(lines) + "\n"
 
 
-def read_workload(path: Path) -> tuple[str, Flags, int | None, list[LiveOp]]:
+# A workload file read: the model kind, the server's flags, the seed (None: written by hand), the operations.
+Workload = tuple[str, Flags, int | None, list[LiveOp]]
+
+
+def read_workload(path: Path) -> Workload:
     from pcspec.core.errors import PcspecError
 
     try:
