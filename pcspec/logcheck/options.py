@@ -142,8 +142,9 @@ class Rules:
     checker replays (the report's JSON: ``as_dict``)."""
 
     # The design that judges the log (``Options.judged_by``), None for the build's upstream code.
-    # Where its code at a point is the user's own, the checker applies its decision points
-    # (``own``) and does not judge the rules that hang on an effect point (``skipped``).
+    # Where its code at a decision point is not the upstream code, the checker applies it
+    # (``own``); the rules that hang on an effect point where a user's own code runs are not
+    # judged (``skipped``: rule -> the point).
     design: Design | None = None
     skipped: tuple[tuple[str, str], ...] = ()
     era: str
