@@ -16,16 +16,14 @@ from pcspec.model.design import POINTS as MODEL_POINTS
 from pcspec.model.designs import DESIGNS
 from pcspec.model.rulesets import get_rule_set
 from tests.logcheck.test_logcheck_rules import (
+    cached,
     checking,
-    cold_task,
-    create,
     found,
     invalidated,
     line_of,
+    restore_scenario,
     restored,
-    slot,
     stamp,
-    startup,
 )
 from tests.support.paths import DATA
 
@@ -117,17 +115,8 @@ def test_a_built_in_design_judges_by_its_own_decisions() -> None:
     re-processed token needs (``Fixed.restore_choice``, patch 0005): a restore of ``[190, 199]``
     for ``pos_next = 250`` (n_swa = 32) is upstream's choice and not fixed's, so the same log
     is clean under the upstream code and a ``restore-choice`` deviation under ``--design fixed``."""
-    lines = startup() + cold_task(1, 290, [
-        create(1, 1, 3, 0, 99), create(1, 2, 3, 190, 199), create(1, 3, 3, 200, 279),
-    ], released=295) + [
-        slot(-1, "get_availabl", " - checking sim = 0.833 (250/300) > 0.100"),
-        slot(-1, "get_availabl", "selected slot by LCP similarity, f_sim_best = 0.833 (> 0.100 thold), "
-             "f_keep = 0.847"),
-        slot(2, "launch_slot_", "processing task, is_child = 0"),
-        slot(2, "operator()", "new prompt, n_ctx_slot = 4096, n_keep = 0, task.n_tokens = 300"),
-        checking(200, 279, 218), checking(190, 199, 218), restored(190, 199, 200, 199),
-        invalidated(200, 279, 280, 199), slot(2, "operator()", "cached n_tokens = 199, memory_seq_rm [199, end)"),
-    ]
+    lines = restore_scenario([checking(200, 279, 218), checking(190, 199, 218), restored(190, 199, 200, 199),
+                              invalidated(200, 279, 280, 199), cached(199)], b=(190, 199))
     events = parse_text(stamp(lines), "<test>").events
     assert found(check_events(events, Options())) == []
     fixed = check_events(events, options_for(DESIGNS["fixed"]))

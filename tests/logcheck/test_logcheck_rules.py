@@ -252,11 +252,11 @@ def test_supersede() -> None:
 # ---- prompt start: scan, threshold, choice, positions, invalidation, n_past ----------------
 
 
-def restore_scenario(after: list[str], lcp: int = 250) -> list[str]:
-    """Task 1 leaves A [0, 99], B [100, 199], C [200, 279] (n_tokens = pos_max + 1). Task 2
-    (300 tokens) shares ``lcp`` tokens with the slot; an SWA model with n_swa = 32."""
+def restore_scenario(after: list[str], lcp: int = 250, b: tuple[int, int] = (100, 199)) -> list[str]:
+    """Task 1 leaves A [0, 99], B ``b`` ([100, 199]), C [200, 279] (n_tokens = pos_max + 1).
+    Task 2 (300 tokens) shares ``lcp`` tokens with the slot; an SWA model with n_swa = 32."""
     return startup() + cold_task(1, 290, [
-        create(1, 1, 3, 0, 99), create(1, 2, 3, 100, 199), create(1, 3, 3, 200, 279),
+        create(1, 1, 3, 0, 99), create(1, 2, 3, *b), create(1, 3, 3, 200, 279),
     ], released=295) + [
         slot(-1, "get_availabl", f" - checking sim = {lcp / 300:.3f} ({lcp}/300) > 0.100"),
         slot(-1, "get_availabl", f"selected slot by LCP similarity, f_sim_best = "
